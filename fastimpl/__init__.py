@@ -1,0 +1,9 @@
+"""corevector: core-set kernel machines, optimized (Cython) behind scikit-learn estimators.
+
+Every estimator takes ``impl='fast'`` (default, the compiled engine) or ``impl='ref'``
+(the readable NumPy reference in :mod:`refimpl`), with the same results.
+"""
+from .estimators import CVDD, MEB, CVMClassifier
+
+__all__ = ["CVDD", "MEB", "CVMClassifier"]
+__version__ = "0.1.0"

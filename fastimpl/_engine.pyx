@@ -1,0 +1,587 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The core-set MEB engine in Cython: the same algorithm, draws and tie-breaking as ``refimpl.meb``.
+
+Differences from the reference are only in *how*, never in *what*:
+
+* kernel values are computed point by point in C (no temporary blocks), distance scans and
+  kernel expansions run under ``nogil`` with OpenMP ``prange`` (falling back to serial loops
+  when the compiler has no OpenMP);
+* the core-set kernel matrix Q = K~[S, S] lives in a cache bounded by ``cache_size`` bytes:
+  the first ``n_cached`` core vectors keep their rows there; entries beyond are recomputed;
+* the coordinates of the core vectors are copied into a contiguous block, and the sums over
+  the center skip core vectors with alpha = 0;
+* nothing in the loop is O(n) in sampling mode: only the initial pair, the samples and the
+  final certificate scan touch the data.
+
+Random draws are made through the same ``numpy.random.Generator`` calls in the same order
+as the reference, so the same ``random_state`` gives the same core set.
+"""
+import time
+import warnings
+
+import numpy as np
+cimport numpy as cnp
+from cython.parallel cimport prange
+from libc.math cimport exp, sqrt, fabs, INFINITY
+from libc.stdlib cimport malloc, free, realloc
+from libc.string cimport memcpy
+
+from sklearn.exceptions import ConvergenceWarning
+
+from refimpl.meb import MEBResult, make_rng, validate_engine_params, SMO_STEPS_PER_VECTOR
+from refimpl.progress import Progress
+
+cnp.import_array()
+
+cdef double TAU = 1e-12
+cdef double TIE = 1e-12   # refimpl.simplex_qp.TIE: near-ties go to the lowest index in both engines
+# below this many kernel evaluations a scan runs serially: thread start-up would cost more
+cdef Py_ssize_t PARALLEL_MIN_WORK = 20000
+cdef Py_ssize_t SCAN_CHUNK = 2048
+
+
+# ---------------------------------------------------------------- kernels
+cdef struct Kern:
+    int code          # 0 rbf, 1 laplacian, 2 poly, 3 linear (refimpl.kernels.KERNEL_CODES)
+    double gamma
+    int degree
+    double coef0
+    int normalize
+    Py_ssize_t d
+
+
+cdef inline double ipow(double x, int k) noexcept nogil:
+    cdef double r = 1.0
+    while k > 0:
+        if k & 1:
+            r *= x
+        x *= x
+        k >>= 1
+    return r
+
+
+cdef inline double k_raw(const Kern* K, const double* a, const double* b) noexcept nogil:
+    cdef Py_ssize_t t
+    cdef double s = 0.0, u
+    if K.code <= 1:
+        for t in range(K.d):
+            u = a[t] - b[t]
+            s += u * u
+        if K.code == 0:
+            return exp(-K.gamma * s)
+        return exp(-K.gamma * sqrt(s))
+    for t in range(K.d):
+        s += a[t] * b[t]
+    if K.code == 3:
+        return s
+    return ipow(K.gamma * s + K.coef0, K.degree)
+
+
+cdef inline double k_rawdiag(const Kern* K, const double* a) noexcept nogil:
+    if K.code <= 1:
+        return 1.0
+    return k_raw(K, a, a)
+
+
+cdef inline double k_eval(const Kern* K, const double* a, const double* b, double da, double db) noexcept nogil:
+    """k(a, b); da, db are k_raw(a, a), k_raw(b, b), used only by normalized kernels."""
+    cdef double v = k_raw(K, a, b)
+    if K.normalize and K.code >= 2:
+        if da > 0 and db > 0:
+            return v / sqrt(da * db)
+        return 0.0
+    return v
+
+
+cdef inline double k_diag(const Kern* K, double da) noexcept nogil:
+    if K.normalize:
+        return 1.0 if (K.code <= 1 or da > 0) else 0.0
+    return da
+
+
+cdef Kern make_kern(spec, Py_ssize_t d):
+    cdef Kern K
+    K.code = spec.code
+    K.gamma = spec.gamma
+    K.degree = spec.degree
+    K.coef0 = spec.coef0
+    K.normalize = 1 if spec.normalize else 0
+    K.d = d
+    return K
+
+
+# ---------------------------------------------------------------- the engine state
+cdef class _Engine:
+    cdef Kern K
+    cdef const double[:, ::1] X
+    cdef Py_ssize_t n, d
+    cdef double* sign        # NULL: all +1
+    cdef object sign_arr
+    cdef double label_bias, diag_add, eta
+    cdef int has_delta
+    # core set (capacity cap)
+    cdef Py_ssize_t size, cap
+    cdef Py_ssize_t* S
+    cdef double* SX          # cap x d coordinates of the core vectors
+    cdef double* Ss          # signs
+    cdef double* Sda         # raw k(x, x) of the core vectors
+    cdef double* l           # linear term diag(K~) + Delta
+    cdef double* alpha
+    cdef double* grad
+    cdef double* Qd          # diag of Q
+    # the bounded cache of Q: rows/cols < n_cached stored densely with stride qcap
+    cdef double* Q
+    cdef Py_ssize_t qcap, qmax
+    cdef double* rowbuf_i
+    cdef double* rowbuf_j
+    cdef double* scorebuf
+    # support (alpha > 0) compacted for the sums over the center
+    cdef Py_ssize_t nsv
+    cdef Py_ssize_t* sv
+    cdef double* svalpha_s   # alpha_t * s_t
+    cdef public long long n_eval
+
+    def __cinit__(self):
+        self.S = NULL; self.SX = NULL; self.Ss = NULL; self.Sda = NULL; self.l = NULL
+        self.alpha = NULL; self.grad = NULL; self.Qd = NULL; self.Q = NULL
+        self.rowbuf_i = NULL; self.rowbuf_j = NULL; self.scorebuf = NULL; self.sv = NULL; self.svalpha_s = NULL
+
+    def __dealloc__(self):
+        free(self.S); free(self.SX); free(self.Ss); free(self.Sda); free(self.l)
+        free(self.alpha); free(self.grad); free(self.Qd); free(self.Q)
+        free(self.rowbuf_i); free(self.rowbuf_j); free(self.scorebuf); free(self.sv); free(self.svalpha_s)
+
+    def __init__(self, problem, Py_ssize_t cache_size):
+        cdef cnp.ndarray[double, ndim=1, mode="c"] s
+        self.X = problem.X
+        self.n = problem.X.shape[0]
+        self.d = problem.X.shape[1]
+        self.K = make_kern(problem.kernel, self.d)
+        if problem.sign is not None:
+            s = np.ascontiguousarray(problem.sign, dtype=np.float64)
+            self.sign_arr = s
+            self.sign = &s[0]
+        else:
+            self.sign = NULL
+        self.label_bias = problem.label_bias
+        self.diag_add = problem.diag_add
+        self.eta = problem.eta
+        self.has_delta = 1 if problem.has_delta else 0
+        self.size = 0
+        self.cap = 0
+        self.nsv = 0
+        self.n_eval = 0
+        # largest dense block of Q that fits the cache (at least 2 x 2)
+        self.qmax = max(2, <Py_ssize_t> sqrt(max(cache_size, 32) / 8.0))
+        self.qcap = 0
+        self._grow(64)
+
+    cdef void _grow(self, Py_ssize_t newcap) except *:
+        cdef Py_ssize_t old = self.cap, newq, i
+        cdef double* newQ
+        self.S = <Py_ssize_t*> realloc(self.S, newcap * sizeof(Py_ssize_t))
+        self.SX = <double*> realloc(self.SX, newcap * self.d * sizeof(double))
+        self.Ss = <double*> realloc(self.Ss, newcap * sizeof(double))
+        self.Sda = <double*> realloc(self.Sda, newcap * sizeof(double))
+        self.l = <double*> realloc(self.l, newcap * sizeof(double))
+        self.alpha = <double*> realloc(self.alpha, newcap * sizeof(double))
+        self.grad = <double*> realloc(self.grad, newcap * sizeof(double))
+        self.Qd = <double*> realloc(self.Qd, newcap * sizeof(double))
+        self.rowbuf_i = <double*> realloc(self.rowbuf_i, newcap * sizeof(double))
+        self.rowbuf_j = <double*> realloc(self.rowbuf_j, newcap * sizeof(double))
+        self.scorebuf = <double*> realloc(self.scorebuf, newcap * sizeof(double))
+        self.sv = <Py_ssize_t*> realloc(self.sv, newcap * sizeof(Py_ssize_t))
+        self.svalpha_s = <double*> realloc(self.svalpha_s, newcap * sizeof(double))
+        if (self.S == NULL or self.SX == NULL or self.Ss == NULL or self.Sda == NULL or self.l == NULL
+                or self.alpha == NULL or self.grad == NULL or self.Qd == NULL or self.rowbuf_i == NULL
+                or self.rowbuf_j == NULL or self.scorebuf == NULL or self.sv == NULL or self.svalpha_s == NULL):
+            raise MemoryError("core-set arrays")
+        self.cap = newcap
+        newq = min(newcap, self.qmax)
+        if newq > self.qcap:
+            newQ = <double*> malloc(newq * newq * sizeof(double))
+            if newQ == NULL:
+                raise MemoryError("core-set kernel cache")
+            if self.Q != NULL:
+                for i in range(min(self.size, self.qcap)):
+                    memcpy(&newQ[i * newq], &self.Q[i * self.qcap], min(self.size, self.qcap) * sizeof(double))
+                free(self.Q)
+            self.Q = newQ
+            self.qcap = newq
+
+    cdef inline double kt_core_core(self, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
+        cdef double v = k_eval(&self.K, &self.SX[a * self.d], &self.SX[b * self.d], self.Sda[a], self.Sda[b]) \
+            + self.label_bias
+        if self.sign != NULL:
+            v *= self.Ss[a] * self.Ss[b]
+        if a == b:
+            v += self.diag_add
+        return v
+
+    cdef inline double point_rawdiag(self, Py_ssize_t z) noexcept nogil:
+        if self.K.normalize and self.K.code >= 2:
+            return k_raw(&self.K, &self.X[z, 0], &self.X[z, 0])
+        return k_rawdiag(&self.K, &self.X[z, 0])
+
+    cdef inline double point_ldiag(self, Py_ssize_t z, double daz) noexcept nogil:
+        """linear term l_z = k~(z, z) + Delta_z."""
+        if self.has_delta:
+            return self.eta
+        return k_diag(&self.K, daz) + self.label_bias + self.diag_add
+
+    cdef double* qrow(self, Py_ssize_t i, double* buf) noexcept nogil:
+        """Row i of Q over the core set: from the cache where it is, recomputed elsewhere."""
+        cdef Py_ssize_t t, nc = min(self.size, self.qcap)
+        if i < self.qcap and self.size <= self.qcap:
+            return &self.Q[i * self.qcap]
+        if i < self.qcap:
+            memcpy(buf, &self.Q[i * self.qcap], nc * sizeof(double))
+            for t in range(nc, self.size):
+                buf[t] = self.kt_core_core(i, t)
+        else:
+            for t in range(self.size):
+                buf[t] = self.kt_core_core(i, t)
+        self.n_eval += self.size - (nc if i < self.qcap else 0)
+        return buf
+
+    # ------------------------------------------------------------ core-set operations
+    cdef void add(self, Py_ssize_t z) except *:
+        """Append z with alpha_z = 0; grad_z = 2 (K~alpha)_z - l_z."""
+        cdef Py_ssize_t k = self.size, t
+        cdef double daz, v, ka = 0.0
+        if k == self.cap:
+            self._grow(2 * self.cap)
+        memcpy(&self.SX[k * self.d], &self.X[z, 0], self.d * sizeof(double))
+        self.S[k] = z
+        self.Ss[k] = self.sign[z] if self.sign != NULL else 1.0
+        daz = self.point_rawdiag(z)
+        self.Sda[k] = daz
+        self.l[k] = self.point_ldiag(z, daz)
+        self.size = k + 1
+        for t in range(k + 1):
+            v = self.kt_core_core(k, t)
+            if t < k:
+                ka += self.alpha[t] * v
+            if k < self.qcap and t < self.qcap:
+                self.Q[k * self.qcap + t] = v
+                self.Q[t * self.qcap + k] = v
+        self.n_eval += k + 1
+        self.Qd[k] = self.kt_core_core(k, k)
+        self.alpha[k] = 0.0
+        self.grad[k] = 2.0 * ka - self.l[k]
+
+    cdef double margin(self) noexcept nogil:
+        """alpha'Q alpha = alpha'(g + l) / 2."""
+        cdef double s = 0.0
+        cdef Py_ssize_t t
+        for t in range(self.size):
+            s += self.alpha[t] * (self.grad[t] + self.l[t])
+        return 0.5 * s
+
+    cdef double radius2(self) noexcept nogil:
+        cdef double s = 0.0
+        cdef Py_ssize_t t
+        for t in range(self.size):
+            s += self.alpha[t] * self.l[t]
+        return s - self.margin()
+
+    cdef Py_ssize_t smo(self, double tol, Py_ssize_t max_steps) noexcept nogil:
+        """Warm-started SMO with second-order working-set selection (refimpl.simplex_qp)."""
+        cdef Py_ssize_t steps = 0, t, i, j
+        cdef double gmin, gmax, gabs, diff, curv, score, best, step, tstep, Qii
+        cdef double* Qi
+        cdef double* Qj
+        while True:
+            gmin = INFINITY
+            gabs = 0.0
+            for t in range(self.size):
+                if self.grad[t] < gmin:
+                    gmin = self.grad[t]
+                if fabs(self.grad[t]) > gabs:
+                    gabs = fabs(self.grad[t])
+            i = 0
+            for t in range(self.size):
+                if self.grad[t] <= gmin + TIE * gabs:
+                    i = t
+                    break
+            gmax = -INFINITY
+            for t in range(self.size):
+                if self.alpha[t] > 0 and self.grad[t] > gmax:
+                    gmax = self.grad[t]
+            if gmax - self.grad[i] <= tol or steps >= max_steps:
+                return steps
+            gmin = self.grad[i]
+            Qi = self.qrow(i, self.rowbuf_i)
+            Qii = self.Qd[i]
+            best = -INFINITY
+            for t in range(self.size):
+                score = -INFINITY
+                if self.alpha[t] > 0:
+                    diff = self.grad[t] - gmin
+                    if diff > 0:
+                        curv = Qii + self.Qd[t] - 2.0 * Qi[t]
+                        if curv <= TAU:
+                            curv = TAU
+                        score = diff * diff / curv
+                self.scorebuf[t] = score
+                if score > best:
+                    best = score
+            j = -1
+            for t in range(self.size):
+                if self.scorebuf[t] >= best - TIE * best:
+                    j = t
+                    break
+            diff = self.grad[j] - gmin
+            curv = Qii + self.Qd[j] - 2.0 * Qi[j]
+            if curv <= TAU:
+                curv = TAU
+            step = diff / (2.0 * curv)
+            if step >= self.alpha[j]:
+                tstep = self.alpha[j]
+                self.alpha[j] = 0.0
+            else:
+                tstep = step
+                self.alpha[j] -= tstep
+            self.alpha[i] += tstep
+            Qj = self.qrow(j, self.rowbuf_j)
+            for t in range(self.size):
+                self.grad[t] += 2.0 * tstep * (Qi[t] - Qj[t])
+            steps += 1
+
+    cdef void compact_support(self) noexcept nogil:
+        cdef Py_ssize_t t, k = 0
+        for t in range(self.size):
+            if self.alpha[t] > 0:
+                self.sv[k] = t
+                self.svalpha_s[k] = self.alpha[t] * self.Ss[t]
+                k += 1
+        self.nsv = k
+
+    cdef inline double dist2_point(self, Py_ssize_t z, double marg) noexcept nogil:
+        """||c - phi~(z)||^2 + Delta_z = alpha'K~alpha - 2 (K~alpha)_z + l_z (001 eq. (12))."""
+        cdef Py_ssize_t k, t
+        cdef double daz = self.point_rawdiag(z)
+        cdef double s = 0.0, v, sz
+        sz = self.sign[z] if self.sign != NULL else 1.0
+        for k in range(self.nsv):
+            t = self.sv[k]
+            v = k_eval(&self.K, &self.SX[t * self.d], &self.X[z, 0], self.Sda[t], daz) + self.label_bias
+            if self.S[t] == z:
+                # alpha_t s_t s_z (k + b) + alpha_t * c for the point itself
+                s += self.svalpha_s[k] * sz * v + self.alpha[t] * self.diag_add
+            else:
+                s += self.svalpha_s[k] * sz * v
+        return marg - 2.0 * s + self.point_ldiag(z, daz)
+
+    cdef void furthest(self, const Py_ssize_t* idx, Py_ssize_t cnt, Py_ssize_t* best_out,
+                       double* d2_out) noexcept nogil:
+        """argmax of dist2 over idx[0:cnt] (or all n points when idx is NULL), as refimpl.meb._furthest:
+        the first candidate within a relative TIE of the maximum wins.  Chunk maxima are found in
+        parallel; the first chunk reaching the threshold is then rescanned serially."""
+        cdef double marg = self.margin()
+        cdef Py_ssize_t nchunk = (cnt + SCAN_CHUNK - 1) // SCAN_CHUNK
+        cdef Py_ssize_t c, p, lo, hi, z
+        cdef double bd, v, bestd = -INFINITY, thr
+        cdef double* cd = <double*> malloc(nchunk * sizeof(double))
+        if cnt * self.nsv < PARALLEL_MIN_WORK or nchunk == 1:
+            for c in range(nchunk):
+                lo = c * SCAN_CHUNK
+                hi = min(lo + SCAN_CHUNK, cnt)
+                bd = -INFINITY
+                for p in range(lo, hi):
+                    z = idx[p] if idx != NULL else p
+                    v = self.dist2_point(z, marg)
+                    if v > bd:
+                        bd = v
+                cd[c] = bd
+        else:
+            for c in prange(nchunk, schedule="dynamic"):
+                lo = c * SCAN_CHUNK
+                hi = min(lo + SCAN_CHUNK, cnt)
+                bd = -INFINITY
+                for p in range(lo, hi):
+                    z = idx[p] if idx != NULL else p
+                    v = self.dist2_point(z, marg)
+                    if v > bd:
+                        bd = v
+                cd[c] = bd
+        for c in range(nchunk):
+            if cd[c] > bestd:
+                bestd = cd[c]
+        thr = bestd - TIE * fabs(bestd)
+        best_out[0] = -1
+        for c in range(nchunk):
+            if cd[c] >= thr:
+                lo = c * SCAN_CHUNK
+                hi = min(lo + SCAN_CHUNK, cnt)
+                for p in range(lo, hi):
+                    z = idx[p] if idx != NULL else p
+                    if self.dist2_point(z, marg) >= thr:
+                        best_out[0] = z
+                        break
+                break
+        free(cd)
+        self.n_eval += cnt * self.nsv
+        d2_out[0] = bestd
+
+    cdef bint in_core(self, Py_ssize_t z) noexcept nogil:
+        cdef Py_ssize_t t
+        for t in range(self.size):
+            if self.S[t] == z:
+                return True
+        return False
+
+    cdef Py_ssize_t furthest_from(self, Py_ssize_t z, const Py_ssize_t* idx, Py_ssize_t cnt) noexcept nogil:
+        """Initialisation: argmax over idx of ||phi~(z) - phi~(z_l)||^2 + Delta_l (refimpl.meb._initial_pair)."""
+        cdef double daz = self.point_rawdiag(z), dal, v, best_v = -INFINITY, kzz
+        cdef Py_ssize_t p, l, best = -1
+        cdef double sz = self.sign[z] if self.sign != NULL else 1.0, sl
+        kzz = k_diag(&self.K, daz) + self.label_bias + self.diag_add
+        for p in range(cnt):
+            l = idx[p]
+            dal = self.point_rawdiag(l)
+            sl = self.sign[l] if self.sign != NULL else 1.0
+            v = sz * sl * (k_eval(&self.K, &self.X[z, 0], &self.X[l, 0], daz, dal) + self.label_bias)
+            if l == z:
+                v += self.diag_add
+            v = kzz - 2.0 * v + self.point_ldiag(l, dal)
+            if v > best_v:
+                best_v = v
+                best = l
+        self.n_eval += cnt
+        return best
+
+
+cdef Py_ssize_t _pick(_Engine eng, Py_ssize_t z, cnp.ndarray idx):
+    cdef cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] a = np.ascontiguousarray(idx, dtype=np.intp)
+    return eng.furthest_from(z, &a[0], a.shape[0])
+
+
+def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_state=None,
+            cache_size=200 * 2**20, certify=True, verbose=False, n_confirm=10):
+    """Same contract as :func:`refimpl.meb.fit_meb` (see its docstring)."""
+    cdef Py_ssize_t n = problem.n, z, z_a, z_b, n_iter = 0, steps, best
+    cdef double R2, d2, inner_tol, bound, r_cert2
+    cdef double eps_ = 0.0
+    cdef Py_ssize_t smo_per_vec = SMO_STEPS_PER_VECTOR
+    cdef cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] samp
+    cdef _Engine eng
+    validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm)
+    eps_ = float(eps)
+    rng = make_rng(random_state)
+    if sample_size is not None and sample_size >= n:
+        sample_size = None
+    t0 = time.perf_counter()
+    history = {"core_set_size": [], "radius": [], "elapsed": [], "smo_steps": []}
+    eng = _Engine(problem, int(cache_size))
+    progress = Progress(verbose, "CVM (fast)")
+
+    # --- initialisation, 001 Sec. 4.1.1 (draws in the same order as refimpl.meb._initial_pair)
+    z = int(rng.integers(0, n))
+    z_a = _pick(eng, z, np.arange(n) if sample_size is None else rng.integers(0, n, size=sample_size))
+    idx = np.arange(n) if sample_size is None else rng.integers(0, n, size=sample_size)
+    if problem.labels is not None:
+        labels = problem.labels
+        opposite = idx[labels[idx] != labels[z_a]]
+        if len(opposite) == 0:
+            opposite = np.flatnonzero(labels != labels[z_a])
+        idx = opposite
+    idx = idx[idx != z_a]
+    if len(idx) == 0:
+        idx = np.array([(z_a + 1) % n])
+    z_b = _pick(eng, z_a, idx)
+    eng.add(z_a)
+    eng.alpha[0] = 1.0
+    eng.grad[0] = 2.0 * eng.Qd[0] - eng.l[0]
+    eng.add(z_b)
+
+    tiny = np.finfo(float).tiny
+    inner_tol = float(tol) if tol is not None else eps_ * max(eng.radius2(), tiny)
+    with nogil:
+        steps = eng.smo(inner_tol, smo_per_vec * eng.size + 1000)
+    cdef Py_ssize_t clean = 0
+    converged = False
+    last_scan = None
+    while True:
+        R2 = eng.radius2()
+        if clean == 0:  # a re-drawn sample at the same center is not a new iteration
+            history["core_set_size"].append(eng.size)
+            history["radius"].append(sqrt(max(R2, 0.0)))
+            history["elapsed"].append(time.perf_counter() - t0)
+            history["smo_steps"].append(steps)
+            progress.update(n_iter, eng.size, R2)
+        eng.compact_support()
+        if sample_size is None:
+            with nogil:
+                eng.furthest(NULL, n, &best, &d2)
+        else:
+            samp = rng.integers(0, n, size=sample_size)
+            with nogil:
+                eng.furthest(&samp[0], samp.shape[0], &best, &d2)
+        bound = (1.0 + eps_) * (1.0 + eps_) * R2
+        if d2 <= bound:
+            clean += 1
+            if sample_size is None or clean > n_confirm:
+                converged = True
+                if sample_size is None:
+                    last_scan = d2
+                break
+            continue
+        clean = 0
+        if n_iter >= max_iter:
+            warnings.warn(f"the MEB engine stopped at max_iter={max_iter} before the (1+eps) test held; "
+                          "the certified ratio reports what was reached", ConvergenceWarning, stacklevel=2)
+            break
+        if eng.in_core(best):
+            warnings.warn("a core vector lies outside the (1+eps) ball: tol is too large for eps; stopping",
+                          ConvergenceWarning, stacklevel=2)
+            break
+        eng.add(best)
+        inner_tol = float(tol) if tol is not None else eps_ * max(eng.radius2(), tiny)
+        with nogil:
+            steps = eng.smo(inner_tol, smo_per_vec * eng.size + 1000)
+        n_iter += 1
+    progress.close(n_iter, eng.size, eng.radius2())
+
+    R2 = eng.radius2()
+    if certify:
+        if last_scan is None:
+            eng.compact_support()
+            with nogil:
+                eng.furthest(NULL, n, &best, &d2)
+            last_scan = d2
+        r_cert2 = last_scan
+    else:
+        r_cert2 = float("nan")
+    core = np.array([eng.S[t] for t in range(eng.size)], dtype=np.intp)
+    alpha = np.array([eng.alpha[t] for t in range(eng.size)], dtype=np.float64)
+    return MEBResult(core_set=core, alpha=alpha, radius2=R2, margin=eng.margin(), r_cert2=r_cert2,
+                     certified_ratio=r_cert2 / R2 if R2 > 0 else float("nan"), n_iter=n_iter,
+                     converged=converged, history=history, kernel_evaluations=int(eng.n_eval))
+
+
+def kernel_expansion(spec, SV, coef, X):
+    """f(x) = sum_t coef_t k(sv_t, x) for each row of X (same as refimpl.kernels.kernel_expansion)."""
+    cdef const double[:, ::1] sv = np.ascontiguousarray(SV, dtype=np.float64)
+    cdef const double[::1] c = np.ascontiguousarray(coef, dtype=np.float64)
+    cdef const double[:, ::1] x = np.ascontiguousarray(X, dtype=np.float64)
+    cdef Py_ssize_t nx = x.shape[0], ns = sv.shape[0], d = x.shape[1], i, t
+    cdef cnp.ndarray[double, ndim=1, mode="c"] out = np.zeros(nx)
+    cdef double[::1] o = out
+    cdef Kern K = make_kern(spec, d)
+    cdef double s, dax
+    cdef double* sda
+    if nx == 0 or ns == 0:
+        return out
+    sda = <double*> malloc(ns * sizeof(double))
+    with nogil:
+        for t in range(ns):
+            sda[t] = k_raw(&K, &sv[t, 0], &sv[t, 0]) if (K.normalize and K.code >= 2) else 1.0
+        for i in prange(nx, schedule="static"):
+            dax = k_raw(&K, &x[i, 0], &x[i, 0]) if (K.normalize and K.code >= 2) else 1.0
+            s = 0.0
+            for t in range(ns):
+                s = s + c[t] * k_eval(&K, &sv[t, 0], &x[i, 0], sda[t], dax)
+            o[i] = s
+    free(sda)
+    return out

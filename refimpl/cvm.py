@@ -1,0 +1,74 @@
+"""Core Vector Machine formulations: kernel methods as MEB problems (001_1b97d3ee98da12aa.txt, Sec. 3).
+
+Each function builds the :class:`~refimpl.problem.MEBProblem` of one formulation and, after
+the engine (``fit_meb``) has run, recovers the model from the core-set weights alpha.
+
+* hard-margin SVDD / MEB (eqs. (1)-(3)): k~ = k, center c = sum alpha_i phi(x_i),
+  R^2 = alpha'diag(K) - alpha'K alpha.  Any kernel (the linear term is diag(K)).
+* one-class L2-SVM (eq. (7)): k~ = k + delta_ij / C, w = sum alpha_i phi(x_i),
+  rho = alpha'K~alpha, xi_i = alpha_i / C, decision f(x) = w'phi(x) - rho.
+* two-class L2-SVM (eqs. (8)-(11)): k~ = y_i y_j (k + 1) + delta_ij / C,
+  w = sum alpha_i y_i phi(x_i), b = sum alpha_i y_i, xi_i = alpha_i / C,
+  rho = y_i (w'phi(x_i) + b) + alpha_i / C for support vectors, which equals alpha'K~alpha at
+  the optimum (the gradient of eq. (9) is -2 K~alpha and is constant on the support).
+  Decision f(x) = w'phi(x) + b.
+
+For kernels whose k(x, x) is not constant (linear, polynomial on raw inputs) the L2-SVMs use
+the generalized CVM of 000_88c8f8810bf6206d.txt Sec. 3.2: Delta_i = eta - k~(z_i, z_i),
+eta = max_i k~(z_i, z_i), which keeps the MEB dual equal to max -alpha'K~alpha.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .kernels import KernelSpec
+from .problem import MEBProblem
+
+
+def svdd_problem(X, kernel: KernelSpec) -> MEBProblem:
+    """Hard-margin SVDD = MEB of {phi(x_i)} (001 eqs. (1)-(3))."""
+    return MEBProblem(X, kernel)
+
+
+def one_class_problem(X, kernel: KernelSpec, C: float) -> MEBProblem:
+    """One-class L2-SVM (001 eq. (7)): k~(z_i, z_j) = k(x_i, x_j) + delta_ij / C."""
+    return MEBProblem(X, kernel, diag_add=1.0 / C, constant_linear_term=True)
+
+
+def two_class_problem(X, y_pm, kernel: KernelSpec, C: float) -> MEBProblem:
+    """Two-class L2-SVM (001 eqs. (9)-(10)) for labels y in {-1, +1}."""
+    y_pm = np.asarray(y_pm, dtype=np.float64)
+    return MEBProblem(X, kernel, sign=y_pm, label_bias=1.0, diag_add=1.0 / C,
+                      constant_linear_term=True, labels=(y_pm > 0).astype(np.intp))
+
+
+@dataclass
+class KernelExpansion:
+    """A fitted model f(x) = sum_t coef_t k(sv_t, x) + intercept, plus the quantities of 001 Sec. 3."""
+
+    support: np.ndarray      # indices into the training set of the support vectors (alpha > 0)
+    coef: np.ndarray         # alpha_t (one-class, MEB) or alpha_t y_t (two-class)
+    intercept: float         # b (two-class, eq. (11)); -rho (one-class); 0 (MEB)
+    rho: float               # alpha'K~alpha
+    xi: np.ndarray           # slacks alpha_t / C of the support vectors (eq. (11)); zeros for the MEB
+
+
+def recover(problem: MEBProblem, result, C: float | None, kind: str) -> KernelExpansion:
+    """Model from the engine's alpha: eq. (3) for the MEB, eq. (7) one-class, eq. (11) two-class."""
+    sv = result.alpha > 0
+    support = result.core_set[sv]
+    alpha = result.alpha[sv]
+    order = np.argsort(support, kind="stable")  # support vectors in training order, like LIBSVM
+    support, alpha = support[order], alpha[order]
+    rho = float(result.margin)
+    xi = alpha / C if C is not None else np.zeros_like(alpha)
+    if kind == "two_class":
+        y = problem.sign[support]
+        return KernelExpansion(support, alpha * y, float(alpha @ y), rho, xi)
+    if kind == "one_class":
+        return KernelExpansion(support, alpha, -rho, rho, xi)
+    if kind == "meb":
+        return KernelExpansion(support, alpha, 0.0, rho, xi)
+    raise ValueError(f"unknown formulation {kind!r}")

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# corevector's two commands (see README):
+#   bash run.sh report [--quick|--full] [extra args]   the main job: regenerate reports/output/
+#   bash run.sh test   [pytest args]                    the test suite (what CI runs)
+# Each creates its own virtual environment (.venv, or $COREVECTOR_VENV), installs the project
+# with its build requirements (compiling the Cython extensions in place), and is safe to re-run.
+set -euo pipefail
+cd "$(dirname "$0")"
+VENV=${COREVECTOR_VENV:-.venv}
+PY=${PYTHON:-python3}
+
+setup() {
+    if [ ! -x "$VENV/bin/python" ]; then
+        "$PY" -m venv "$VENV"
+    fi
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip
+    # editable install: builds fastimpl's extensions in place, so tests and reports import the tree
+    "$VENV/bin/python" -m pip install --quiet -e ".[test,reports]"
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case "$cmd" in
+    report)
+        setup
+        mode=--quick
+        if [ "${1:-}" = "--full" ]; then mode=; shift; elif [ "${1:-}" = "--quick" ]; then shift; fi
+        exec "$VENV/bin/corevector" report $mode "$@"
+        ;;
+    test)
+        setup
+        exec "$VENV/bin/python" -m pytest "$@"
+        ;;
+    *)
+        echo "usage: bash run.sh report [--quick|--full] | bash run.sh test [pytest args]" >&2
+        exit 2
+        ;;
+esac

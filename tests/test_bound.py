@@ -1,0 +1,65 @@
+"""The (1+eps)^2 approximation bound of 001_1b97d3ee98da12aa.txt eqs. (14)-(15), against an exact solver.
+
+Under full-scan termination (sample_size=None), CVM must return R_tau with
+
+    R_tau^2 <= r*^2 <= (1+eps)^2 R_tau^2,
+
+where r* is the radius of the true MEB, computed here independently by cvxopt (conftest.exact_meb,
+which brackets r*^2 between a feasible dual value and an enclosing radius).  NUM_TOL is the
+relative numerical tolerance of the comparison: the bracket width of cvxopt on these problems is
+below 1e-10 relative, and the engines' own arithmetic is exact to ~1e-14.
+"""
+import numpy as np
+import pytest
+
+from conftest import FORMULATIONS, engine, exact_meb, random_problem
+
+NUM_TOL = 1e-9
+EPSILONS = (1e-1, 1e-2, 1e-3, 1e-4)
+KERNELS = [("rbf", {"gamma": 0.5}), ("laplacian", {"gamma": 0.7}), ("poly", {"gamma": 0.5, "coef0": 1.0, "degree": 2})]
+
+
+@pytest.fixture(scope="module")
+def exact_cache():
+    return {}
+
+
+@pytest.mark.parametrize("formulation", FORMULATIONS)
+@pytest.mark.parametrize("kernel,opts", KERNELS, ids=[k for k, _ in KERNELS])
+@pytest.mark.parametrize("eps", EPSILONS)
+def test_radius_within_one_plus_eps_squared(formulation, kernel, opts, eps, impl, exact_cache):
+    key = (formulation, kernel)
+    if key not in exact_cache:
+        problem = random_problem(formulation, kernel, m=150, seed=3, **opts)
+        exact_cache[key] = (problem, exact_meb(problem))
+    problem, (lo, hi, _) = exact_cache[key]
+    assert hi - lo <= 1e-10 * hi, "the exact solver did not converge; the test would be meaningless"
+    res = engine(impl)(problem, eps, sample_size=None, random_state=0)
+    R2 = res.radius2
+    assert res.converged
+    assert R2 <= hi * (1 + NUM_TOL), "R_tau^2 must be a lower bound on r*^2"
+    assert lo <= (1 + eps) ** 2 * R2 * (1 + NUM_TOL), "r*^2 <= (1+eps)^2 R_tau^2 violated"
+    # the certificate brackets r* as well, and under full scans it is within (1+eps)^2
+    assert res.r_cert2 >= lo * (1 - NUM_TOL)
+    assert res.certified_ratio <= (1 + eps) ** 2 * (1 + NUM_TOL)
+
+
+@pytest.mark.parametrize("formulation", FORMULATIONS)
+@pytest.mark.parametrize("kernel,opts", KERNELS[:2], ids=[k for k, _ in KERNELS[:2]])
+def test_small_eps_recovers_exact_solution(formulation, kernel, opts, impl):
+    """As eps -> 0 the CVM center tends to the exact MEB center.
+
+    For any center c with enclosing radius r_c, ||c - c*||^2 <= r_c^2 - r*^2 (a property of the
+    MEB), so with eps = 1e-7 the center distance must be below ((1+eps)^2 - 1) R^2 + numerical slack.
+    """
+    problem = random_problem(formulation, kernel, m=100, seed=5, **opts)
+    lo, hi, a_star = exact_meb(problem)
+    eps = 1e-7
+    res = engine(impl)(problem, eps, sample_size=None, random_state=1)
+    n = problem.n
+    a = np.zeros(n)
+    a[res.core_set] = res.alpha
+    diff = a - a_star
+    center_dist2 = float(diff @ problem.block(np.arange(n), np.arange(n)) @ diff)
+    assert center_dist2 <= ((1 + eps) ** 2 - 1) * res.radius2 + 1e-9 * hi
+    assert abs(res.radius2 - lo) <= 3 * eps * lo + 1e-9 * hi

@@ -1,0 +1,104 @@
+"""Bad input gets a clear error naming the parameter; same seed gives the same model."""
+import pickle
+
+import numpy as np
+import pytest
+
+from fastimpl import CVDD, MEB, CVMClassifier
+
+ESTIMATORS = [CVMClassifier, CVDD, MEB]
+
+
+def data(m=40, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(m, 2))
+    y = (X[:, 0] > 0).astype(int)
+    return X, y
+
+
+def fit(est, X, y):
+    return est.fit(X, y) if isinstance(est, CVMClassifier) else est.fit(X)
+
+
+@pytest.mark.parametrize("Est", ESTIMATORS)
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+@pytest.mark.parametrize("param,value,exc,word", [
+    ("eps", 0.0, ValueError, "eps"), ("eps", -1e-3, ValueError, "eps"), ("eps", np.nan, ValueError, "eps"),
+    ("kernel", "sigmoid", ValueError, "kernel"), ("gamma", 0.0, ValueError, "gamma"),
+    ("gamma", -2.0, ValueError, "gamma"), ("gamma", "wide", ValueError, "gamma"),
+    ("sample_size", 0, ValueError, "sample_size"), ("max_iter", 0, ValueError, "max_iter"),
+    ("impl", "gpu", ValueError, "impl"), ("degree", 0, ValueError, "degree"),
+    ("n_confirm", -1, ValueError, "n_confirm"), ("tol", -1.0, ValueError, "tol"),
+])
+def test_bad_parameter_names_itself(Est, impl, param, value, exc, word):
+    X, y = data()
+    with pytest.raises(exc, match=word):
+        fit(Est(**{"impl": impl, **{param: value}}), X, y)
+
+
+@pytest.mark.parametrize("Est", [CVMClassifier, CVDD])
+@pytest.mark.parametrize("C", [0.0, -1.0, np.inf])
+def test_bad_C(Est, C):
+    X, y = data()
+    with pytest.raises(ValueError, match="C"):
+        fit(Est(C=C), X, y)
+
+
+@pytest.mark.parametrize("Est", ESTIMATORS)
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_input(Est, bad):
+    X, y = data()
+    X[3, 1] = bad
+    with pytest.raises(ValueError, match="NaN|infinity"):
+        fit(Est(), X, y)
+
+
+@pytest.mark.parametrize("Est", ESTIMATORS)
+def test_empty_and_single_sample(Est):
+    X, y = data()
+    with pytest.raises(ValueError, match="sample"):
+        fit(Est(), X[:0], y[:0])
+    with pytest.raises(ValueError, match="sample"):
+        fit(Est(), X[:1], y[:1])
+
+
+def test_one_class_only():
+    X, _ = data()
+    with pytest.raises(ValueError, match="one class"):
+        CVMClassifier().fit(X, np.zeros(len(X)))
+
+
+def test_mismatched_shapes():
+    X, y = data()
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        CVMClassifier().fit(X, y[:-1])
+    clf = CVMClassifier(random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        clf.predict(np.zeros((3, 5)))
+
+
+def test_negative_coef0_poly_is_not_psd():
+    X, y = data()
+    with pytest.raises(ValueError, match="coef0"):
+        CVMClassifier(kernel="poly", coef0=-1.0).fit(X, y)
+
+
+@pytest.mark.parametrize("Est", ESTIMATORS)
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+def test_same_seed_same_model_and_pickle_round_trip(Est, impl):
+    X, y = data(200, seed=1)
+    a = fit(Est(C=10.0, random_state=7, impl=impl) if Est is not MEB else Est(random_state=7, impl=impl), X, y)
+    b = fit(Est(C=10.0, random_state=7, impl=impl) if Est is not MEB else Est(random_state=7, impl=impl), X, y)
+    np.testing.assert_array_equal(a.core_set_, b.core_set_)
+    np.testing.assert_array_equal(a.dual_coef_, b.dual_coef_)
+    c = pickle.loads(pickle.dumps(a))
+    np.testing.assert_array_equal(c.decision_function(X), a.decision_function(X))
+
+
+def test_max_iter_bound_warns():
+    from sklearn.exceptions import ConvergenceWarning
+    X, y = data(300, seed=2)
+    with pytest.warns(ConvergenceWarning, match="max_iter"):
+        clf = CVMClassifier(C=100.0, eps=1e-8, max_iter=2, sample_size=None, random_state=0).fit(X, y)
+    assert clf.n_iter_ == 2
+    assert clf.certified_ratio_ > 1.0
