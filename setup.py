@@ -5,7 +5,6 @@ when that fails (e.g. Apple clang without libomp) the extensions are built witho
 ``prange`` loops run serially — same results, one core.
 """
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,36 +18,56 @@ from setuptools import Extension, setup
 def openmp_flags():
     if os.environ.get("COREVECTOR_NO_OPENMP"):
         return [], []
-    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
-    cc = cc.split()
     flag = "/openmp" if sys.platform == "win32" else "-fopenmp"
-    with tempfile.TemporaryDirectory() as tmp:
-        src = os.path.join(tmp, "t.c")
-        with open(src, "w") as f:
-            f.write("#include <omp.h>\nint main(void){return omp_get_max_threads() > 0 ? 0 : 1;}\n")
-        try:
-            res = subprocess.run(cc + [flag, src, "-o", os.path.join(tmp, "t")],
-                                 capture_output=True, timeout=60)
-            ok = res.returncode == 0
-        except (OSError, subprocess.SubprocessError):
-            ok = False
-    if not ok:
+    code = "#include <omp.h>\nint main(void){return omp_get_max_threads() > 0 ? 0 : 1;}\n"
+    if not try_build(code, [flag], [flag] if sys.platform != "win32" else []):
         print("corevector: OpenMP not available, building serial extensions", file=sys.stderr)
         return [], []
     return [flag], ([] if sys.platform == "win32" else [flag])
 
 
+def try_build(code, compile_args, link_args):
+    cc = (os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc").split()
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "t.c")
+        with open(src, "w") as f:
+            f.write(code)
+        try:
+            res = subprocess.run(cc + compile_args + [src, "-o", os.path.join(tmp, "t")] + link_args,
+                                 capture_output=True, timeout=60)
+            return res.returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            return False
+
+
+def libmvec_flags(omp_flags):
+    """Vector exp from glibc's libmvec (see fastimpl/_vexp.h), when it compiles and links here."""
+    if os.environ.get("COREVECTOR_NO_LIBMVEC") or sys.platform != "linux":
+        return [], [], []
+    simd = omp_flags or ["-fopenmp-simd"]
+    code = ("#include <math.h>\n#pragma omp declare simd notinbranch\nextern double exp(double);\n"
+            "double b[64];\nint main(void){\n#pragma omp simd\nfor(int i=0;i<64;i++) b[i]=exp(b[i]);\n"
+            "return b[3] == 1.0 ? 0 : 1;}\n")
+    if not try_build(code, ["-O2"] + simd, ["-lmvec", "-lm"]):
+        print("corevector: libmvec not available, scalar exp in kernel rows", file=sys.stderr)
+        return [], [], []
+    return simd, ["-lmvec", "-lm"], [("COREVECTOR_LIBMVEC", "1")]
+
+
 compile_omp, link_omp = openmp_flags()
-extra_compile = ["-O3"] if sys.platform != "win32" else ["/O2"]
+simd_compile, simd_link, simd_macros = libmvec_flags(compile_omp)
+# -fno-math-errno: sqrt/exp need not set errno, which lets the compiler vectorise them; results are unchanged
+extra_compile = ["-O3", "-fno-math-errno"] if sys.platform != "win32" else ["/O2"]
 
 extensions = [
     Extension(
         "fastimpl._engine",
         ["fastimpl/_engine.pyx"],
-        include_dirs=[np.get_include()],
-        extra_compile_args=extra_compile + compile_omp,
-        extra_link_args=link_omp,
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        include_dirs=[np.get_include(), "fastimpl"],
+        extra_compile_args=extra_compile + compile_omp + [f for f in simd_compile if f not in compile_omp],
+        extra_link_args=link_omp + simd_link,
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")] + simd_macros,
+        depends=["fastimpl/_vexp.h"],
     ),
 ]
 
