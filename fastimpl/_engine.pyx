@@ -28,7 +28,7 @@ from libc.string cimport memcpy
 
 from sklearn.exceptions import ConvergenceWarning
 
-from refimpl.meb import MEBResult, make_rng, validate_engine_params, SMO_STEPS_PER_VECTOR
+from refimpl.meb import MEBResult, make_rng, smo_step_bound, validate_engine_params, warn_if_smo_capped
 from refimpl.progress import Progress
 
 cnp.import_array()
@@ -159,6 +159,7 @@ cdef class _Engine:
     cdef double* rowbuf_i
     cdef double* rowbuf_j
     cdef double* scorebuf
+    cdef Py_ssize_t* actbuf
     # support (alpha > 0) compacted for the sums over the center
     cdef Py_ssize_t nsv
     cdef Py_ssize_t* sv
@@ -171,13 +172,13 @@ cdef class _Engine:
     def __cinit__(self):
         self.S = NULL; self.SX = NULL; self.Ss = NULL; self.Sda = NULL; self.l = NULL
         self.alpha = NULL; self.grad = NULL; self.Qd = NULL; self.Q = NULL
-        self.rowbuf_i = NULL; self.rowbuf_j = NULL; self.scorebuf = NULL; self.sv = NULL; self.svalpha_s = NULL
+        self.rowbuf_i = NULL; self.rowbuf_j = NULL; self.scorebuf = NULL; self.actbuf = NULL; self.sv = NULL; self.svalpha_s = NULL
         self.svX = NULL; self.svda = NULL; self.svidx = NULL
 
     def __dealloc__(self):
         free(self.S); free(self.SX); free(self.Ss); free(self.Sda); free(self.l)
         free(self.alpha); free(self.grad); free(self.Qd); free(self.Q)
-        free(self.rowbuf_i); free(self.rowbuf_j); free(self.scorebuf); free(self.sv); free(self.svalpha_s)
+        free(self.rowbuf_i); free(self.rowbuf_j); free(self.scorebuf); free(self.actbuf); free(self.sv); free(self.svalpha_s)
         free(self.svX); free(self.svda); free(self.svidx)
 
     def __init__(self, problem, Py_ssize_t cache_size):
@@ -219,6 +220,7 @@ cdef class _Engine:
         self.rowbuf_i = <double*> realloc(self.rowbuf_i, newcap * sizeof(double))
         self.rowbuf_j = <double*> realloc(self.rowbuf_j, newcap * sizeof(double))
         self.scorebuf = <double*> realloc(self.scorebuf, newcap * sizeof(double))
+        self.actbuf = <Py_ssize_t*> realloc(self.actbuf, newcap * sizeof(Py_ssize_t))
         self.sv = <Py_ssize_t*> realloc(self.sv, newcap * sizeof(Py_ssize_t))
         self.svalpha_s = <double*> realloc(self.svalpha_s, newcap * sizeof(double))
         self.svX = <double*> realloc(self.svX, newcap * self.d * sizeof(double))
@@ -226,7 +228,7 @@ cdef class _Engine:
         self.svidx = <Py_ssize_t*> realloc(self.svidx, newcap * sizeof(Py_ssize_t))
         if (self.S == NULL or self.SX == NULL or self.Ss == NULL or self.Sda == NULL or self.l == NULL
                 or self.alpha == NULL or self.grad == NULL or self.Qd == NULL or self.rowbuf_i == NULL
-                or self.rowbuf_j == NULL or self.scorebuf == NULL or self.sv == NULL or self.svalpha_s == NULL
+                or self.rowbuf_j == NULL or self.scorebuf == NULL or self.actbuf == NULL or self.sv == NULL or self.svalpha_s == NULL
                 or self.svX == NULL or self.svda == NULL or self.svidx == NULL):
             raise MemoryError("core-set arrays")
         self.cap = newcap
@@ -321,18 +323,22 @@ cdef class _Engine:
     cdef Py_ssize_t smo(self, double tol, Py_ssize_t max_steps) noexcept nogil:
         """Warm-started SMO with second-order working-set selection (refimpl.simplex_qp).
 
-        Same selections as the reference; the min/max statistics of the gradient for the next
-        step are gathered in the same pass that updates it (one pass fewer per step)."""
-        cdef Py_ssize_t steps = 0, t, i, j
+        Same selections as the reference, organised for speed: the min/max statistics of the
+        gradient for the next step are gathered in the pass that updates it, and the choice of j
+        runs over a sorted list of the coordinates with alpha > 0 (the only ones that may
+        decrease), rebuilt only when a coordinate enters or leaves the support."""
+        cdef Py_ssize_t steps = 0, t, k, i, j, nact = 0
         cdef double gmin = INFINITY, gmax = -INFINITY, gabs = 0.0, gi
-        cdef double diff, curv, score, best, step, tstep, Qii, g, two_t
+        cdef double diff, curv, score, best, step, tstep, Qii, g, two_t, ai_old
         cdef double* Qi
         cdef double* Qj
         cdef double* grad = self.grad
         cdef double* alpha = self.alpha
         cdef double* Qd = self.Qd
         cdef double* sb = self.scorebuf
+        cdef Py_ssize_t* act = self.actbuf
         cdef Py_ssize_t size = self.size
+        cdef bint changed = True
         for t in range(size):
             g = grad[t]
             if g < gmin:
@@ -342,6 +348,13 @@ cdef class _Engine:
             if alpha[t] > 0 and g > gmax:
                 gmax = g
         while True:
+            if changed:
+                nact = 0
+                for t in range(size):
+                    if alpha[t] > 0:
+                        act[nact] = t
+                        nact += 1
+                changed = False
             i = 0
             for t in range(size):
                 if grad[t] <= gmin + TIE * gabs:
@@ -352,19 +365,23 @@ cdef class _Engine:
                 return steps
             Qi = self.qrow(i, self.rowbuf_i)
             Qii = Qd[i]
-            # branch-free so that the compiler can vectorise the divisions
-            for t in range(size):
-                diff = grad[t] - gi
-                curv = Qii + Qd[t] - 2.0 * Qi[t]
-                curv = curv if curv > TAU else TAU
-                sb[t] = diff * diff / curv if (alpha[t] > 0 and diff > 0) else -INFINITY
             best = -INFINITY
-            for t in range(size):
-                best = sb[t] if sb[t] > best else best
-            j = 0
-            for t in range(size):
-                if sb[t] >= best - TIE * best:
-                    j = t
+            for k in range(nact):
+                t = act[k]
+                diff = grad[t] - gi
+                score = -INFINITY
+                if diff > 0:
+                    curv = Qii + Qd[t] - 2.0 * Qi[t]
+                    if curv <= TAU:
+                        curv = TAU
+                    score = diff * diff / curv
+                    if score > best:
+                        best = score
+                sb[k] = score
+            j = act[0]
+            for k in range(nact):
+                if sb[k] >= best - TIE * best:
+                    j = act[k]
                     break
             diff = grad[j] - gi
             curv = Qii + Qd[j] - 2.0 * Qi[j]
@@ -374,10 +391,14 @@ cdef class _Engine:
             if step >= alpha[j]:
                 tstep = alpha[j]
                 alpha[j] = 0.0
+                changed = True
             else:
                 tstep = step
                 alpha[j] -= tstep
+            ai_old = alpha[i]
             alpha[i] += tstep
+            if ai_old <= 0 and alpha[i] > 0:
+                changed = True
             Qj = self.qrow(j, self.rowbuf_j)
             two_t = 2.0 * tstep
             gmin = INFINITY
@@ -518,7 +539,8 @@ def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_s
     cdef Py_ssize_t n = problem.n, z, z_a, z_b, n_iter = 0, steps, best
     cdef double R2, d2, inner_tol, bound, r_cert2
     cdef double eps_ = 0.0
-    cdef Py_ssize_t smo_per_vec = SMO_STEPS_PER_VECTOR
+    cdef Py_ssize_t bound_steps, n_solves = 0, n_capped = 0
+    cdef double tighten = 1.0
     cdef cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] samp
     cdef _Engine eng
     validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm)
@@ -527,7 +549,7 @@ def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_s
     if sample_size is not None and sample_size >= n:
         sample_size = None
     t0 = time.perf_counter()
-    history = {"core_set_size": [], "radius": [], "elapsed": [], "smo_steps": []}
+    history = {"core_set_size": [], "radius": [], "elapsed": [], "smo_steps": [], "smo_capped": []}
     eng = _Engine(problem, int(cache_size))
     progress = Progress(verbose, "CVM (fast)")
 
@@ -552,8 +574,11 @@ def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_s
 
     tiny = np.finfo(float).tiny
     inner_tol = float(tol) if tol is not None else eps_ * max(eng.radius2(), tiny)
+    bound_steps = smo_step_bound(eng.size)
     with nogil:
-        steps = eng.smo(inner_tol, smo_per_vec * eng.size + 1000)
+        steps = eng.smo(inner_tol, bound_steps)
+    n_solves += 1
+    n_capped += steps >= bound_steps
     cdef Py_ssize_t clean = 0
     converged = False
     last_scan = None
@@ -564,6 +589,7 @@ def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_s
             history["radius"].append(sqrt(max(R2, 0.0)))
             history["elapsed"].append(time.perf_counter() - t0)
             history["smo_steps"].append(steps)
+            history["smo_capped"].append(steps >= bound_steps)
             progress.update(n_iter, eng.size, R2)
         eng.compact_support()
         if sample_size is None:
@@ -588,15 +614,18 @@ def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_s
                           "the certified ratio reports what was reached", ConvergenceWarning, stacklevel=2)
             break
         if eng.in_core(best):
-            warnings.warn("a core vector lies outside the (1+eps) ball: tol is too large for eps; stopping",
-                          ConvergenceWarning, stacklevel=2)
-            break
-        eng.add(best)
-        inner_tol = float(tol) if tol is not None else eps_ * max(eng.radius2(), tiny)
+            tighten *= 0.1  # the last QP stopped early: re-solve it tighter (refimpl.meb.fit_meb)
+        else:
+            eng.add(best)
+        inner_tol = tighten * (float(tol) if tol is not None else eps_ * max(eng.radius2(), tiny))
+        bound_steps = smo_step_bound(eng.size)
         with nogil:
-            steps = eng.smo(inner_tol, smo_per_vec * eng.size + 1000)
+            steps = eng.smo(inner_tol, bound_steps)
+        n_solves += 1
+        n_capped += steps >= bound_steps
         n_iter += 1
     progress.close(n_iter, eng.size, eng.radius2())
+    warn_if_smo_capped(steps >= bound_steps, n_capped, n_solves)
 
     R2 = eng.radius2()
     if certify:

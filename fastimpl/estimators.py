@@ -163,6 +163,8 @@ class MEB(_MEBEstimatorMixin, OutlierMixin, BaseEstimator):
         self.dual_coef_ = model.coef[None, :]
         self.intercept_ = np.array([model.intercept])
         self.rho_ = model.rho
+        # the dual objective of 001 eq. (2): R^2 (CVDD overrides it with its own dual)
+        self.dual_objective_ = float(result.radius2)
 
     def _dist2(self, X):
         from refimpl.kernels import kernel_diag
@@ -209,6 +211,7 @@ class CVDD(MEB):
         model = cvm.recover(problem, result, float(self.C), "one_class")
         self._set_fitted(X, result, model)
         self.xi_ = model.xi
+        self.dual_objective_ = -model.rho  # the dual (7) of 001: max -alpha'K~alpha
         self.offset_ = -model.intercept  # = rho, as OneClassSVM's offset_
         return self
 
@@ -236,6 +239,7 @@ class CVMClassifier(_MEBEstimatorMixin, ClassifierMixin, BaseEstimator):
     dual_coef_ : (n_pairs, n_SV) alpha_i y_i per pair (zeros where a vector is not in the pair).
     intercept_ : (n_pairs,) b = sum alpha_i y_i of each pair (eq. (11)).
     rho_, radius_, certified_ratio_, n_iter_ : per pair (scalars for binary problems).
+    dual_objective_ : -rho_, the optimal value of the dual (9) reached.
     core_set_ : indices of the core vectors (all pairs); history_ : per pair (a dict for binary).
     """
 
@@ -311,6 +315,7 @@ class CVMClassifier(_MEBEstimatorMixin, ClassifierMixin, BaseEstimator):
         self.converged_ = per_pair("converged")
         self.kernel_evaluations_ = per_pair("kernel_evaluations")
         self.rho_ = models[0].rho if binary else np.array([m.rho for m in models])
+        self.dual_objective_ = -self.rho_  # the dual (9) of 001: max -alpha'K~alpha, per pair
         self.xi_ = models[0].xi if binary else [m.xi for m in models]
         return self
 

@@ -102,3 +102,14 @@ def test_max_iter_bound_warns():
         clf = CVMClassifier(C=100.0, eps=1e-8, max_iter=2, sample_size=None, random_state=0).fit(X, y)
     assert clf.n_iter_ == 2
     assert clf.certified_ratio_ > 1.0
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+def test_inner_qp_step_bound_warns(impl):
+    """An unreachable inner tolerance makes the final SMO stop at its step bound: that must be said."""
+    from sklearn.exceptions import ConvergenceWarning
+    from refimpl.datasets import checkerboard
+    X, y = checkerboard(400, random_state=0)  # large C on the checkerboard: SMO converges slowly
+    with pytest.warns(ConvergenceWarning, match="SMO step bound"):
+        clf = CVMClassifier(C=1e4, gamma=1.0, tol=1e-300, sample_size=None, random_state=0, impl=impl).fit(X, y)
+    assert clf.history_["smo_capped"][-1]

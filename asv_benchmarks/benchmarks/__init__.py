@@ -1,0 +1,1 @@
+"""asv benchmarks of corevector (see ../asv.conf.json and common.py)."""

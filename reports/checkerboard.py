@@ -1,0 +1,123 @@
+"""001_1b97d3ee98da12aa.txt Fig. 2: CVM vs. SVC on the checkerboard as the training set grows.
+
+Setup of 001 Sec. 5.1: 4 x 4 checkerboard, Gaussian kernel gamma = 1, C = 1e4, eps = 1e-6, a
+random sample of 59 candidates per iteration, 2000 test points.  Every (method, m) is one fit in
+a fresh process (see :func:`reports.common.measure_fit`).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .common import Context, ExperimentResult, FitJob, experiment, measure_fit, progress, to_markdown
+
+GAMMA, C, EPS, SAMPLE_SIZE, N_TEST = 1.0, 1e4, 1e-6, 59, 2000
+
+#: method -> (label, largest m per mode, traced second fit for tracemalloc?)
+#: (tracemalloc slows the pure-Python reference several-fold, so it only gets the maxRSS delta)
+METHODS = {
+    "cvm_fast": ("CVM (fast)", {"tiny": 1000, "quick": 1e5, "full": 1e6}, True),
+    "cvm_ref": ("CVM (ref)", {"tiny": 200, "quick": 1e4, "full": 1e5}, False),
+    "svc": ("sklearn SVC", {"tiny": 1000, "quick": 3e4, "full": 1e5}, True),
+}
+SIZES = {"tiny": [200, 1000], "quick": [1e3, 1e4, 3e4, 1e5], "full": [1e3, 1e4, 3e4, 1e5, 3e5, 1e6]}
+
+
+def make_estimator(method, seed):
+    if method == "svc":
+        from sklearn.svm import SVC
+        return SVC(C=C, gamma=GAMMA, cache_size=500)
+    from fastimpl import CVMClassifier
+    return CVMClassifier(C=C, gamma=GAMMA, eps=EPS, sample_size=SAMPLE_SIZE, random_state=seed,
+                         impl=method.split("_")[1])
+
+
+def _prepare(method, m, seed):
+    from refimpl.datasets import checkerboard
+    X, y = checkerboard(int(m), random_state=seed)
+    Xt, yt = checkerboard(N_TEST, random_state=10_000 + seed)
+    return method, seed, X, y, Xt, yt
+
+
+def _fit(data):
+    method, seed, X, y, _, _ = data
+    return make_estimator(method, seed).fit(X, y)
+
+
+def _evaluate(model, data):
+    _, _, _, _, Xt, yt = data
+    import time
+    t0 = time.perf_counter()
+    acc = float(model.score(Xt, yt))
+    pred_time = time.perf_counter() - t0
+    core = getattr(model, "core_set_", None)
+    return dict(test_accuracy=acc, test_error=1.0 - acc, predict_time=pred_time,
+                n_sv=int(len(model.support_)),
+                core_set_size=int(len(core)) if core is not None else np.nan,
+                certified_ratio=float(getattr(model, "certified_ratio_", np.nan)),
+                n_iter=int(getattr(model, "n_iter_", -1)) if np.ndim(getattr(model, "n_iter_", -1)) == 0 else -1)
+
+
+JOB = FitJob(_prepare, _fit, _evaluate)
+
+
+@experiment("checkerboard", "Checkerboard (001 Fig. 2): CVM vs. SVC as m grows", sizes=SIZES)
+def run(ctx: Context) -> ExperimentResult:
+    tasks = [(meth, m) for m in ctx.sizes for meth, (_, cap, _) in METHODS.items() if m <= cap[ctx.mode]]
+    rows = []
+    for meth, m in progress(tasks, "checkerboard", ctx.progress):
+        res = measure_fit(JOB, meth, m, ctx.seed, trace_memory=METHODS[meth][2])
+        rows.append(dict(method=METHODS[meth][0], m=int(m), **res))
+    df = pd.DataFrame(rows)
+    for col in ("fit_time", "fit_cpu_time", "predict_time", "n_sv", "core_set_size", "test_accuracy", "test_error",
+                "certified_ratio", "maxrss_delta_mb", "tracemalloc_peak_mb", "n_iter", "n_warnings", "warnings",
+                "error"):
+        if col not in df:
+            df[col] = np.nan
+    df.to_csv(ctx.out / "checkerboard.csv", index=False)
+    show = df[["method", "m", "fit_time", "n_sv", "core_set_size", "test_accuracy", "certified_ratio",
+               "maxrss_delta_mb", "tracemalloc_peak_mb", "n_warnings"]].copy()
+    show["certified_ratio"] = show["certified_ratio"] - 1.0
+    show = show.rename(columns={
+        "fit_time": "fit time (s)", "n_sv": "#SV", "core_set_size": "core set",
+        "test_accuracy": "test acc.", "certified_ratio": "cert. ratio - 1",
+        "maxrss_delta_mb": "ΔmaxRSS (MB)", "tracemalloc_peak_mb": "tracemalloc peak (MB)",
+        "n_warnings": "warnings"})
+    table = to_markdown(show, floatfmt=".4g")
+    errors = df[df["error"].notna()]
+    notes = "".join(f"\n- {r.method} m={r.m}: failed: {r.error}" for r in errors.itertuples())
+    warned = df[df["n_warnings"].fillna(0) > 0]
+    notes += "".join(f"\n- {r.method} m={r.m}: {r.warnings}" for r in warned.itertuples())
+    with open(ctx.out / "checkerboard.md", "w") as f:
+        f.write("# Checkerboard (001 Fig. 2)\n\n"
+                f"gamma={GAMMA:g}, C={C:g}, eps={EPS:g}, sample_size={SAMPLE_SIZE}, {N_TEST} test points, "
+                f"seed {ctx.seed}. #SV for CVM = vectors with alpha > 0; core set = all vectors ever added. "
+                "cert. ratio = (r_cert/R)^2 from a final full scan (with sampling it may exceed (1+eps)^2).\n\n"
+                + table + "\n" + (("\nFailures and warnings:" + notes + "\n") if notes else ""))
+    plot(df, ctx.out / "checkerboard.png")
+    return ExperimentResult(outputs=["checkerboard.csv", "checkerboard.md", "checkerboard.png"],
+                            summary_md=table, notes=notes)
+
+
+def plot(df, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = df[df["error"].isna()] if "error" in df else df
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), sharex=True)
+    panels = [("fit_time", "fit time (s, wall clock)"), ("n_sv", "#SV"), ("test_error", "test error")]
+    styles = {"CVM (fast)": "o-", "CVM (ref)": "s--", "sklearn SVC": "^-."}
+    for ax, (col, label) in zip(axes, panels):
+        for method, g in ok.groupby("method", sort=False):
+            g = g.sort_values("m")
+            vals = g[col].clip(lower=1e-4) if col == "test_error" else g[col]
+            ax.loglog(g["m"], vals, styles.get(method, "o-"), label=method)
+        ax.set_xlabel("size of training set m")
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend()
+    fig.suptitle("Checkerboard: gamma=1, C=1e4, eps=1e-6, sample size 59 (001 Fig. 2)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,214 @@
+"""Shared machinery of the report generator: the experiment registry, isolated measurements, info.
+
+Adding an experiment
+--------------------
+Write a function ``f(ctx) -> ExperimentResult`` in a module of this package and register it::
+
+    @experiment("cvr", "CVR on the Friedman data", sizes={"tiny": [...], "quick": [...], "full": [...]})
+    def cvr(ctx):
+        rows = [measure_fit(...) for m in ctx.sizes]
+        ...
+        return ExperimentResult(outputs=["cvr.csv", "cvr.png"], summary_md=table)
+
+then import the module in ``reports/run.py`` (``EXPERIMENT_MODULES``).  ``ctx.sizes`` is the list for
+the chosen mode, ``ctx.out`` the output folder, ``ctx.mode`` one of 'tiny', 'quick', 'full'.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import platform
+import resource
+import sys
+import time
+import traceback
+import tracemalloc
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+MODES = ("tiny", "quick", "full")
+
+
+@dataclass
+class Experiment:
+    name: str
+    title: str
+    func: Callable
+    sizes: dict = field(default_factory=dict)
+
+
+@dataclass
+class Context:
+    out: Path
+    mode: str
+    sizes: list
+    seed: int = 0
+    progress: bool = True
+
+
+@dataclass
+class ExperimentResult:
+    outputs: list            # file names (relative to the output folder)
+    summary_md: str = ""     # markdown pasted into REPORT.md under the experiment's title
+    notes: str = ""
+
+
+#: name -> Experiment, in registration order
+REGISTRY: dict[str, Experiment] = {}
+
+
+def experiment(name, title, sizes=None):
+    """Decorator registering ``func(ctx) -> ExperimentResult`` as a report experiment."""
+    def deco(func):
+        REGISTRY[name] = Experiment(name, title, func, dict(sizes or {}))
+        return func
+    return deco
+
+
+# ----------------------------------------------------------------------------------------------
+# measurements
+# ----------------------------------------------------------------------------------------------
+def _maxrss_bytes():
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return r if sys.platform == "darwin" else r * 1024  # Linux reports KiB, macOS bytes
+
+
+def _child(queue, job, args, trace):
+    try:
+        prepared = job.prepare(*args)
+        rss0 = _maxrss_bytes()
+        t0 = time.perf_counter()
+        cpu0 = time.process_time()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model = job.fit(prepared)
+        wall = time.perf_counter() - t0
+        cpu = time.process_time() - cpu0
+        rss1 = _maxrss_bytes()
+        msgs = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
+        out = dict(fit_time=wall, fit_cpu_time=cpu, maxrss_delta_mb=(rss1 - rss0) / 2**20,
+                   n_warnings=len(caught), warnings=" | ".join(msgs))
+        out.update(job.evaluate(model, prepared))
+        if trace:
+            # a second, traced fit: tracemalloc sees numpy's allocations but not the engine's malloc
+            # and slows pure-Python code, so it is kept out of the timed run
+            tracemalloc.start()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                job.fit(prepared)
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+            out["tracemalloc_peak_mb"] = peak / 2**20
+        queue.put(("ok", out))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        queue.put(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"))
+
+
+class FitJob:
+    """What :func:`measure_fit` runs in a child process.  Subclass or pass callables.
+
+    prepare(*args) -> data (not timed), fit(data) -> model (timed), evaluate(model, data) -> dict.
+    All three must be picklable (module-level functions): the child is a spawned interpreter.
+    """
+
+    def __init__(self, prepare, fit, evaluate):
+        self.prepare, self.fit, self.evaluate = prepare, fit, evaluate
+
+
+def measure_fit(job: FitJob, *args, trace_memory=True, timeout=None):
+    """Run one fit in a fresh (spawned) process and return its measurements.
+
+    The child's ru_maxrss high-water mark is read just before and after the fit, so
+    ``maxrss_delta_mb`` is the extra resident memory the fit needed on top of its data (all
+    allocations, including the compiled engine's malloc); ``tracemalloc_peak_mb`` is the peak of
+    Python/numpy allocations in a second, traced fit (``trace_memory``; skip it for pure-Python
+    code, which tracemalloc slows several-fold).  Warnings raised by the timed fit are counted in
+    ``n_warnings`` and listed in ``warnings``.  Failures come back as ``{'error': ...}``.
+    """
+    # spawn, not fork: GNU OpenMP (used by the compiled engine) hangs in a forked child once the
+    # parent has run a parallel region, and a fresh interpreter also gives a clean maxRSS baseline
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child, args=(q, job, args, trace_memory))
+    p.start()
+    try:
+        status, payload = q.get(timeout=timeout)
+    except Exception:  # queue.Empty on timeout
+        status, payload = "error", f"timeout after {timeout} s"
+    p.join(5)
+    if p.is_alive():
+        p.terminate()
+        p.join()
+    return payload if status == "ok" else {"error": payload.splitlines()[0] if payload else "failed"}
+
+
+# ----------------------------------------------------------------------------------------------
+# environment description
+# ----------------------------------------------------------------------------------------------
+def _cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_info():
+    import numpy
+    import scipy
+    import sklearn
+
+    try:
+        import fastimpl
+        cv_version = getattr(fastimpl, "__version__", "?")
+    except ImportError:  # pragma: no cover
+        cv_version = "not importable"
+    try:
+        from importlib.metadata import version
+        cv_dist = version("corevector")
+    except Exception:  # noqa: BLE001
+        cv_dist = None
+    try:
+        n_affinity = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover
+        n_affinity = None
+    return {
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "cpu": _cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "usable_cpus": n_affinity,
+        "numpy": numpy.__version__,
+        "scipy": scipy.__version__,
+        "scikit-learn": sklearn.__version__,
+        "corevector": cv_version + (f" (installed dist {cv_dist})" if cv_dist and cv_dist != cv_version else ""),
+    }
+
+
+def to_markdown(df, floatfmt=".4g"):
+    """DataFrame -> markdown table (pandas' to_markdown needs tabulate; fall back to a plain writer)."""
+    try:
+        return df.to_markdown(index=False, floatfmt=floatfmt)
+    except ImportError:
+        cols = list(df.columns)
+
+        def fmt(v):
+            if isinstance(v, float):
+                return "" if v != v else format(v, floatfmt)
+            return str(v)
+        lines = ["| " + " | ".join(map(str, cols)) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+        lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)]
+        return "\n".join(lines)
+
+
+def progress(iterable, desc, enabled=True, total=None):
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover
+        return iterable
+    return tqdm(iterable, desc=desc, total=total, disable=not enabled, file=sys.stderr, leave=True)

@@ -1,0 +1,115 @@
+"""Regenerate the experiment report from scratch.
+
+    python -m reports.run [--quick] [--out DIR] [--only NAME ...]
+
+Writes every experiment's outputs (CSV, markdown, PNG) and ``REPORT.md`` into DIR (default
+``reports/output/``, git-ignored).  Experiments are registered with
+:func:`reports.common.experiment`; to add one, write the function in a module and list the
+module in ``EXPERIMENT_MODULES``.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import importlib
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the checkout importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from reports.common import MODES, REGISTRY, Context, machine_info  # noqa: E402
+
+#: modules whose import registers experiments (in report order)
+EXPERIMENT_MODULES = ["reports.checkerboard", "reports.ratios"]
+DEFAULT_OUT = Path(__file__).resolve().parent / "output"
+
+
+def load_experiments():
+    for mod in EXPERIMENT_MODULES:
+        importlib.import_module(mod)
+    return REGISTRY
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m reports.run", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="smaller sizes: a few minutes on 2 cores")
+    p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # for the test suite
+    p.add_argument("--out", default=str(DEFAULT_OUT), help="output folder (default reports/output)")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="run only these experiments")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(argv)
+    mode = "tiny" if args.tiny else ("quick" if args.quick else "full")
+    assert mode in MODES
+    registry = load_experiments()
+    names = args.only or list(registry)
+    unknown = [n for n in names if n not in registry]
+    if unknown:
+        print(f"reports.run: unknown experiment(s) {unknown}; available: {list(registry)}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = _dt.datetime.now().astimezone()
+    t_start = time.perf_counter()
+    sections = []
+    for name in names:
+        exp = registry[name]
+        sizes = exp.sizes.get(mode, [])
+        ctx = Context(out=out, mode=mode, sizes=list(sizes), seed=args.seed, progress=not args.no_progress)
+        print(f"== {name}: {exp.title} ({mode})", file=sys.stderr)
+        t0 = time.perf_counter()
+        result = exp.func(ctx)
+        elapsed = time.perf_counter() - t0
+        missing = [f for f in result.outputs if not (out / f).exists()]
+        if missing:
+            raise RuntimeError(f"experiment {name} did not write {missing}")
+        sections.append((exp, result, elapsed))
+    total = time.perf_counter() - t_start
+    command = "python -m reports.run " + " ".join(shlex.quote(a) for a in argv)
+    write_report(out, sections, mode, started, total, command.strip())
+    print(f"report written to {out / 'REPORT.md'} in {total:.0f} s", file=sys.stderr)
+    return 0
+
+
+def write_report(out, sections, mode, started, total, command):
+    info = machine_info()
+    lines = [
+        "# corevector experiment report",
+        "",
+        f"- date: {started.isoformat(timespec='seconds')}",
+        f"- command: `{command}` (mode: {mode}; total {total:.1f} s)",
+        f"- machine: {info['platform']}, {info['cpu']}, {info['cpu_count']} CPUs"
+        + (f" ({info['usable_cpus']} usable)" if info.get("usable_cpus") else "")
+        + f", Python {info['python']}",
+        f"- packages: numpy {info['numpy']}, scipy {info['scipy']}, scikit-learn {info['scikit-learn']}, "
+        f"corevector {info['corevector']}",
+        f"- OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}",
+        "",
+        "## Contents",
+        "",
+    ]
+    for exp, result, elapsed in sections:
+        lines.append(f"- [{exp.title}](#{exp.name}) ({elapsed:.1f} s): "
+                     + ", ".join(f"[{f}]({f})" for f in result.outputs))
+    for exp, result, _ in sections:
+        lines += ["", f'<a id="{exp.name}"></a>', f"## {exp.title}", ""]
+        for f in result.outputs:
+            if f.endswith(".png"):
+                lines += [f"![{f}]({f})", ""]
+        lines += [result.summary_md, ""]
+        if result.notes and result.notes not in result.summary_md:
+            lines += ["Notes:" + result.notes, ""]
+    (Path(out) / "REPORT.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""End-to-end test of the report generator (reports/) on its hidden --tiny configuration."""
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pd = pytest.importorskip("pandas")
+pytest.importorskip("matplotlib")
+pytest.importorskip("cvxopt")
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from reports import common  # noqa: E402
+from reports import run as report_run  # noqa: E402
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def tiny_report(tmp_path_factory):
+    """The whole report, through the CLI (``corevector report --tiny --out DIR``)."""
+    from fastimpl import cli
+    out = tmp_path_factory.mktemp("report")
+    rc = cli.main(["report", "--tiny", "--out", str(out)])
+    assert rc == 0
+    return out
+
+
+def test_report_writes_every_output(tiny_report):
+    for name in ["REPORT.md", "checkerboard.csv", "checkerboard.md", "checkerboard.png", "ratios.csv",
+                 "ratios.png"]:
+        p = tiny_report / name
+        assert p.is_file() and p.stat().st_size > 0, name
+    for png in ["checkerboard.png", "ratios.png"]:
+        assert (tiny_report / png).read_bytes()[:8] == PNG_MAGIC
+
+
+def test_report_md_links_outputs_and_describes_machine(tiny_report):
+    text = (tiny_report / "REPORT.md").read_text()
+    links = set(re.findall(r"\]\(([^)#]+)\)", text))
+    assert {"checkerboard.csv", "checkerboard.md", "checkerboard.png", "ratios.csv", "ratios.png"} <= links
+    for link in links:
+        assert (tiny_report / link).exists(), link
+    for needle in ["numpy", "scipy", "scikit-learn", "corevector", "CPUs", "--tiny", "date:"]:
+        assert needle in text, needle
+
+
+def test_checkerboard_measurements(tiny_report):
+    df = pd.read_csv(tiny_report / "checkerboard.csv")
+    assert df["error"].isna().all(), df["error"].dropna().tolist()
+    assert set(df["method"]) == {"CVM (fast)", "CVM (ref)", "sklearn SVC"}
+    assert (df["fit_time"] > 0).all() and (df["maxrss_delta_mb"] >= 0).all()
+    assert ((df["test_accuracy"] > 0.5) & (df["test_accuracy"] <= 1)).all()
+    cvm = df[df["method"].str.startswith("CVM")]
+    # the certified ratio is a ratio of squared radii: >= 1; core set contains the support vectors
+    assert (cvm["certified_ratio"] >= 1 - 1e-9).all()
+    assert (cvm["core_set_size"] >= cvm["n_sv"]).all()
+    # ref and fast solve the same problem with the same seed: same model size at m=200
+    at200 = cvm[cvm["m"] == 200].set_index("method")
+    assert at200.loc["CVM (fast)", "n_sv"] == at200.loc["CVM (ref)", "n_sv"]
+    # the 1000-point CVM learns the checkerboard
+    fast = df[(df["method"] == "CVM (fast)") & (df["m"] == 1000)]
+    assert float(fast["test_accuracy"].iloc[0]) > 0.9
+    assert np.isfinite(fast["tracemalloc_peak_mb"]).all()
+
+
+def test_ratio_experiment_respects_bounds(tiny_report):
+    df = pd.read_csv(tiny_report / "ratios.csv")
+    assert set(df["formulation"]) == {"two_class", "one_class", "meb"}
+    assert set(df["kernel"]) == {"rbf", "laplacian"}
+    assert set(df["impl"]) == {"fast", "ref"}
+    assert df["ok"].all()
+    bound = (1 + df["eps"]) ** 2
+    assert (df["upper_ratio"] <= bound * (1 + 1e-7)).all()          # r*^2 <= (1+eps)^2 R^2
+    assert (df["lower_ratio"] <= 1 + 1e-7).all()                      # R^2 <= r*^2
+    assert (df["certified_ratio"] <= bound * (1 + 1e-7)).all()
+    assert (df["certified_ratio"] >= df["upper_ratio"] * (1 - 1e-7)).all()  # certificate >= true ratio
+
+
+def test_registry_makes_new_experiments_declarative(tmp_path):
+    calls = []
+
+    @common.experiment("dummy_test_exp", "A dummy experiment", sizes={"tiny": [1, 2], "quick": [3]})
+    def dummy(ctx):
+        calls.append((ctx.mode, ctx.sizes))
+        (ctx.out / "dummy.csv").write_text("a,b\n1,2\n")
+        return common.ExperimentResult(outputs=["dummy.csv"], summary_md="dummy table")
+
+    try:
+        assert report_run.main(["--tiny", "--out", str(tmp_path), "--only", "dummy_test_exp",
+                                "--no-progress"]) == 0
+        assert calls == [("tiny", [1, 2])]
+        text = (tmp_path / "REPORT.md").read_text()
+        assert "[dummy.csv](dummy.csv)" in text and "dummy table" in text
+        assert report_run.main(["--tiny", "--out", str(tmp_path), "--only", "no_such_exp"]) == 2
+    finally:
+        common.REGISTRY.pop("dummy_test_exp", None)
+
+
+def test_missing_output_is_an_error(tmp_path):
+    @common.experiment("liar_test_exp", "Claims a file it never writes", sizes={"tiny": [1]})
+    def liar(ctx):
+        return common.ExperimentResult(outputs=["never.csv"])
+
+    try:
+        with pytest.raises(RuntimeError, match="never.csv"):
+            report_run.main(["--tiny", "--out", str(tmp_path), "--only", "liar_test_exp", "--no-progress"])
+    finally:
+        common.REGISTRY.pop("liar_test_exp", None)
+
+
+def _prepare(n):
+    return np.arange(n, dtype=float)
+
+
+def _fit(data):
+    if data.size > 3:
+        raise ValueError("too big")
+    return data.sum()
+
+
+def _evaluate(model, data):
+    return {"total": float(model)}
+
+
+def test_measure_fit_isolates_failures():
+    job = common.FitJob(_prepare, _fit, _evaluate)
+    ok = common.measure_fit(job, 3, trace_memory=True)
+    assert ok["total"] == 3.0 and ok["fit_time"] >= 0 and "tracemalloc_peak_mb" in ok
+    assert ok["maxrss_delta_mb"] >= 0 and ok["n_warnings"] == 0
+    bad = common.measure_fit(job, 10)
+    assert "too big" in bad["error"]
