@@ -25,6 +25,7 @@ from cython.parallel cimport prange
 from libc.math cimport exp, sqrt, fabs, INFINITY
 from libc.stdlib cimport malloc, free, realloc
 from libc.string cimport memcpy
+from scipy.linalg.cython_lapack cimport dpotrf, dpotrs
 
 from sklearn.exceptions import ConvergenceWarning
 
@@ -160,6 +161,11 @@ cdef class _Engine:
     cdef double* rowbuf_j
     cdef double* scorebuf
     cdef Py_ssize_t* actbuf
+    # active-set solver work space: free set, its Gram matrix/factor, right-hand sides
+    cdef Py_ssize_t* F
+    cdef double* QFF
+    cdef double* rhs
+    cdef Py_ssize_t fcap
     # support (alpha > 0) compacted for the sums over the center
     cdef Py_ssize_t nsv
     cdef Py_ssize_t* sv
@@ -172,13 +178,13 @@ cdef class _Engine:
     def __cinit__(self):
         self.S = NULL; self.SX = NULL; self.Ss = NULL; self.Sda = NULL; self.l = NULL
         self.alpha = NULL; self.grad = NULL; self.Qd = NULL; self.Q = NULL
-        self.rowbuf_i = NULL; self.rowbuf_j = NULL; self.scorebuf = NULL; self.actbuf = NULL; self.sv = NULL; self.svalpha_s = NULL
+        self.rowbuf_i = NULL; self.rowbuf_j = NULL; self.scorebuf = NULL; self.actbuf = NULL; self.F = NULL; self.QFF = NULL; self.rhs = NULL; self.fcap = 0; self.sv = NULL; self.svalpha_s = NULL
         self.svX = NULL; self.svda = NULL; self.svidx = NULL
 
     def __dealloc__(self):
         free(self.S); free(self.SX); free(self.Ss); free(self.Sda); free(self.l)
         free(self.alpha); free(self.grad); free(self.Qd); free(self.Q)
-        free(self.rowbuf_i); free(self.rowbuf_j); free(self.scorebuf); free(self.actbuf); free(self.sv); free(self.svalpha_s)
+        free(self.rowbuf_i); free(self.rowbuf_j); free(self.scorebuf); free(self.actbuf); free(self.F); free(self.QFF); free(self.rhs); free(self.sv); free(self.svalpha_s)
         free(self.svX); free(self.svda); free(self.svidx)
 
     def __init__(self, problem, Py_ssize_t cache_size):
@@ -415,6 +421,136 @@ cdef class _Engine:
                     gmax = g
             steps += 1
 
+    cdef int _ensure_free_capacity(self, Py_ssize_t k) noexcept nogil:
+        cdef Py_ssize_t c = self.fcap
+        if k <= c:
+            return 0
+        while c < k:
+            c = max(2 * c, 64)
+        free(self.F); free(self.QFF); free(self.rhs)
+        self.F = <Py_ssize_t*> malloc(c * sizeof(Py_ssize_t))
+        self.QFF = <double*> malloc(c * c * sizeof(double))
+        self.rhs = <double*> malloc(2 * c * sizeof(double))
+        if self.F == NULL or self.QFF == NULL or self.rhs == NULL:
+            self.fcap = 0
+            return -1
+        self.fcap = c
+        return 0
+
+    cdef Py_ssize_t active_set(self, double tol, Py_ssize_t max_changes) noexcept nogil:
+        """Exact active-set Newton solver for the core-set QP (refimpl.simplex_qp.active_set_simplex):
+        same free-set order, ratio test, entering rule and stopping gap.  Returns the number of
+        free-set changes, or -1 when Q_FF is not positive definite (the caller then runs SMO)."""
+        cdef Py_ssize_t size = self.size, nf = 0, t, a, b, k, i, n_changes = 0, kblock
+        cdef double* alpha = self.alpha
+        cdef double* grad = self.grad
+        cdef double* row
+        cdef double su, sv, lam, tg, s, r, d, gmin, gabs, gmax, gap
+        cdef bint allpos
+        cdef int n_, info, nrhs = 2
+        cdef char lower = b'L'
+        if self._ensure_free_capacity(size + 1) != 0:
+            return -1
+        # the free set starts as the support, in ascending order (as np.flatnonzero)
+        for t in range(size):
+            if alpha[t] > 0:
+                self.F[nf] = t
+                nf += 1
+        while True:
+            # Newton step: the exact minimiser on the free set
+            n_ = <int> nf
+            for a in range(nf):
+                row = self.qrow(self.F[a], self.rowbuf_i)
+                for b in range(nf):
+                    self.QFF[a * nf + b] = row[self.F[b]]
+                self.rhs[a] = self.l[self.F[a]]
+                self.rhs[nf + a] = 1.0
+            dpotrf(&lower, &n_, self.QFF, &n_, &info)
+            if info != 0:
+                return -1
+            dpotrs(&lower, &n_, &nrhs, self.QFF, &n_, self.rhs, &n_, &info)
+            if info != 0:
+                return -1
+            su = 0.0
+            sv = 0.0
+            for a in range(nf):
+                su += self.rhs[a]
+                sv += self.rhs[nf + a]
+            if not (su == su and fabs(su) < INFINITY) or sv <= 0:
+                return -1
+            lam = (2.0 - su) / sv
+            allpos = True
+            for a in range(nf):
+                tg = 0.5 * (self.rhs[a] + lam * self.rhs[nf + a])
+                self.rhs[a] = tg  # the target point, overwriting u
+                if not (tg > 0):
+                    allpos = False
+            if allpos:
+                for a in range(nf):
+                    alpha[self.F[a]] = self.rhs[a]
+            else:
+                # ratio test along target - current, first blocking coordinate in free-set order
+                s = INFINITY
+                for a in range(nf):
+                    d = self.rhs[a] - alpha[self.F[a]]
+                    if d < 0:
+                        r = alpha[self.F[a]] / -d
+                        if r < s:
+                            s = r
+                kblock = -1
+                for a in range(nf):
+                    d = self.rhs[a] - alpha[self.F[a]]
+                    if d < 0 and alpha[self.F[a]] / -d <= s + TIE * s:
+                        kblock = a
+                        break
+                for a in range(nf):
+                    t = self.F[a]
+                    alpha[t] = alpha[t] + s * (self.rhs[a] - alpha[t])
+                alpha[self.F[kblock]] = 0.0
+                for a in range(kblock, nf - 1):
+                    self.F[a] = self.F[a + 1]
+                nf -= 1
+            for t in range(size):
+                if alpha[t] < 0:
+                    alpha[t] = 0.0
+                grad[t] = -self.l[t]
+            for a in range(nf):
+                row = self.qrow(self.F[a], self.rowbuf_i)
+                d = 2.0 * alpha[self.F[a]]
+                for t in range(size):
+                    grad[t] += d * row[t]
+            n_changes += 1
+            gmin = INFINITY
+            gabs = 0.0
+            gmax = -INFINITY
+            for t in range(size):
+                if grad[t] < gmin:
+                    gmin = grad[t]
+                if fabs(grad[t]) > gabs:
+                    gabs = fabs(grad[t])
+                if alpha[t] > 0 and grad[t] > gmax:
+                    gmax = grad[t]
+            i = 0
+            for t in range(size):
+                if grad[t] <= gmin + TIE * gabs:
+                    i = t
+                    break
+            gap = gmax - grad[i]
+            if n_changes >= max_changes:
+                return n_changes
+            if not allpos:
+                continue
+            # KKT check at the free-set optimum
+            if gap <= tol:
+                return n_changes
+            if alpha[i] > 0:
+                return n_changes  # the gap is round-off within the exactly solved free set
+            for a in range(nf):
+                if self.F[a] == i:
+                    return n_changes
+            self.F[nf] = i
+            nf += 1
+
     cdef void compact_support(self) noexcept nogil:
         cdef Py_ssize_t t, k = 0
         for t in range(self.size):
@@ -528,13 +664,23 @@ cdef class _Engine:
         return best
 
 
+cdef Py_ssize_t _solve(_Engine eng, double tol, Py_ssize_t bound, bint use_active_set) noexcept nogil:
+    """The core-set QP: active set when asked (SMO when Q_FF is singular), else SMO (refimpl.meb.fit_meb)."""
+    cdef Py_ssize_t steps = -1
+    if use_active_set:
+        steps = eng.active_set(tol, bound)
+    if steps < 0:
+        steps = eng.smo(tol, bound)
+    return steps
+
+
 cdef Py_ssize_t _pick(_Engine eng, Py_ssize_t z, cnp.ndarray idx):
     cdef cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] a = np.ascontiguousarray(idx, dtype=np.intp)
     return eng.furthest_from(z, &a[0], a.shape[0])
 
 
 def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_state=None,
-            cache_size=200 * 2**20, certify=True, verbose=False, n_confirm=10):
+            cache_size=200 * 2**20, certify=True, verbose=False, n_confirm=30, solver="active_set"):
     """Same contract as :func:`refimpl.meb.fit_meb` (see its docstring)."""
     cdef Py_ssize_t n = problem.n, z, z_a, z_b, n_iter = 0, steps, best
     cdef double R2, d2, inner_tol, bound, r_cert2
@@ -543,7 +689,8 @@ def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_s
     cdef double tighten = 1.0
     cdef cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] samp
     cdef _Engine eng
-    validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm)
+    validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm, solver)
+    cdef bint use_active_set = solver == "active_set"
     eps_ = float(eps)
     rng = make_rng(random_state)
     if sample_size is not None and sample_size >= n:
@@ -576,7 +723,7 @@ def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_s
     inner_tol = float(tol) if tol is not None else eps_ * max(eng.radius2(), tiny)
     bound_steps = smo_step_bound(eng.size)
     with nogil:
-        steps = eng.smo(inner_tol, bound_steps)
+        steps = _solve(eng, inner_tol, bound_steps, use_active_set)
     n_solves += 1
     n_capped += steps >= bound_steps
     cdef Py_ssize_t clean = 0
@@ -620,7 +767,7 @@ def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_s
         inner_tol = tighten * (float(tol) if tol is not None else eps_ * max(eng.radius2(), tiny))
         bound_steps = smo_step_bound(eng.size)
         with nogil:
-            steps = eng.smo(inner_tol, bound_steps)
+            steps = _solve(eng, inner_tol, bound_steps, use_active_set)
         n_solves += 1
         n_capped += steps >= bound_steps
         n_iter += 1

@@ -27,14 +27,15 @@ def exact_cache():
 @pytest.mark.parametrize("formulation", FORMULATIONS)
 @pytest.mark.parametrize("kernel,opts", KERNELS, ids=[k for k, _ in KERNELS])
 @pytest.mark.parametrize("eps", EPSILONS)
-def test_radius_within_one_plus_eps_squared(formulation, kernel, opts, eps, impl, exact_cache):
+@pytest.mark.parametrize("solver", ["smo", "active_set"])
+def test_radius_within_one_plus_eps_squared(formulation, kernel, opts, eps, solver, impl, exact_cache):
     key = (formulation, kernel)
     if key not in exact_cache:
         problem = random_problem(formulation, kernel, m=150, seed=3, **opts)
         exact_cache[key] = (problem, exact_meb(problem))
     problem, (lo, hi, _) = exact_cache[key]
     assert hi - lo <= 1e-10 * hi, "the exact solver did not converge; the test would be meaningless"
-    res = engine(impl)(problem, eps, sample_size=None, random_state=0)
+    res = engine(impl)(problem, eps, sample_size=None, random_state=0, solver=solver)
     R2 = res.radius2
     assert res.converged
     assert R2 <= hi * (1 + NUM_TOL), "R_tau^2 must be a lower bound on r*^2"
@@ -46,7 +47,8 @@ def test_radius_within_one_plus_eps_squared(formulation, kernel, opts, eps, impl
 
 @pytest.mark.parametrize("formulation", FORMULATIONS)
 @pytest.mark.parametrize("kernel,opts", KERNELS[:2], ids=[k for k, _ in KERNELS[:2]])
-def test_small_eps_recovers_exact_solution(formulation, kernel, opts, impl):
+@pytest.mark.parametrize("solver", ["smo", "active_set"])
+def test_small_eps_recovers_exact_solution(formulation, kernel, opts, solver, impl):
     """As eps -> 0 the CVM center tends to the exact MEB center.
 
     For any center c with enclosing radius r_c, ||c - c*||^2 <= r_c^2 - r*^2 (a property of the
@@ -55,7 +57,7 @@ def test_small_eps_recovers_exact_solution(formulation, kernel, opts, impl):
     problem = random_problem(formulation, kernel, m=100, seed=5, **opts)
     lo, hi, a_star = exact_meb(problem)
     eps = 1e-7
-    res = engine(impl)(problem, eps, sample_size=None, random_state=1)
+    res = engine(impl)(problem, eps, sample_size=None, random_state=1, solver=solver)
     n = problem.n
     a = np.zeros(n)
     a[res.core_set] = res.alpha

@@ -31,6 +31,7 @@ problems = st.fixed_dictionaries({
     "eps": st.sampled_from([1e-1, 1e-2, 1e-3]),
     # 64 bytes keeps only a 2 x 2 block of Q cached: the fast engine recomputes the rest
     "cache_size": st.sampled_from([64, 200 * 2**20]),
+    "solver": st.sampled_from(["smo", "active_set"]),
 })
 
 
@@ -42,7 +43,7 @@ def test_same_core_set_and_coefficients(p):
         opts.update(coef0=1.0, degree=2)
     problem = random_problem(p["formulation"], p["kernel"], m=p["m"], d=p["d"], C=p["C"], seed=p["seed"],
                              normalize=p["normalize"], **opts)
-    kw = dict(sample_size=p["sample_size"], random_state=p["seed"])
+    kw = dict(sample_size=p["sample_size"], random_state=p["seed"], solver=p["solver"])
     a = fit_ref(problem, p["eps"], **kw)
     b = fit_fast(problem, p["eps"], cache_size=p["cache_size"], **kw)
     np.testing.assert_array_equal(a.core_set, b.core_set)
@@ -66,15 +67,15 @@ def test_kernel_expansion_agrees(kernel, normalize, n_sv, n_x, d, seed):
 
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 2**16), n_classes=st.integers(2, 3), kernel=st.sampled_from(["rbf", "poly"]),
-       sample_size=st.sampled_from([None, 20]))
-def test_estimator_predictions_agree(seed, n_classes, kernel, sample_size):
+       sample_size=st.sampled_from([None, 20]), solver=st.sampled_from(["smo", "active_set"]))
+def test_estimator_predictions_agree(seed, n_classes, kernel, sample_size, solver):
     from fastimpl import CVMClassifier
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(90, 2))
     y = rng.integers(0, n_classes, 90)
     X += y[:, None]
     kw = dict(C=10.0, kernel=kernel, gamma=0.5, coef0=1.0, degree=2, eps=1e-4, sample_size=sample_size,
-              random_state=seed)
+              random_state=seed, solver=solver)
     a = CVMClassifier(impl="ref", **kw).fit(X, y)
     b = CVMClassifier(impl="fast", **kw).fit(X, y)
     np.testing.assert_array_equal(a.support_, b.support_)

@@ -29,6 +29,7 @@ def fit(est, X, y):
     ("sample_size", 0, ValueError, "sample_size"), ("max_iter", 0, ValueError, "max_iter"),
     ("impl", "gpu", ValueError, "impl"), ("degree", 0, ValueError, "degree"),
     ("n_confirm", -1, ValueError, "n_confirm"), ("tol", -1.0, ValueError, "tol"),
+    ("solver", "newton", ValueError, "solver"),
 ])
 def test_bad_parameter_names_itself(Est, impl, param, value, exc, word):
     X, y = data()
@@ -111,5 +112,6 @@ def test_inner_qp_step_bound_warns(impl):
     from refimpl.datasets import checkerboard
     X, y = checkerboard(400, random_state=0)  # large C on the checkerboard: SMO converges slowly
     with pytest.warns(ConvergenceWarning, match="SMO step bound"):
-        clf = CVMClassifier(C=1e4, gamma=1.0, tol=1e-300, sample_size=None, random_state=0, impl=impl).fit(X, y)
+        clf = CVMClassifier(C=1e4, gamma=1.0, tol=1e-300, sample_size=None, solver="smo", random_state=0,
+                            impl=impl).fit(X, y)
     assert clf.history_["smo_capped"][-1]
