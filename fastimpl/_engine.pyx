@@ -29,7 +29,8 @@ from scipy.linalg.cython_lapack cimport dpotrf, dpotrs
 
 from sklearn.exceptions import ConvergenceWarning
 
-from refimpl.meb import MEBResult, make_rng, smo_step_bound, validate_engine_params, warn_if_smo_capped
+from refimpl.meb import (AUTO_MAX_FREE, MEBResult, make_rng, smo_step_bound, validate_engine_params,
+                         warn_if_smo_capped)
 from refimpl.progress import Progress
 
 cnp.import_array()
@@ -39,6 +40,7 @@ cdef extern from "_vexp.h":
 
 cdef double TAU = 1e-12
 cdef double TIE = 1e-12   # refimpl.simplex_qp.TIE: near-ties go to the lowest index in both engines
+cdef double PIVOT_RTOL = 1e-12  # refimpl.simplex_qp.PIVOT_RTOL: smallest accepted Cholesky pivot^2 / Q_aa
 # below this many kernel evaluations a scan runs serially: thread start-up would cost more
 cdef Py_ssize_t PARALLEL_MIN_WORK = 20000
 cdef Py_ssize_t SCAN_CHUNK = 2048
@@ -165,7 +167,11 @@ cdef class _Engine:
     cdef Py_ssize_t* F
     cdef double* QFF
     cdef double* rhs
-    cdef Py_ssize_t fcap
+    cdef Py_ssize_t fcap, nf
+    cdef bint fvalid
+    cdef double* yu          # L^-1 l_F
+    cdef double* yv          # L^-1 1
+    cdef char* inF           # inF[t]: core vector t is in the free set
     # support (alpha > 0) compacted for the sums over the center
     cdef Py_ssize_t nsv
     cdef Py_ssize_t* sv
@@ -178,13 +184,14 @@ cdef class _Engine:
     def __cinit__(self):
         self.S = NULL; self.SX = NULL; self.Ss = NULL; self.Sda = NULL; self.l = NULL
         self.alpha = NULL; self.grad = NULL; self.Qd = NULL; self.Q = NULL
-        self.rowbuf_i = NULL; self.rowbuf_j = NULL; self.scorebuf = NULL; self.actbuf = NULL; self.F = NULL; self.QFF = NULL; self.rhs = NULL; self.fcap = 0; self.sv = NULL; self.svalpha_s = NULL
+        self.rowbuf_i = NULL; self.rowbuf_j = NULL; self.scorebuf = NULL; self.actbuf = NULL; self.F = NULL; self.QFF = NULL; self.rhs = NULL; self.fcap = 0; self.nf = 0; self.fvalid = False; self.yu = NULL; self.yv = NULL; self.inF = NULL; self.sv = NULL; self.svalpha_s = NULL
         self.svX = NULL; self.svda = NULL; self.svidx = NULL
 
     def __dealloc__(self):
         free(self.S); free(self.SX); free(self.Ss); free(self.Sda); free(self.l)
         free(self.alpha); free(self.grad); free(self.Qd); free(self.Q)
-        free(self.rowbuf_i); free(self.rowbuf_j); free(self.scorebuf); free(self.actbuf); free(self.F); free(self.QFF); free(self.rhs); free(self.sv); free(self.svalpha_s)
+        free(self.rowbuf_i); free(self.rowbuf_j); free(self.scorebuf); free(self.actbuf); free(self.F); free(self.QFF); free(self.rhs); free(self.yu); free(self.yv);
+        free(self.inF); free(self.sv); free(self.svalpha_s)
         free(self.svX); free(self.svda); free(self.svidx)
 
     def __init__(self, problem, Py_ssize_t cache_size):
@@ -422,104 +429,242 @@ cdef class _Engine:
             steps += 1
 
     cdef int _ensure_free_capacity(self, Py_ssize_t k) noexcept nogil:
-        cdef Py_ssize_t c = self.fcap
+        """Room for k free coordinates (and k core vectors in inF), keeping F, L, yu, yv, inF intact."""
+        cdef Py_ssize_t c = self.fcap, r
+        cdef Py_ssize_t* F2
+        cdef double* L2
+        cdef double* b2
+        cdef double* yu2
+        cdef double* yv2
+        cdef char* in2
         if k <= c:
             return 0
         while c < k:
             c = max(2 * c, 64)
-        free(self.F); free(self.QFF); free(self.rhs)
-        self.F = <Py_ssize_t*> malloc(c * sizeof(Py_ssize_t))
-        self.QFF = <double*> malloc(c * c * sizeof(double))
-        self.rhs = <double*> malloc(2 * c * sizeof(double))
-        if self.F == NULL or self.QFF == NULL or self.rhs == NULL:
-            self.fcap = 0
+        F2 = <Py_ssize_t*> malloc(c * sizeof(Py_ssize_t))
+        L2 = <double*> malloc(c * c * sizeof(double))
+        b2 = <double*> malloc(2 * c * sizeof(double))
+        yu2 = <double*> malloc(c * sizeof(double))
+        yv2 = <double*> malloc(c * sizeof(double))
+        in2 = <char*> malloc(c * sizeof(char))
+        if F2 == NULL or L2 == NULL or b2 == NULL or yu2 == NULL or yv2 == NULL or in2 == NULL:
+            free(F2); free(L2); free(b2); free(yu2); free(yv2); free(in2)
             return -1
-        self.fcap = c
+        for r in range(c):
+            in2[r] = 0
+        if self.fcap > 0:
+            memcpy(F2, self.F, self.nf * sizeof(Py_ssize_t))
+            memcpy(yu2, self.yu, self.nf * sizeof(double))
+            memcpy(yv2, self.yv, self.nf * sizeof(double))
+            memcpy(in2, self.inF, self.fcap * sizeof(char))
+            for r in range(self.nf):
+                memcpy(&L2[r * c], &self.QFF[r * self.fcap], (r + 1) * sizeof(double))
+        free(self.F); free(self.QFF); free(self.rhs); free(self.yu); free(self.yv); free(self.inF)
+        self.F, self.QFF, self.rhs, self.fcap = F2, L2, b2, c
+        self.yu, self.yv, self.inF = yu2, yv2, in2
         return 0
+
+    cdef void _forward_vectors(self, Py_ssize_t start) noexcept nogil:
+        """yu = L^-1 l_F and yv = L^-1 1 from entry ``start`` on (earlier entries are unchanged)."""
+        cdef Py_ssize_t a, c, ld = self.fcap
+        cdef double* L = self.QFF
+        cdef double au, av
+        for a in range(start, self.nf):
+            au = self.l[self.F[a]]
+            av = 1.0
+            for c in range(a):
+                au -= L[a * ld + c] * self.yu[c]
+                av -= L[a * ld + c] * self.yv[c]
+            self.yu[a] = au / L[a * ld + a]
+            self.yv[a] = av / L[a * ld + a]
+
+    cdef int _factor_free_set(self) noexcept nogil:
+        """F := the support in ascending order (as np.flatnonzero) and L := chol(Q_FF) from scratch."""
+        cdef Py_ssize_t t, a, b, nf = 0
+        cdef double* row
+        cdef int n_, info, ld
+        cdef char upper = b'U'  # a row-major lower factor is a column-major upper one
+        for t in range(self.size):
+            self.inF[t] = 0
+            if self.alpha[t] > 0:
+                self.F[nf] = t
+                self.inF[t] = 1
+                nf += 1
+        self.nf = nf
+        for a in range(nf):
+            row = self.qrow(self.F[a], self.rowbuf_i)
+            for b in range(a + 1):
+                self.QFF[a * self.fcap + b] = row[self.F[b]]
+        n_ = <int> nf
+        ld = <int> self.fcap
+        dpotrf(&upper, &n_, self.QFF, &ld, &info)
+        if info != 0:
+            return -1
+        for a in range(nf):
+            if not (self.QFF[a * self.fcap + a] * self.QFF[a * self.fcap + a] > PIVOT_RTOL * self.Qd[self.F[a]]):
+                return -1
+        self._forward_vectors(0)
+        return 0
+
+    cdef int _append_free(self, Py_ssize_t i) noexcept nogil:
+        """F += [i]; L gains the row [w', delta] with L w = Q_Fi, delta^2 = Q_ii - w'w (O(nf^2))."""
+        cdef Py_ssize_t a, c, nf = self.nf, ld = self.fcap
+        cdef double* row = self.qrow(i, self.rowbuf_i)
+        cdef double* L = self.QFF
+        cdef double acc, d2 = self.Qd[i]
+        for a in range(nf):
+            acc = row[self.F[a]]
+            for c in range(a):
+                acc -= L[a * ld + c] * L[nf * ld + c]
+            L[nf * ld + a] = acc / L[a * ld + a]
+            d2 -= L[nf * ld + a] * L[nf * ld + a]
+        if not (d2 > PIVOT_RTOL * self.Qd[i]):
+            return -1  # Q_FF would not be numerically positive definite
+        L[nf * ld + nf] = sqrt(d2)
+        self.F[nf] = i
+        self.inF[i] = 1
+        self.nf = nf + 1
+        self._forward_vectors(nf)
+        return 0
+
+    cdef void _remove_free(self, Py_ssize_t k) noexcept nogil:
+        """F -= F[k]; the trailing block of L gets the rank-one update L33 L33' + l32 l32' (O(nf^2))."""
+        cdef Py_ssize_t nf = self.nf, ld = self.fcap, i, j, n = nf - k - 1
+        cdef double* L = self.QFF
+        cdef double* x = self.rhs  # scratch: l32
+        cdef double r, c, s_, Ljj, Lij
+        for i in range(n):
+            x[i] = L[(k + 1 + i) * ld + k]
+        for j in range(n):
+            Ljj = L[(k + 1 + j) * ld + (k + 1 + j)]
+            r = sqrt(Ljj * Ljj + x[j] * x[j])
+            c = r / Ljj
+            s_ = x[j] / Ljj
+            L[(k + 1 + j) * ld + (k + 1 + j)] = r
+            for i in range(j + 1, n):
+                Lij = (L[(k + 1 + i) * ld + (k + 1 + j)] + s_ * x[i]) / c
+                L[(k + 1 + i) * ld + (k + 1 + j)] = Lij
+                x[i] = c * x[i] - s_ * Lij
+        # delete row k and column k
+        self.inF[self.F[k]] = 0
+        for i in range(k, nf - 1):
+            self.F[i] = self.F[i + 1]
+            for j in range(k):
+                L[i * ld + j] = L[(i + 1) * ld + j]
+            for j in range(k, i + 1):
+                L[i * ld + j] = L[(i + 1) * ld + j + 1]
+        self.nf = nf - 1
+        self._forward_vectors(k)
+
+    cdef void _full_gradient(self) noexcept nogil:
+        cdef Py_ssize_t a, t
+        cdef double* row
+        cdef double d
+        for t in range(self.size):
+            self.grad[t] = -self.l[t]
+        for a in range(self.nf):
+            d = 2.0 * self.alpha[self.F[a]]
+            if d != 0.0:
+                row = self.qrow(self.F[a], self.rowbuf_i)
+                for t in range(self.size):
+                    self.grad[t] += d * row[t]
 
     cdef Py_ssize_t active_set(self, double tol, Py_ssize_t max_changes) noexcept nogil:
         """Exact active-set Newton solver for the core-set QP (refimpl.simplex_qp.active_set_simplex):
-        same free-set order, ratio test, entering rule and stopping gap.  Returns the number of
-        free-set changes, or -1 when Q_FF is not positive definite (the caller then runs SMO)."""
-        cdef Py_ssize_t size = self.size, nf = 0, t, a, b, k, i, n_changes = 0, kblock
+        same ratio test, entering rule and stopping gap.  The free set F and the Cholesky factor of
+        Q_FF persist between calls and are updated, not recomputed: appending a coordinate or
+        dropping one costs O(|F|^2), a Newton step two triangular solves, and the gradient is
+        recomputed only at free-set optima, where g_F = lambda and only the |S| - |F| inactive
+        entries need Q.  Returns the number of Newton steps, or -1 when Q_FF is not positive
+        definite (the caller then runs SMO)."""
+        cdef Py_ssize_t size = self.size, t, a, k, i, n_changes = 0, kblock, nf
         cdef double* alpha = self.alpha
         cdef double* grad = self.grad
+        cdef double* rhs
         cdef double* row
         cdef double su, sv, lam, tg, s, r, d, gmin, gabs, gmax, gap
         cdef bint allpos
-        cdef int n_, info, nrhs = 2
-        cdef char lower = b'L'
         if self._ensure_free_capacity(size + 1) != 0:
             return -1
-        # the free set starts as the support, in ascending order (as np.flatnonzero)
-        for t in range(size):
-            if alpha[t] > 0:
-                self.F[nf] = t
-                nf += 1
+        if not self.fvalid:
+            if self._factor_free_set() != 0:
+                return -1
+            self.fvalid = True
+        rhs = self.rhs
         while True:
-            # Newton step: the exact minimiser on the free set
-            n_ = <int> nf
-            for a in range(nf):
-                row = self.qrow(self.F[a], self.rowbuf_i)
-                for b in range(nf):
-                    self.QFF[a * nf + b] = row[self.F[b]]
-                self.rhs[a] = self.l[self.F[a]]
-                self.rhs[nf + a] = 1.0
-            dpotrf(&lower, &n_, self.QFF, &n_, &info)
-            if info != 0:
-                return -1
-            dpotrs(&lower, &n_, &nrhs, self.QFF, &n_, self.rhs, &n_, &info)
-            if info != 0:
-                return -1
+            nf = self.nf
+            # Newton step: with yu = L^-1 l_F and yv = L^-1 1 kept up to date,
+            # 1'Q_FF^-1 l_F = yv'yu and 1'Q_FF^-1 1 = yv'yv, so lambda costs O(|F|) and the target
+            # (u + lambda v)/2 = L^-T (yu + lambda yv)/2 one backward substitution
             su = 0.0
             sv = 0.0
             for a in range(nf):
-                su += self.rhs[a]
-                sv += self.rhs[nf + a]
+                su += self.yv[a] * self.yu[a]
+                sv += self.yv[a] * self.yv[a]
             if not (su == su and fabs(su) < INFINITY) or sv <= 0:
+                self.fvalid = False
                 return -1
             lam = (2.0 - su) / sv
-            allpos = True
             for a in range(nf):
-                tg = 0.5 * (self.rhs[a] + lam * self.rhs[nf + a])
-                self.rhs[a] = tg  # the target point, overwriting u
+                rhs[a] = 0.5 * (self.yu[a] + lam * self.yv[a])
+            for a in range(nf - 1, -1, -1):
+                rhs[a] /= self.QFF[a * self.fcap + a]
+                tg = rhs[a]
+                for k in range(a):
+                    rhs[k] -= self.QFF[a * self.fcap + k] * tg
+            allpos = True
+            su = 0.0
+            for a in range(nf):
+                tg = rhs[a]
+                su += tg
                 if not (tg > 0):
                     allpos = False
+            if fabs(su - 1.0) > 1e-9:
+                self.fvalid = False
+                return -1  # cancellation in lambda: the free-set system is too ill-conditioned
+            for a in range(nf):
+                rhs[a] /= su  # remove the round-off left in 1'alpha = 1
             if allpos:
                 for a in range(nf):
-                    alpha[self.F[a]] = self.rhs[a]
+                    alpha[self.F[a]] = rhs[a]
             else:
                 # ratio test along target - current, first blocking coordinate in free-set order
                 s = INFINITY
                 for a in range(nf):
-                    d = self.rhs[a] - alpha[self.F[a]]
+                    d = rhs[a] - alpha[self.F[a]]
                     if d < 0:
                         r = alpha[self.F[a]] / -d
                         if r < s:
                             s = r
                 kblock = -1
                 for a in range(nf):
-                    d = self.rhs[a] - alpha[self.F[a]]
+                    d = rhs[a] - alpha[self.F[a]]
                     if d < 0 and alpha[self.F[a]] / -d <= s + TIE * s:
                         kblock = a
                         break
                 for a in range(nf):
                     t = self.F[a]
-                    alpha[t] = alpha[t] + s * (self.rhs[a] - alpha[t])
+                    alpha[t] = alpha[t] + s * (rhs[a] - alpha[t])
+                    if alpha[t] < 0:
+                        alpha[t] = 0.0
                 alpha[self.F[kblock]] = 0.0
-                for a in range(kblock, nf - 1):
-                    self.F[a] = self.F[a + 1]
-                nf -= 1
-            for t in range(size):
-                if alpha[t] < 0:
-                    alpha[t] = 0.0
-                grad[t] = -self.l[t]
-            for a in range(nf):
-                row = self.qrow(self.F[a], self.rowbuf_i)
-                d = 2.0 * alpha[self.F[a]]
-                for t in range(size):
-                    grad[t] += d * row[t]
+                self._remove_free(kblock)
             n_changes += 1
+            if not allpos:
+                if n_changes >= max_changes:
+                    self._full_gradient()
+                    return n_changes
+                continue
+            # at the free-set optimum g_F = lambda exactly; only the |S| - |F| inactive entries need Q
+            for t in range(size):
+                if self.inF[t]:
+                    grad[t] = lam
+                else:
+                    row = self.qrow(t, self.rowbuf_j)
+                    d = 0.0
+                    for a in range(nf):
+                        d += row[self.F[a]] * alpha[self.F[a]]
+                    grad[t] = 2.0 * d - self.l[t]
             gmin = INFINITY
             gabs = 0.0
             gmax = -INFINITY
@@ -536,20 +681,23 @@ cdef class _Engine:
                     i = t
                     break
             gap = gmax - grad[i]
-            if n_changes >= max_changes:
-                return n_changes
-            if not allpos:
-                continue
-            # KKT check at the free-set optimum
-            if gap <= tol:
+            if gap <= tol or n_changes >= max_changes:
                 return n_changes
             if alpha[i] > 0:
                 return n_changes  # the gap is round-off within the exactly solved free set
             for a in range(nf):
                 if self.F[a] == i:
                     return n_changes
-            self.F[nf] = i
-            nf += 1
+            if self._append_free(i) != 0:
+                self.fvalid = False
+                return -1
+
+    cdef Py_ssize_t count_support(self) noexcept nogil:
+        cdef Py_ssize_t t, k = 0
+        for t in range(self.size):
+            if self.alpha[t] > 0:
+                k += 1
+        return k
 
     cdef void compact_support(self) noexcept nogil:
         cdef Py_ssize_t t, k = 0
@@ -671,6 +819,7 @@ cdef Py_ssize_t _solve(_Engine eng, double tol, Py_ssize_t bound, bint use_activ
         steps = eng.active_set(tol, bound)
     if steps < 0:
         steps = eng.smo(tol, bound)
+        eng.fvalid = False  # SMO moved alpha: the free set is rebuilt from the support next time
     return steps
 
 
@@ -680,7 +829,7 @@ cdef Py_ssize_t _pick(_Engine eng, Py_ssize_t z, cnp.ndarray idx):
 
 
 def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_state=None,
-            cache_size=200 * 2**20, certify=True, verbose=False, n_confirm=30, solver="active_set"):
+            cache_size=200 * 2**20, certify=True, verbose=False, n_confirm=30, solver="auto"):
     """Same contract as :func:`refimpl.meb.fit_meb` (see its docstring)."""
     cdef Py_ssize_t n = problem.n, z, z_a, z_b, n_iter = 0, steps, best
     cdef double R2, d2, inner_tol, bound, r_cert2
@@ -690,7 +839,9 @@ def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_s
     cdef cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] samp
     cdef _Engine eng
     validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm, solver)
-    cdef bint use_active_set = solver == "active_set"
+    cdef bint use_active_set = solver != "smo"
+    cdef bint auto = solver == "auto"
+    cdef Py_ssize_t auto_max_free = AUTO_MAX_FREE
     eps_ = float(eps)
     rng = make_rng(random_state)
     if sample_size is not None and sample_size >= n:
@@ -722,6 +873,8 @@ def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_s
     tiny = np.finfo(float).tiny
     inner_tol = float(tol) if tol is not None else eps_ * max(eng.radius2(), tiny)
     bound_steps = smo_step_bound(eng.size)
+    if auto and use_active_set and eng.count_support() > auto_max_free:
+        use_active_set = False  # refimpl.meb: one-way switch to SMO
     with nogil:
         steps = _solve(eng, inner_tol, bound_steps, use_active_set)
     n_solves += 1
@@ -766,6 +919,8 @@ def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_s
             eng.add(best)
         inner_tol = tighten * (float(tol) if tol is not None else eps_ * max(eng.radius2(), tiny))
         bound_steps = smo_step_bound(eng.size)
+        if auto and use_active_set and eng.count_support() > auto_max_free:
+            use_active_set = False  # refimpl.meb: one-way switch to SMO
         with nogil:
             steps = _solve(eng, inner_tol, bound_steps, use_active_set)
         n_solves += 1

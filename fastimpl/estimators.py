@@ -93,10 +93,11 @@ _COMMON_DOC = """
         Bound on core-set updates; a ConvergenceWarning says when it stops the fit.
     tol : float or None, default=None
         Inner SMO stopping gap; None means eps * R^2.
-    solver : {'active_set', 'smo'}, default='active_set'
-        Core-set QP solver: the exact active-set Newton method (default, chosen by measurement:
-        10-100x fewer operations than SMO at large C; see :func:`refimpl.simplex_qp.active_set_simplex`)
-        or the paper's warm-started second-order SMO (001 Sec. 4.1.4).
+    solver : {'auto', 'active_set', 'smo'}, default='auto'
+        Core-set QP solver: the exact active-set Newton method (10-100x fewer operations than SMO at
+        large C; see :func:`refimpl.simplex_qp.active_set_simplex`), the paper's warm-started
+        second-order SMO (001 Sec. 4.1.4), or 'auto': active set while at most 1,000 core vectors
+        carry weight, SMO beyond (chosen by measurement, :data:`refimpl.meb.AUTO_MAX_FREE`).
     cache_size : float, default=200
         Megabytes for the core-set kernel cache (fast implementation).
     random_state : None, int, RandomState or Generator
@@ -123,7 +124,7 @@ class MEB(_MEBEstimatorMixin, OutlierMixin, BaseEstimator):
     """
 
     def __init__(self, *, eps=1e-6, kernel="rbf", gamma="beta", degree=3, coef0=0.0, normalize=False,
-                 sample_size=59, n_confirm=30, max_iter=10000, tol=None, solver="active_set",
+                 sample_size=59, n_confirm=30, max_iter=10000, tol=None, solver="auto",
                  cache_size=200,
                  random_state=None, impl="fast", verbose=False):
         self.eps = eps
@@ -207,7 +208,7 @@ class CVDD(MEB):
     C : float, default=1.0""" + _COMMON_DOC
 
     def __init__(self, *, C=1.0, eps=1e-6, kernel="rbf", gamma="beta", degree=3, coef0=0.0, normalize=False,
-                 sample_size=59, n_confirm=30, max_iter=10000, tol=None, solver="active_set",
+                 sample_size=59, n_confirm=30, max_iter=10000, tol=None, solver="auto",
                  cache_size=200,
                  random_state=None, impl="fast", verbose=False):
         super().__init__(eps=eps, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, normalize=normalize,
@@ -262,7 +263,7 @@ class CVMClassifier(_MEBEstimatorMixin, ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, *, C=1.0, eps=1e-6, kernel="rbf", gamma="beta", degree=3, coef0=0.0, normalize=False,
-                 sample_size=59, n_confirm=30, max_iter=10000, tol=None, solver="active_set",
+                 sample_size=59, n_confirm=30, max_iter=10000, tol=None, solver="auto",
                  cache_size=200,
                  random_state=None, impl="fast", verbose=False):
         self.C = C

@@ -33,6 +33,10 @@ TAU = 1e-12  # LIBSVM's floor on the curvature a_ij (avoids division by ~0 for d
 #: that a one-ulp difference in a kernel value would otherwise break differently in the ref and
 #: fast implementations.
 TIE = 1e-12
+#: The active-set solver treats Q_FF as singular when a Cholesky pivot L_aa^2 falls below
+#: PIVOT_RTOL * Q_aa (e.g. duplicate points, or a linear kernel with |F| > d + 1): the Newton
+#: step would then be dominated by round-off, so that QP is left to SMO.
+PIVOT_RTOL = 1e-12
 
 
 def smo_simplex(Q, l, alpha, grad, tol, max_iter):
@@ -70,7 +74,7 @@ def smo_simplex(Q, l, alpha, grad, tol, max_iter):
         n_steps += 1
 
 
-def active_set_simplex(Q, l, alpha, grad, tol, max_iter):
+def active_set_simplex(Q, l, alpha, grad, tol, max_iter, free=None):
     """Primal active-set (Newton) solver for the same core-set QP, warm-started.
 
     Beyond the papers (issue: a faster exact core-set solver).  SMO moves two coordinates at a
@@ -88,18 +92,24 @@ def active_set_simplex(Q, l, alpha, grad, tol, max_iter):
 
     ``alpha`` and ``grad`` are updated in place.  Returns ``(n_changes, gap)``, or ``None`` when
     Q_FF is not numerically positive definite (duplicate points under the hard MEB), in which
-    case the caller falls back to SMO.  Free-set order is insertion order (the fast engine keeps
-    the same order so that its incremental factor matches).
+    case the caller falls back to SMO.  ``free`` (a list, updated in place) carries the free set
+    from one call to the next in insertion order, as the fast engine keeps it together with an
+    incrementally updated Cholesky factor; ``None`` starts from the support in ascending order.
     """
     from scipy.linalg import LinAlgError, cho_factor, cho_solve
 
-    F = [int(t) for t in np.flatnonzero(alpha > 0)]
+    if free is None:
+        free = [int(t) for t in np.flatnonzero(alpha > 0)]
+    F = free
     n_changes = 0
     while True:
         # Newton step: the exact minimiser on the free set
+        Q_FF = Q[np.ix_(F, F)]
         try:
-            factor = cho_factor(Q[np.ix_(F, F)], lower=True)
+            factor = cho_factor(Q_FF, lower=True)
         except LinAlgError:
+            return None
+        if np.any(np.diag(factor[0]) ** 2 <= PIVOT_RTOL * np.diag(Q_FF)):
             return None
         u = cho_solve(factor, l[F])
         v = cho_solve(factor, np.ones(len(F)))
@@ -107,6 +117,9 @@ def active_set_simplex(Q, l, alpha, grad, tol, max_iter):
             return None
         lam = (2.0 - u.sum()) / v.sum()
         target = 0.5 * (u + lam * v)
+        if abs(target.sum() - 1.0) > 1e-9:
+            return None  # cancellation in lambda: the free-set system is too ill-conditioned
+        target /= target.sum()  # remove the round-off left in 1'alpha = 1
         current = alpha[F]
         stationary = bool(np.all(target > 0))
         if stationary:

@@ -31,7 +31,7 @@ problems = st.fixed_dictionaries({
     "eps": st.sampled_from([1e-1, 1e-2, 1e-3]),
     # 64 bytes keeps only a 2 x 2 block of Q cached: the fast engine recomputes the rest
     "cache_size": st.sampled_from([64, 200 * 2**20]),
-    "solver": st.sampled_from(["smo", "active_set"]),
+    "solver": st.sampled_from(["smo", "active_set", "auto"]),
 })
 
 
@@ -46,6 +46,8 @@ def test_same_core_set_and_coefficients(p):
     kw = dict(sample_size=p["sample_size"], random_state=p["seed"], solver=p["solver"])
     a = fit_ref(problem, p["eps"], **kw)
     b = fit_fast(problem, p["eps"], cache_size=p["cache_size"], **kw)
+    for res in (a, b):  # the center is a convex combination of the core vectors (001 eq. (3))
+        assert np.all(res.alpha >= 0) and abs(res.alpha.sum() - 1.0) <= 1e-12
     np.testing.assert_array_equal(a.core_set, b.core_set)
     np.testing.assert_allclose(a.alpha, b.alpha, atol=ALPHA_TOL, rtol=0)
     assert a.n_iter == b.n_iter
@@ -67,7 +69,7 @@ def test_kernel_expansion_agrees(kernel, normalize, n_sv, n_x, d, seed):
 
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 2**16), n_classes=st.integers(2, 3), kernel=st.sampled_from(["rbf", "poly"]),
-       sample_size=st.sampled_from([None, 20]), solver=st.sampled_from(["smo", "active_set"]))
+       sample_size=st.sampled_from([None, 20]), solver=st.sampled_from(["smo", "active_set", "auto"]))
 def test_estimator_predictions_agree(seed, n_classes, kernel, sample_size, solver):
     from fastimpl import CVMClassifier
     rng = np.random.default_rng(seed)
