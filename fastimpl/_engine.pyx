@@ -725,6 +725,18 @@ cdef class _Engine:
                 self_term += self.alpha[self.sv[k]] * self.diag_add  # the delta_ij / C of k~(z, z)
         return marg - 2.0 * (sz * s + self_term) + self.point_ldiag(z, daz)
 
+    cdef double chunk_max(self, const Py_ssize_t* idx, Py_ssize_t cnt, Py_ssize_t c, double marg,
+                          double* buf) noexcept nogil:
+        """max of dist2 over chunk c of the candidates (idx[p], or p itself when idx is NULL)."""
+        cdef Py_ssize_t p, z, lo = c * SCAN_CHUNK, hi = min(c * SCAN_CHUNK + SCAN_CHUNK, cnt)
+        cdef double v, bd = -INFINITY
+        for p in range(lo, hi):
+            z = idx[p] if idx != NULL else p
+            v = self.dist2_point(z, marg, buf)
+            if v > bd:
+                bd = v
+        return bd
+
     cdef void furthest(self, const Py_ssize_t* idx, Py_ssize_t cnt, Py_ssize_t* best_out,
                        double* d2_out) noexcept nogil:
         """argmax of dist2 over idx[0:cnt] (or all n points when idx is NULL), as refimpl.meb._furthest:
@@ -733,35 +745,19 @@ cdef class _Engine:
         cdef double marg = self.margin()
         cdef Py_ssize_t nchunk = (cnt + SCAN_CHUNK - 1) // SCAN_CHUNK
         cdef Py_ssize_t c, p, lo, hi, z
-        cdef double bd, v, bestd = -INFINITY, thr
+        cdef double bestd = -INFINITY, thr
         cdef double* cd = <double*> malloc(nchunk * sizeof(double))
         cdef double* buf
         cdef Py_ssize_t bufsize = (self.nsv + 1) * sizeof(double)
         if cnt * self.nsv < PARALLEL_MIN_WORK or nchunk == 1:
             buf = <double*> malloc(bufsize)
             for c in range(nchunk):
-                lo = c * SCAN_CHUNK
-                hi = min(lo + SCAN_CHUNK, cnt)
-                bd = -INFINITY
-                for p in range(lo, hi):
-                    z = idx[p] if idx != NULL else p
-                    v = self.dist2_point(z, marg, buf)
-                    if v > bd:
-                        bd = v
-                cd[c] = bd
+                cd[c] = self.chunk_max(idx, cnt, c, marg, buf)
             free(buf)
         else:
             for c in prange(nchunk, schedule="dynamic"):
-                buf = <double*> malloc(bufsize)
-                lo = c * SCAN_CHUNK
-                hi = min(lo + SCAN_CHUNK, cnt)
-                bd = -INFINITY
-                for p in range(lo, hi):
-                    z = idx[p] if idx != NULL else p
-                    v = self.dist2_point(z, marg, buf)
-                    if v > bd:
-                        bd = v
-                cd[c] = bd
+                buf = <double*> malloc(bufsize)  # one scratch row per chunk keeps threads apart
+                cd[c] = self.chunk_max(idx, cnt, c, marg, buf)
                 free(buf)
         for c in range(nchunk):
             if cd[c] > bestd:

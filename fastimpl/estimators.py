@@ -125,8 +125,7 @@ class MEB(_MEBEstimatorMixin, OutlierMixin, BaseEstimator):
 
     def __init__(self, *, eps=1e-6, kernel="rbf", gamma="beta", degree=3, coef0=0.0, normalize=False,
                  sample_size=59, n_confirm=30, max_iter=10000, tol=None, solver="auto",
-                 cache_size=200,
-                 random_state=None, impl="fast", verbose=False):
+                 cache_size=200, random_state=None, impl="fast", verbose=False):
         self.eps = eps
         self.kernel = kernel
         self.gamma = gamma
@@ -209,8 +208,7 @@ class CVDD(MEB):
 
     def __init__(self, *, C=1.0, eps=1e-6, kernel="rbf", gamma="beta", degree=3, coef0=0.0, normalize=False,
                  sample_size=59, n_confirm=30, max_iter=10000, tol=None, solver="auto",
-                 cache_size=200,
-                 random_state=None, impl="fast", verbose=False):
+                 cache_size=200, random_state=None, impl="fast", verbose=False):
         super().__init__(eps=eps, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, normalize=normalize,
                          sample_size=sample_size, n_confirm=n_confirm, max_iter=max_iter, tol=tol,
                          solver=solver, cache_size=cache_size,
@@ -264,8 +262,7 @@ class CVMClassifier(_MEBEstimatorMixin, ClassifierMixin, BaseEstimator):
 
     def __init__(self, *, C=1.0, eps=1e-6, kernel="rbf", gamma="beta", degree=3, coef0=0.0, normalize=False,
                  sample_size=59, n_confirm=30, max_iter=10000, tol=None, solver="auto",
-                 cache_size=200,
-                 random_state=None, impl="fast", verbose=False):
+                 cache_size=200, random_state=None, impl="fast", verbose=False):
         self.C = C
         self.eps = eps
         self.kernel = kernel
@@ -296,12 +293,16 @@ class CVMClassifier(_MEBEstimatorMixin, ClassifierMixin, BaseEstimator):
         # one seed per pair, drawn from random_state, so that ref and fast see identical draws
         rng = make_rng(self.random_state)
         pairs, results, models, members = [], [], [], []
+        binary = len(self.classes_) == 2
         for a in range(len(self.classes_)):
             for b in range(a + 1, len(self.classes_)):
-                mask = (y_idx == a) | (y_idx == b)
-                idx = np.flatnonzero(mask)
-                y_pm = np.where(y_idx[idx] == a, 1.0, -1.0)  # first class positive, as LIBSVM
-                problem = cvm.two_class_problem(X[idx], y_pm, self.kernel_spec_, float(self.C))
+                if binary:  # no subset copy of X: the extra memory of a fit stays independent of m
+                    idx = np.arange(X.shape[0])
+                    Xp, y_pm = X, np.where(y_idx == a, 1.0, -1.0)  # first class positive, as LIBSVM
+                else:
+                    idx = np.flatnonzero((y_idx == a) | (y_idx == b))
+                    Xp, y_pm = X[idx], np.where(y_idx[idx] == a, 1.0, -1.0)
+                problem = cvm.two_class_problem(Xp, y_pm, self.kernel_spec_, float(self.C))
                 fit_meb, _ = get_engine(self.impl)
                 result = fit_meb(problem, float(self.eps), sample_size=self.sample_size, max_iter=self.max_iter,
                                  tol=self.tol, random_state=int(rng.integers(0, 2**31 - 1)),
@@ -324,7 +325,6 @@ class CVMClassifier(_MEBEstimatorMixin, ClassifierMixin, BaseEstimator):
         self.dual_coef_ = dual
         self.intercept_ = np.array([mod.intercept for mod in models])
         self.core_set_ = np.unique(np.concatenate([m[r.core_set] for m, r in zip(members, results)]))
-        binary = len(pairs) == 1
         diags = [self._diagnostics(r) for r in results]
 
         def per_pair(key):

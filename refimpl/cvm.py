@@ -41,7 +41,7 @@ def two_class_problem(X, y_pm, kernel: KernelSpec, C: float) -> MEBProblem:
     """Two-class L2-SVM (001 eqs. (9)-(10)) for labels y in {-1, +1}."""
     y_pm = np.asarray(y_pm, dtype=np.float64)
     return MEBProblem(X, kernel, sign=y_pm, label_bias=1.0, diag_add=1.0 / C,
-                      constant_linear_term=True, labels=(y_pm > 0).astype(np.intp))
+                      constant_linear_term=True, labels=(y_pm > 0).astype(np.int8))
 
 
 @dataclass

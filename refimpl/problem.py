@@ -112,11 +112,3 @@ class MEBProblem:
     def linear_term(self, idx) -> np.ndarray:
         """diag(K~) + Delta: the linear term of the MEB dual (001 eq. (2))."""
         return self.diag(idx) + self.delta(idx)
-
-    # The fast engine receives the same problem as plain arrays and numbers.
-    def as_arrays(self):
-        sign = self.sign if self.sign is not None else np.ones(0)
-        labels = self.labels if self.labels is not None else np.zeros(0, dtype=np.intp)
-        return (self.X, self.kernel.code, self.kernel.gamma, self.kernel.degree, self.kernel.coef0,
-                int(self.kernel.normalize), sign, float(self.label_bias), float(self.diag_add),
-                int(self.has_delta), float(self.eta), np.asarray(labels, dtype=np.intp))

@@ -2,7 +2,8 @@
 
 Setup of 001 Sec. 5.1: 4 x 4 checkerboard, Gaussian kernel gamma = 1, C = 1e4, eps = 1e-6, a
 random sample of 59 candidates per iteration, 2000 test points.  Every (method, m) is one fit in
-a fresh process (see :func:`reports.common.measure_fit`).
+a fresh process (see :func:`reports.common.measure_fit`).  A second experiment repeats it in the
+dense setting C = 100, where the core set grows to thousands of vectors.
 """
 from __future__ import annotations
 
@@ -12,18 +13,27 @@ import pandas as pd
 from .common import Context, ExperimentResult, FitJob, experiment, measure_fit, progress, to_markdown
 
 GAMMA, C, EPS, SAMPLE_SIZE, N_TEST = 1.0, 1e4, 1e-6, 59, 2000
+C_DENSE = 100.0
 
 #: method -> (label, largest m per mode, traced second fit for tracemalloc?)
 #: (tracemalloc slows the pure-Python reference several-fold, so it only gets the maxRSS delta)
 METHODS = {
     "cvm_fast": ("CVM (fast)", {"tiny": 1000, "quick": 1e5, "full": 1e6}, True),
-    "cvm_ref": ("CVM (ref)", {"tiny": 200, "quick": 1e4, "full": 1e5}, False),
-    "svc": ("sklearn SVC", {"tiny": 1000, "quick": 3e4, "full": 1e5}, True),
+    "cvm_ref": ("CVM (ref)", {"tiny": 200, "quick": 1e5, "full": 1e6}, False),
+    "svc": ("sklearn SVC", {"tiny": 1000, "quick": 1e5, "full": 3e5}, True),
 }
 SIZES = {"tiny": [200, 1000], "quick": [1e3, 1e4, 3e4, 1e5], "full": [1e3, 1e4, 3e4, 1e5, 3e5, 1e6]}
+#: the dense setting: the reference switches to its NumPy SMO beyond 1,000 support vectors, so it
+#: stays at the smaller sizes
+METHODS_DENSE = {
+    "cvm_fast": ("CVM (fast)", {"tiny": 1000, "quick": 1e5, "full": 1e6}, True),
+    "cvm_ref": ("CVM (ref)", {"tiny": 200, "quick": 0, "full": 1e4}, False),
+    "svc": ("sklearn SVC", {"tiny": 1000, "quick": 1e5, "full": 1e5}, True),
+}
+SIZES_DENSE = {"tiny": [1000], "quick": [1e4, 1e5], "full": [1e4, 1e5, 1e6]}
 
 
-def make_estimator(method, seed):
+def make_estimator(method, seed, C=C):
     if method == "svc":
         from sklearn.svm import SVC
         return SVC(C=C, gamma=GAMMA, cache_size=500)
@@ -32,20 +42,20 @@ def make_estimator(method, seed):
                          impl=method.split("_")[1])
 
 
-def _prepare(method, m, seed):
+def _prepare(method, m, seed, C=C):
     from refimpl.datasets import checkerboard
     X, y = checkerboard(int(m), random_state=seed)
     Xt, yt = checkerboard(N_TEST, random_state=10_000 + seed)
-    return method, seed, X, y, Xt, yt
+    return method, seed, X, y, Xt, yt, C
 
 
 def _fit(data):
-    method, seed, X, y, _, _ = data
-    return make_estimator(method, seed).fit(X, y)
+    method, seed, X, y, _, _, C_ = data
+    return make_estimator(method, seed, C_).fit(X, y)
 
 
 def _evaluate(model, data):
-    _, _, _, _, Xt, yt = data
+    _, _, _, _, Xt, yt, _ = data
     import time
     t0 = time.perf_counter()
     acc = float(model.score(Xt, yt))
@@ -61,20 +71,19 @@ def _evaluate(model, data):
 JOB = FitJob(_prepare, _fit, _evaluate)
 
 
-@experiment("checkerboard", "Checkerboard (001 Fig. 2): CVM vs. SVC as m grows", sizes=SIZES)
-def run(ctx: Context) -> ExperimentResult:
-    tasks = [(meth, m) for m in ctx.sizes for meth, (_, cap, _) in METHODS.items() if m <= cap[ctx.mode]]
+def _run(ctx: Context, name: str, C_: float, methods: dict) -> ExperimentResult:
+    tasks = [(meth, m) for m in ctx.sizes for meth, (_, cap, _) in methods.items() if m <= cap[ctx.mode]]
     rows = []
-    for meth, m in progress(tasks, "checkerboard", ctx.progress):
-        res = measure_fit(JOB, meth, m, ctx.seed, trace_memory=METHODS[meth][2])
-        rows.append(dict(method=METHODS[meth][0], m=int(m), **res))
+    for meth, m in progress(tasks, name, ctx.progress):
+        res = measure_fit(JOB, meth, m, ctx.seed, C_, trace_memory=methods[meth][2])
+        rows.append(dict(method=methods[meth][0], m=int(m), **res))
     df = pd.DataFrame(rows)
     for col in ("fit_time", "fit_cpu_time", "predict_time", "n_sv", "core_set_size", "test_accuracy", "test_error",
                 "certified_ratio", "maxrss_delta_mb", "tracemalloc_peak_mb", "n_iter", "n_warnings", "warnings",
                 "error"):
         if col not in df:
             df[col] = np.nan
-    df.to_csv(ctx.out / "checkerboard.csv", index=False)
+    df.to_csv(ctx.out / f"{name}.csv", index=False)
     show = df[["method", "m", "fit_time", "n_sv", "core_set_size", "test_accuracy", "certified_ratio",
                "maxrss_delta_mb", "tracemalloc_peak_mb", "n_warnings"]].copy()
     show["certified_ratio"] = show["certified_ratio"] - 1.0
@@ -88,18 +97,27 @@ def run(ctx: Context) -> ExperimentResult:
     notes = "".join(f"\n- {r.method} m={r.m}: failed: {r.error}" for r in errors.itertuples())
     warned = df[df["n_warnings"].fillna(0) > 0]
     notes += "".join(f"\n- {r.method} m={r.m}: {r.warnings}" for r in warned.itertuples())
-    with open(ctx.out / "checkerboard.md", "w") as f:
-        f.write("# Checkerboard (001 Fig. 2)\n\n"
-                f"gamma={GAMMA:g}, C={C:g}, eps={EPS:g}, sample_size={SAMPLE_SIZE}, {N_TEST} test points, "
+    with open(ctx.out / f"{name}.md", "w") as f:
+        f.write(f"# Checkerboard (001 Fig. 2), C = {C_:g}\n\n"
+                f"gamma={GAMMA:g}, C={C_:g}, eps={EPS:g}, sample_size={SAMPLE_SIZE}, {N_TEST} test points, "
                 f"seed {ctx.seed}. #SV for CVM = vectors with alpha > 0; core set = all vectors ever added. "
                 "cert. ratio = (r_cert/R)^2 from a final full scan (with sampling it may exceed (1+eps)^2).\n\n"
                 + table + "\n" + (("\nFailures and warnings:" + notes + "\n") if notes else ""))
-    plot(df, ctx.out / "checkerboard.png")
-    return ExperimentResult(outputs=["checkerboard.csv", "checkerboard.md", "checkerboard.png"],
-                            summary_md=table, notes=notes)
+    plot(df, ctx.out / f"{name}.png", C_)
+    return ExperimentResult(outputs=[f"{name}.csv", f"{name}.md", f"{name}.png"], summary_md=table, notes=notes)
 
 
-def plot(df, path):
+@experiment("checkerboard", "Checkerboard (001 Fig. 2): CVM vs. SVC as m grows", sizes=SIZES)
+def run(ctx: Context) -> ExperimentResult:
+    return _run(ctx, "checkerboard", C, METHODS)
+
+
+@experiment("checkerboard_dense", "Checkerboard, dense setting C = 100: CVM vs. SVC", sizes=SIZES_DENSE)
+def run_dense(ctx: Context) -> ExperimentResult:
+    return _run(ctx, "checkerboard_dense", C_DENSE, METHODS_DENSE)
+
+
+def plot(df, path, C_=C):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -117,7 +135,7 @@ def plot(df, path):
         ax.set_ylabel(label)
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend()
-    fig.suptitle("Checkerboard: gamma=1, C=1e4, eps=1e-6, sample size 59 (001 Fig. 2)")
+    fig.suptitle(f"Checkerboard: gamma=1, C={C_:g}, eps=1e-6, sample size 59 (001 Fig. 2)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

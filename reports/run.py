@@ -39,7 +39,7 @@ def parse_args(argv):
     p.add_argument("--quick", action="store_true", help="smaller sizes: a few minutes on 2 cores")
     p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # for the test suite
     p.add_argument("--out", default=str(DEFAULT_OUT), help="output folder (default reports/output)")
-    p.add_argument("--only", nargs="+", metavar="NAME", help="run only these experiments")
+    p.add_argument("--only", nargs="+", action="extend", metavar="NAME", help="run only these experiments")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true")
     return p.parse_args(argv)
