@@ -8,7 +8,7 @@ class CVMCheckerboard(CoreSetTracks, EstimatorBenchmark):
     """CVMClassifier, gamma=1, C=1e4, eps=1e-6, 59 random candidates per iteration."""
 
     params = (["ref", "fast"], M_GRID)
-    max_m = {"ref": 10_000, "fast": 1_000_000}
+    max_m = {"ref": 100_000, "fast": 1_000_000}
 
     def setup_cache(self):
         return self.prepare_cache()
@@ -22,7 +22,7 @@ class SVCCheckerboard(EstimatorBenchmark):
     """sklearn.svm.SVC (LIBSVM, L1-SVM) with the same C and gamma: the baseline of 001 Fig. 2."""
 
     params = (["libsvm"], M_GRID)
-    max_m = {"libsvm": 30_000}
+    max_m = {"libsvm": 100_000}
 
     def setup_cache(self):
         return self.prepare_cache()
