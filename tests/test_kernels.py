@@ -1,0 +1,58 @@
+"""Kernels against scikit-learn's pairwise kernels and the papers' definitions; the beta heuristic."""
+import numpy as np
+import pytest
+from sklearn.metrics.pairwise import linear_kernel, polynomial_kernel, rbf_kernel
+
+from refimpl.kernels import beta_heuristic, kernel_block, kernel_diag, make_kernel_spec
+
+rng = np.random.default_rng(0)
+A, B = rng.normal(size=(30, 4)), rng.normal(size=(20, 4))
+
+
+@pytest.mark.parametrize("name,ref", [
+    ("rbf", lambda a, b: rbf_kernel(a, b, gamma=0.3)),
+    ("poly", lambda a, b: polynomial_kernel(a, b, degree=3, gamma=0.3, coef0=1.0)),
+    ("linear", lambda a, b: linear_kernel(a, b)),
+    # 000_88c8f8810bf6206d.txt Sec. 4.2: exp(-||x - y|| / sigma), Euclidean norm, gamma = 1/sigma
+    ("laplacian", lambda a, b: np.exp(-0.3 * np.linalg.norm(a[:, None] - b[None], axis=-1))),
+])
+def test_kernel_block_matches_definition(name, ref):
+    spec = make_kernel_spec(A, name, gamma=0.3, degree=3, coef0=1.0)
+    np.testing.assert_allclose(kernel_block(spec, A, B), ref(A, B), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(kernel_diag(spec, A), np.diag(ref(A, A)), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["poly", "linear"])
+def test_normalized_kernel_has_unit_diagonal_and_is_cosine(name):
+    spec = make_kernel_spec(A, name, gamma=0.3, degree=2, coef0=1.0, normalize=True)
+    raw = make_kernel_spec(A, name, gamma=0.3, degree=2, coef0=1.0)
+    K, Kraw = kernel_block(spec, A, A), kernel_block(raw, A, A)
+    d = np.sqrt(np.diag(Kraw))
+    np.testing.assert_allclose(K, Kraw / np.outer(d, d), rtol=1e-12)
+    np.testing.assert_allclose(kernel_diag(spec, A), 1.0)
+    assert spec.constant_diagonal and not raw.constant_diagonal
+
+
+def test_beta_closed_form_equals_double_sum():
+    """001 Sec. 5: beta = (1/m^2) sum_ij ||x_i - x_j||^2, computed in O(m d) without the double sum."""
+    X = rng.normal(size=(200, 3)) * [1.0, 5.0, 0.2] + 3.0
+    brute = np.mean(np.sum((X[:, None] - X[None]) ** 2, axis=-1))
+    assert beta_heuristic(X) == pytest.approx(brute, rel=1e-12)
+    spec = make_kernel_spec(X, "rbf", gamma="beta")
+    assert spec.gamma == pytest.approx(1.0 / brute, rel=1e-12)
+
+
+def test_kernel_matrix_is_psd_for_admissible_parameters():
+    for name in ("rbf", "laplacian", "poly", "linear"):
+        K = kernel_block(make_kernel_spec(A, name, gamma=0.5, degree=2, coef0=1.0), A, A)
+        assert np.linalg.eigvalsh(K).min() > -1e-10 * np.abs(K).max(), name
+
+
+def test_verbose_shows_progress(capsys):
+    from fastimpl import CVMClassifier
+    from refimpl.datasets import checkerboard
+    X, y = checkerboard(3000, random_state=0)
+    for impl in ("fast", "ref"):
+        CVMClassifier(C=1e4, gamma=1.0, verbose=True, random_state=0, impl=impl).fit(X, y)
+        err = capsys.readouterr().err
+        assert "CVM" in err and "core_set=" in err, impl
