@@ -142,7 +142,7 @@ cdef class _Engine:
     cdef Kern K
     cdef const double[:, ::1] X
     cdef Py_ssize_t n, d
-    cdef double* sign        # NULL: all +1
+    cdef const signed char* sign  # s_i in {-1, +1}; NULL: all +1
     cdef object sign_arr
     cdef double label_bias, diag_add, eta
     cdef int has_delta
@@ -195,14 +195,15 @@ cdef class _Engine:
         free(self.svX); free(self.svda); free(self.svidx)
 
     def __init__(self, problem, Py_ssize_t cache_size):
-        cdef cnp.ndarray[double, ndim=1, mode="c"] s
+        cdef const signed char[::1] s
         self.X = problem.X
         self.n = problem.X.shape[0]
         self.d = problem.X.shape[1]
         self.K = make_kern(problem.kernel, self.d)
         if problem.sign is not None:
-            s = np.ascontiguousarray(problem.sign, dtype=np.float64)
-            self.sign_arr = s
+            arr = np.ascontiguousarray(problem.sign, dtype=np.int8)
+            self.sign_arr = arr
+            s = arr
             self.sign = &s[0]
         else:
             self.sign = NULL
@@ -301,7 +302,7 @@ cdef class _Engine:
             self._grow(2 * self.cap)
         memcpy(&self.SX[k * self.d], &self.X[z, 0], self.d * sizeof(double))
         self.S[k] = z
-        self.Ss[k] = self.sign[z] if self.sign != NULL else 1.0
+        self.Ss[k] = <double> self.sign[z] if self.sign != NULL else 1.0
         daz = self.point_rawdiag(z)
         self.Sda[k] = daz
         self.l[k] = self.point_ldiag(z, daz)
@@ -717,7 +718,7 @@ cdef class _Engine:
         cdef Py_ssize_t k
         cdef double daz = self.point_rawdiag(z)
         cdef double s = 0.0, self_term = 0.0
-        cdef double sz = self.sign[z] if self.sign != NULL else 1.0
+        cdef double sz = <double> self.sign[z] if self.sign != NULL else 1.0
         k_row(&self.K, self.svX, self.svda, self.nsv, &self.X[z, 0], daz, buf)
         for k in range(self.nsv):
             s += self.svalpha_s[k] * (buf[k] + self.label_bias)
@@ -791,12 +792,12 @@ cdef class _Engine:
         """Initialisation: argmax over idx of ||phi~(z) - phi~(z_l)||^2 + Delta_l (refimpl.meb._initial_pair)."""
         cdef double daz = self.point_rawdiag(z), dal, v, best_v = -INFINITY, kzz
         cdef Py_ssize_t p, l, best = -1
-        cdef double sz = self.sign[z] if self.sign != NULL else 1.0, sl
+        cdef double sz = <double> self.sign[z] if self.sign != NULL else 1.0, sl
         kzz = k_diag(&self.K, daz) + self.label_bias + self.diag_add
         for p in range(cnt):
             l = idx[p]
             dal = self.point_rawdiag(l)
-            sl = self.sign[l] if self.sign != NULL else 1.0
+            sl = <double> self.sign[l] if self.sign != NULL else 1.0
             v = sz * sl * (k_eval(&self.K, &self.X[z, 0], &self.X[l, 0], daz, dal) + self.label_bias)
             if l == z:
                 v += self.diag_add

@@ -35,6 +35,18 @@ def get_engine(impl):
     raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
 
 
+def _signs(positive):
+    """int8 signs: +1 where ``positive``, -1 elsewhere (no int64/float64 temporaries of length m)."""
+    out = np.full(positive.shape, -1, dtype=np.int8)
+    out[positive] = 1
+    return out
+
+
+def _take(members, local):
+    """Training-set indices of a pair's local indices (``members`` None: the pair is the whole set)."""
+    return local if members is None else members[local]
+
+
 def _check_positive(name, value):
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
@@ -285,7 +297,7 @@ class CVMClassifier(_MEBEstimatorMixin, ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         _check_positive("C", self.C)
         self._validate_params_common(X.shape[0])
-        self.classes_, y_idx = np.unique(y, return_inverse=True)
+        self.classes_ = np.unique(y)
         if len(self.classes_) < 2:
             raise ValueError(f"y has only one class ({self.classes_[0]!r}); CVMClassifier needs at least 2")
         # The kernel width is resolved once on the whole training set so that every pair shares it.
@@ -296,12 +308,13 @@ class CVMClassifier(_MEBEstimatorMixin, ClassifierMixin, BaseEstimator):
         binary = len(self.classes_) == 2
         for a in range(len(self.classes_)):
             for b in range(a + 1, len(self.classes_)):
-                if binary:  # no subset copy of X: the extra memory of a fit stays independent of m
-                    idx = np.arange(X.shape[0])
-                    Xp, y_pm = X, np.where(y_idx == a, 1.0, -1.0)  # first class positive, as LIBSVM
+                # signs y_i in {-1, +1} as int8, the first class positive as in LIBSVM
+                if binary:  # no subset copy of X and 1 byte a point: a fit's extra memory stays small
+                    idx = None
+                    Xp, y_pm = X, _signs(y == self.classes_[a])
                 else:
-                    idx = np.flatnonzero((y_idx == a) | (y_idx == b))
-                    Xp, y_pm = X[idx], np.where(y_idx[idx] == a, 1.0, -1.0)
+                    idx = np.flatnonzero((y == self.classes_[a]) | (y == self.classes_[b]))
+                    Xp, y_pm = X[idx], _signs(y[idx] == self.classes_[a])
                 problem = cvm.two_class_problem(Xp, y_pm, self.kernel_spec_, float(self.C))
                 fit_meb, _ = get_engine(self.impl)
                 result = fit_meb(problem, float(self.eps), sample_size=self.sample_size, max_iter=self.max_iter,
@@ -314,17 +327,17 @@ class CVMClassifier(_MEBEstimatorMixin, ClassifierMixin, BaseEstimator):
                 results.append(result)
                 models.append(model)
                 members.append(idx)
-        support = np.unique(np.concatenate([m[mod.support] for m, mod in zip(members, models)]))
+        support = np.unique(np.concatenate([_take(m, mod.support) for m, mod in zip(members, models)]))
         pos = {s: k for k, s in enumerate(support)}
         dual = np.zeros((len(pairs), len(support)))
         for p, (m, mod) in enumerate(zip(members, models)):
-            dual[p, [pos[s] for s in m[mod.support]]] = mod.coef
+            dual[p, [pos[s] for s in _take(m, mod.support)]] = mod.coef
         self.pairs_ = pairs
         self.support_ = support
         self.support_vectors_ = X[support]
         self.dual_coef_ = dual
         self.intercept_ = np.array([mod.intercept for mod in models])
-        self.core_set_ = np.unique(np.concatenate([m[r.core_set] for m, r in zip(members, results)]))
+        self.core_set_ = np.unique(np.concatenate([_take(m, r.core_set) for m, r in zip(members, results)]))
         diags = [self._diagnostics(r) for r in results]
 
         def per_pair(key):

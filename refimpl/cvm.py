@@ -38,10 +38,15 @@ def one_class_problem(X, kernel: KernelSpec, C: float) -> MEBProblem:
 
 
 def two_class_problem(X, y_pm, kernel: KernelSpec, C: float) -> MEBProblem:
-    """Two-class L2-SVM (001 eqs. (9)-(10)) for labels y in {-1, +1}."""
-    y_pm = np.asarray(y_pm, dtype=np.float64)
-    return MEBProblem(X, kernel, sign=y_pm, label_bias=1.0, diag_add=1.0 / C,
-                      constant_linear_term=True, labels=(y_pm > 0).astype(np.int8))
+    """Two-class L2-SVM (001 eqs. (9)-(10)) for labels y in {-1, +1}.
+
+    The labels serve both as the signs s_i = y_i of eq. (10) and as the classes of the
+    initialisation (one int8 array, no copy when y_pm is int8 already)."""
+    sign = np.ascontiguousarray(y_pm, dtype=np.int8)
+    if sign.shape != (np.asarray(X).shape[0],) or not np.all(np.abs(sign) == 1):
+        raise ValueError("y_pm must hold one label in {-1, +1} per row of X")
+    return MEBProblem(X, kernel, sign=sign, label_bias=1.0, diag_add=1.0 / C,
+                      constant_linear_term=True, labels=sign)
 
 
 @dataclass

@@ -44,11 +44,12 @@ class MEBProblem:
     ----------
     X : (m, d) float64 array, C-contiguous -- the inputs x_i.
     kernel : KernelSpec -- the base kernel k.
-    sign : (m,) float64 array or None -- s_i (None means all +1).
+    sign : (m,) int8 array of +-1 or None -- s_i (None means all +1); int8 keeps it at 1 byte a point.
     label_bias : float -- beta_b, 1 for the two-class L2-SVM (the b^2 term of 001 eq. (8)).
     diag_add : float -- c = 1/C for the L2-SVMs (the xi^2 term), 0 for the hard MEB.
     constant_linear_term : bool -- if True, Delta = eta - diag(K~) (generalized CVM), else Delta = 0.
-    labels : (m,) int array or None -- class labels {0, 1} used only by the initialisation of 001 Sec. 4.1.1.
+    labels : (m,) array or None -- class labels (e.g. the sign array itself), used only by the
+        initialisation of 001 Sec. 4.1.1 to pick the second point from the other class.
     """
 
     X: np.ndarray
@@ -63,7 +64,7 @@ class MEBProblem:
     def __post_init__(self):
         self.X = np.ascontiguousarray(self.X, dtype=np.float64)
         if self.sign is not None:
-            self.sign = np.ascontiguousarray(self.sign, dtype=np.float64)
+            self.sign = np.ascontiguousarray(self.sign, dtype=np.int8)
         if self.kernel.constant_diagonal or not self.constant_linear_term:
             # eta is only used when constant_linear_term is set; for constant-diagonal kernels
             # it is known without looking at the data.
