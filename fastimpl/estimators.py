@@ -72,7 +72,7 @@ class _MEBEstimatorMixin:
         fit_meb, _ = get_engine(self.impl)
         return fit_meb(problem, float(self.eps), sample_size=self.sample_size, max_iter=self.max_iter,
                        tol=self.tol, random_state=self.random_state, n_confirm=self.n_confirm,
-                       solver=self.solver,
+                       solver=self.solver, certify=self.certify,
                        cache_size=int(self.cache_size * 2**20), verbose=self.verbose)
 
     def _expansion(self, X, SV, coef):
@@ -112,6 +112,10 @@ _COMMON_DOC = """
         carry weight, SMO beyond (chosen by measurement, :data:`refimpl.meb.AUTO_MAX_FREE`).
     cache_size : float, default=200
         Megabytes for the core-set kernel cache (fast implementation).
+    certify : bool, default=True
+        Run the final full scan that certifies the fit: ``certified_ratio_`` = (r_cert / R)^2.  It is
+        the only O(m) step of a sampled fit; ``False`` skips it (``certified_ratio_`` is then nan),
+        e.g. to time the core-set loop alone, whose cost does not grow with m.
     random_state : None, int, RandomState or Generator
     impl : {'fast', 'ref'}, default='fast'
     verbose : bool, default=False
@@ -137,7 +141,7 @@ class MEB(_MEBEstimatorMixin, OutlierMixin, BaseEstimator):
 
     def __init__(self, *, eps=1e-6, kernel="rbf", gamma="beta", degree=3, coef0=0.0, normalize=False,
                  sample_size=59, n_confirm=30, max_iter=10000, tol=None, solver="auto",
-                 cache_size=200, random_state=None, impl="fast", verbose=False):
+                 cache_size=200, certify=True, random_state=None, impl="fast", verbose=False):
         self.eps = eps
         self.kernel = kernel
         self.gamma = gamma
@@ -150,6 +154,7 @@ class MEB(_MEBEstimatorMixin, OutlierMixin, BaseEstimator):
         self.tol = tol
         self.solver = solver
         self.cache_size = cache_size
+        self.certify = certify
         self.random_state = random_state
         self.impl = impl
         self.verbose = verbose
@@ -220,10 +225,10 @@ class CVDD(MEB):
 
     def __init__(self, *, C=1.0, eps=1e-6, kernel="rbf", gamma="beta", degree=3, coef0=0.0, normalize=False,
                  sample_size=59, n_confirm=30, max_iter=10000, tol=None, solver="auto",
-                 cache_size=200, random_state=None, impl="fast", verbose=False):
+                 cache_size=200, certify=True, random_state=None, impl="fast", verbose=False):
         super().__init__(eps=eps, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, normalize=normalize,
                          sample_size=sample_size, n_confirm=n_confirm, max_iter=max_iter, tol=tol,
-                         solver=solver, cache_size=cache_size,
+                         solver=solver, cache_size=cache_size, certify=certify,
                          random_state=random_state, impl=impl, verbose=verbose)
         self.C = C
 
@@ -274,7 +279,7 @@ class CVMClassifier(_MEBEstimatorMixin, ClassifierMixin, BaseEstimator):
 
     def __init__(self, *, C=1.0, eps=1e-6, kernel="rbf", gamma="beta", degree=3, coef0=0.0, normalize=False,
                  sample_size=59, n_confirm=30, max_iter=10000, tol=None, solver="auto",
-                 cache_size=200, random_state=None, impl="fast", verbose=False):
+                 cache_size=200, certify=True, random_state=None, impl="fast", verbose=False):
         self.C = C
         self.eps = eps
         self.kernel = kernel
@@ -288,6 +293,7 @@ class CVMClassifier(_MEBEstimatorMixin, ClassifierMixin, BaseEstimator):
         self.tol = tol
         self.solver = solver
         self.cache_size = cache_size
+        self.certify = certify
         self.random_state = random_state
         self.impl = impl
         self.verbose = verbose
@@ -320,7 +326,7 @@ class CVMClassifier(_MEBEstimatorMixin, ClassifierMixin, BaseEstimator):
                 result = fit_meb(problem, float(self.eps), sample_size=self.sample_size, max_iter=self.max_iter,
                                  tol=self.tol, random_state=int(rng.integers(0, 2**31 - 1)),
                                  n_confirm=self.n_confirm,
-                                 solver=self.solver,
+                                 solver=self.solver, certify=self.certify,
                                  cache_size=int(self.cache_size * 2**20), verbose=self.verbose)
                 model = cvm.recover(problem, result, float(self.C), "two_class")
                 pairs.append((a, b))

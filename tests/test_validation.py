@@ -115,3 +115,14 @@ def test_inner_qp_step_bound_warns(impl):
         clf = CVMClassifier(C=1e4, gamma=1.0, tol=1e-300, sample_size=None, solver="smo", random_state=0,
                             impl=impl).fit(X, y)
     assert clf.history_["smo_capped"][-1]
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+def test_certify_false_skips_only_the_certificate(impl):
+    """certify=False leaves the fit itself unchanged and reports no certified ratio."""
+    X, y = data(300, seed=5)
+    a = CVMClassifier(C=10.0, random_state=3, impl=impl).fit(X, y)
+    b = CVMClassifier(C=10.0, random_state=3, impl=impl, certify=False).fit(X, y)
+    np.testing.assert_array_equal(a.core_set_, b.core_set_)
+    np.testing.assert_array_equal(a.dual_coef_, b.dual_coef_)
+    assert np.isfinite(a.certified_ratio_) and np.isnan(b.certified_ratio_)
