@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # corevector's two commands (see README):
 #   bash run.sh report [--quick|--full] [extra args]   the main job: regenerate reports/output/
+#                                                       (--full also runs the tests marked slow)
 #   bash run.sh test   [pytest args]                    the test suite (what CI runs)
 # Each creates its own virtual environment (.venv, or $COREVECTOR_VENV), installs the project
 # with its build requirements (compiling the Cython extensions in place), and is safe to re-run.
@@ -25,7 +26,11 @@ case "$cmd" in
         setup
         mode=--quick
         if [ "${1:-}" = "--full" ]; then mode=; shift; elif [ "${1:-}" = "--quick" ]; then shift; fi
-        exec "$VENV/bin/corevector" report $mode "$@"
+        "$VENV/bin/corevector" report $mode "$@"
+        if [ -z "$mode" ]; then
+            # the full job also runs the long checks kept out of the default test suite
+            "$VENV/bin/python" -m pytest -m slow -q
+        fi
         ;;
     test)
         setup
