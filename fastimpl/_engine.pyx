@@ -29,7 +29,7 @@ from scipy.linalg.cython_lapack cimport dpotrf, dpotrs
 
 from sklearn.exceptions import ConvergenceWarning
 
-from refimpl.meb import (AUTO_MAX_FREE, MEBResult, make_rng, smo_step_bound, validate_engine_params,
+from refimpl.meb import (AUTO_MAX_FREE, MEBResult, initial_pair, make_rng, smo_step_bound, validate_engine_params,
                          warn_if_smo_capped)
 from refimpl.progress import Progress
 
@@ -334,6 +334,30 @@ cdef class _Engine:
             s += self.alpha[t] * self.l[t]
         return s - self.margin()
 
+    cdef void grad_stats(self, double* gmin, double* gmax, double* gabs) noexcept nogil:
+        """min g, max_{alpha>0} g and max |g| over the core set (SMO fuses this pass into its update)."""
+        cdef Py_ssize_t t
+        cdef double g
+        gmin[0] = INFINITY
+        gmax[0] = -INFINITY
+        gabs[0] = 0.0
+        for t in range(self.size):
+            g = self.grad[t]
+            if g < gmin[0]:
+                gmin[0] = g
+            if fabs(g) > gabs[0]:
+                gabs[0] = fabs(g)
+            if self.alpha[t] > 0 and g > gmax[0]:
+                gmax[0] = g
+
+    cdef Py_ssize_t most_violating(self, double gmin, double gabs) noexcept nogil:
+        """refimpl.simplex_qp.most_violating: the first t with g_t within TIE of the minimum."""
+        cdef Py_ssize_t t
+        for t in range(self.size):
+            if self.grad[t] <= gmin + TIE * gabs:
+                return t
+        return 0
+
     cdef Py_ssize_t smo(self, double tol, Py_ssize_t max_steps) noexcept nogil:
         """Warm-started SMO with second-order working-set selection (refimpl.simplex_qp).
 
@@ -353,14 +377,7 @@ cdef class _Engine:
         cdef Py_ssize_t* act = self.actbuf
         cdef Py_ssize_t size = self.size
         cdef bint changed = True
-        for t in range(size):
-            g = grad[t]
-            if g < gmin:
-                gmin = g
-            if fabs(g) > gabs:
-                gabs = fabs(g)
-            if alpha[t] > 0 and g > gmax:
-                gmax = g
+        self.grad_stats(&gmin, &gmax, &gabs)
         while True:
             if changed:
                 nact = 0
@@ -369,11 +386,7 @@ cdef class _Engine:
                         act[nact] = t
                         nact += 1
                 changed = False
-            i = 0
-            for t in range(size):
-                if grad[t] <= gmin + TIE * gabs:
-                    i = t
-                    break
+            i = self.most_violating(gmin, gabs)
             gi = grad[i]
             if gmax - gi <= tol or steps >= max_steps:
                 return steps
@@ -666,21 +679,8 @@ cdef class _Engine:
                     for a in range(nf):
                         d += row[self.F[a]] * alpha[self.F[a]]
                     grad[t] = 2.0 * d - self.l[t]
-            gmin = INFINITY
-            gabs = 0.0
-            gmax = -INFINITY
-            for t in range(size):
-                if grad[t] < gmin:
-                    gmin = grad[t]
-                if fabs(grad[t]) > gabs:
-                    gabs = fabs(grad[t])
-                if alpha[t] > 0 and grad[t] > gmax:
-                    gmax = grad[t]
-            i = 0
-            for t in range(size):
-                if grad[t] <= gmin + TIE * gabs:
-                    i = t
-                    break
+            self.grad_stats(&gmin, &gmax, &gabs)
+            i = self.most_violating(gmin, gabs)
             gap = gmax - grad[i]
             if gap <= tol or n_changes >= max_changes:
                 return n_changes
@@ -789,7 +789,7 @@ cdef class _Engine:
         return False
 
     cdef Py_ssize_t furthest_from(self, Py_ssize_t z, const Py_ssize_t* idx, Py_ssize_t cnt) noexcept nogil:
-        """Initialisation: argmax over idx of ||phi~(z) - phi~(z_l)||^2 + Delta_l (refimpl.meb._initial_pair)."""
+        """Initialisation: argmax over idx of ||phi~(z) - phi~(z_l)||^2 + Delta_l (refimpl.meb.initial_pair)."""
         cdef double daz = self.point_rawdiag(z), dal, v, best_v = -INFINITY, kzz
         cdef Py_ssize_t p, l, best = -1
         cdef double sz = <double> self.sign[z] if self.sign != NULL else 1.0, sl
@@ -828,7 +828,7 @@ cdef Py_ssize_t _pick(_Engine eng, Py_ssize_t z, cnp.ndarray idx):
 def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_state=None,
             cache_size=200 * 2**20, certify=True, verbose=False, n_confirm=30, solver="auto"):
     """Same contract as :func:`refimpl.meb.fit_meb` (see its docstring)."""
-    cdef Py_ssize_t n = problem.n, z, z_a, z_b, n_iter = 0, steps, best
+    cdef Py_ssize_t n = problem.n, z_a, z_b, n_iter = 0, steps, best
     cdef double R2, d2, inner_tol, bound, r_cert2
     cdef double eps_ = 0.0
     cdef Py_ssize_t bound_steps, n_solves = 0, n_capped = 0
@@ -848,20 +848,8 @@ def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_s
     eng = _Engine(problem, int(cache_size))
     progress = Progress(verbose, "CVM (fast)")
 
-    # --- initialisation, 001 Sec. 4.1.1 (draws in the same order as refimpl.meb._initial_pair)
-    z = int(rng.integers(0, n))
-    z_a = _pick(eng, z, np.arange(n) if sample_size is None else rng.integers(0, n, size=sample_size))
-    idx = np.arange(n) if sample_size is None else rng.integers(0, n, size=sample_size)
-    if problem.labels is not None:
-        labels = problem.labels
-        opposite = idx[labels[idx] != labels[z_a]]
-        if len(opposite) == 0:
-            opposite = np.flatnonzero(labels != labels[z_a])
-        idx = opposite
-    idx = idx[idx != z_a]
-    if len(idx) == 0:
-        idx = np.array([(z_a + 1) % n])
-    z_b = _pick(eng, z_a, idx)
+    # --- initialisation, 001 Sec. 4.1.1: the reference's draws and rules, this engine's distances
+    z_a, z_b = initial_pair(problem, rng, sample_size, lambda z, idx: _pick(eng, z, idx))
     eng.add(z_a)
     eng.alpha[0] = 1.0
     eng.grad[0] = 2.0 * eng.Qd[0] - eng.l[0]

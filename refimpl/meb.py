@@ -202,7 +202,7 @@ def _furthest(problem, qp, idx):
     return int(block[k]), float(best_d2), n_eval
 
 
-def _initial_pair(problem: MEBProblem, rng, sample_size):
+def initial_pair(problem: MEBProblem, rng, sample_size, furthest_from):
     """001 Sec. 4.1.1: z arbitrary, z_a furthest from z, z_b furthest from z_a.
 
     For classification z_b is restricted to the class opposite to z_a: by eq. (10) the
@@ -210,18 +210,17 @@ def _initial_pair(problem: MEBProblem, rng, sample_size):
     so z_b is the opposite-class point closest to z_a in input space (the SimpleSVM heuristic).
     With sampling, both searches run over random samples of ``sample_size`` points, which makes
     the initialisation O(1) as in Sec. 4.3.
+
+    ``furthest_from(z, idx)`` returns the candidate of ``idx`` furthest from z in feature space;
+    each engine supplies its own, and both share these draws, in this order.
     """
     n = problem.n
 
     def candidates():
         return np.arange(n) if sample_size is None else rng.integers(0, n, size=sample_size)
 
-    def furthest_from(z, idx):
-        d2 = problem.diag([z])[0] - 2.0 * problem.block(idx, [z])[:, 0] + problem.linear_term(idx)
-        return int(idx[int(np.argmax(d2))]), len(idx)
-
     z = int(rng.integers(0, n))
-    z_a, e1 = furthest_from(z, candidates())
+    z_a = furthest_from(z, candidates())
     idx = candidates()
     if problem.labels is not None:
         opposite = idx[problem.labels[idx] != problem.labels[z_a]]
@@ -231,8 +230,7 @@ def _initial_pair(problem: MEBProblem, rng, sample_size):
     idx = idx[idx != z_a]
     if len(idx) == 0:
         idx = np.array([(z_a + 1) % n])
-    z_b, e2 = furthest_from(z_a, idx)
-    return z_a, z_b, e1 + e2
+    return z_a, furthest_from(z_a, idx)
 
 
 def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000, tol=None,
@@ -274,7 +272,16 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
     history = {"core_set_size": [], "radius": [], "elapsed": [], "smo_steps": [], "smo_capped": []}
 
     qp = _CoreSetQP(problem)
-    z_a, z_b, n_eval = _initial_pair(problem, rng, sample_size)
+    n_eval = 0
+
+    def furthest_from(z, idx):
+        """||phi~(z) - phi~(z_l)||^2 + Delta_l, maximised over the candidates idx."""
+        nonlocal n_eval
+        n_eval += len(idx)
+        d2 = problem.diag([z])[0] - 2.0 * problem.block(idx, [z])[:, 0] + problem.linear_term(idx)
+        return int(idx[int(np.argmax(d2))])
+
+    z_a, z_b = initial_pair(problem, rng, sample_size, furthest_from)
     # MEB of two points: all weight on z_a first, then one SMO solve balances the pair.
     n_eval += qp.add(z_a)
     qp.alpha[0] = 1.0

@@ -39,6 +39,13 @@ TIE = 1e-12
 PIVOT_RTOL = 1e-12
 
 
+def most_violating(grad, alpha):
+    """(i, gap): the coordinate that most wants to grow (lowest gradient; near-ties to the lowest
+    index) and the KKT violation  gap = max_{alpha_j > 0} g_j - g_i  that both solvers stop on."""
+    i = int(np.flatnonzero(grad <= grad.min() + TIE * np.abs(grad).max())[0])
+    return i, grad[alpha > 0].max() - grad[i]
+
+
 def smo_simplex(Q, l, alpha, grad, tol, max_iter):
     """Run SMO from the warm start ``alpha`` (and its gradient ``grad = 2 Q alpha - l``).
 
@@ -47,13 +54,10 @@ def smo_simplex(Q, l, alpha, grad, tol, max_iter):
     """
     n_steps = 0
     while True:
-        g_min = grad.min()
-        i = int(np.flatnonzero(grad <= g_min + TIE * np.abs(grad).max())[0])
-        active = alpha > 0
-        g_max = grad[active].max()
-        gap = g_max - grad[i]
+        i, gap = most_violating(grad, alpha)
         if gap <= tol or n_steps >= max_iter:
             return n_steps, gap
+        active = alpha > 0
         # second-order choice of j among coordinates that may decrease (Fan, Chen & Lin 2005)
         diff = grad - grad[i]
         curv = Q[i, i] + np.diag(Q) - 2.0 * Q[i]
@@ -138,9 +142,7 @@ def active_set_simplex(Q, l, alpha, grad, tol, max_iter, free=None):
         np.maximum(alpha, 0.0, out=alpha)
         grad[:] = 2.0 * Q[:, F] @ alpha[F] - l
         n_changes += 1
-        g_min = grad.min()
-        i = int(np.flatnonzero(grad <= g_min + TIE * np.abs(grad).max())[0])
-        gap = grad[alpha > 0].max() - grad[i]
+        i, gap = most_violating(grad, alpha)
         if n_changes >= max_iter:
             return n_changes, gap
         if not stationary:
