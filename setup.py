@@ -4,6 +4,7 @@ OpenMP is detected by compiling a tiny test program with the compiler setuptools
 when that fails (e.g. Apple clang without libomp) the extensions are built without it and
 ``prange`` loops run serially — same results, one core.
 """
+import glob
 import os
 import subprocess
 import sys
@@ -59,16 +60,28 @@ simd_compile, simd_link, simd_macros = libmvec_flags(compile_omp)
 # -fno-math-errno: sqrt/exp need not set errno, which lets the compiler vectorise them; results are unchanged
 extra_compile = ["-O3", "-fno-math-errno"] if sys.platform != "win32" else ["/O2"]
 
-extensions = [
-    Extension(
-        "fastimpl._engine",
-        ["fastimpl/_engine.pyx"],
+
+def extension(pyx):
+    """One extension per ``fastimpl/_*.pyx`` (one concept per module), all with the same flags."""
+    name = "fastimpl." + os.path.splitext(os.path.basename(pyx))[0]
+    return Extension(
+        name,
+        [pyx],
         include_dirs=[np.get_include(), "fastimpl"],
         extra_compile_args=extra_compile + compile_omp + [f for f in simd_compile if f not in compile_omp],
         extra_link_args=link_omp + simd_link,
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")] + simd_macros,
         depends=["fastimpl/_vexp.h"],
-    ),
-]
+    )
+
+
+sources = sorted(glob.glob(os.path.join("fastimpl", "_*.pyx")))
+# Development aid: COREVECTOR_EXTENSIONS=_engine,_ssvr builds only those (e.g. while another
+# module is half-written); a normal install builds them all.
+only = [s.strip() for s in os.environ.get("COREVECTOR_EXTENSIONS", "").split(",") if s.strip()]
+if only:
+    sources = [p for p in sources if os.path.splitext(os.path.basename(p))[0] in only]
+extensions = [extension(p) for p in sources]
+
 
 setup(ext_modules=cythonize(extensions, compiler_directives={"language_level": "3"}))

@@ -5,7 +5,8 @@
 Writes every experiment's outputs (CSV, markdown, PNG) and ``REPORT.md`` into DIR (default
 ``reports/output/``, git-ignored).  Experiments are registered with
 :func:`reports.common.experiment`; to add one, write the function in a module and list the
-module in ``EXPERIMENT_MODULES``.
+module ``reports/<name>.py``: every module of the package is imported (the ones in
+``EXPERIMENT_MODULES`` first, in that order, then the rest alphabetically).
 """
 from __future__ import annotations
 
@@ -25,11 +26,20 @@ from reports.common import MODES, REGISTRY, Context, machine_info  # noqa: E402
 
 #: modules whose import registers experiments (in report order)
 EXPERIMENT_MODULES = ["reports.checkerboard", "reports.ratios"]
+#: modules of the package that hold no experiments
+_NOT_EXPERIMENTS = {"reports.common", "reports.run", "reports.__init__"}
 DEFAULT_OUT = Path(__file__).resolve().parent / "output"
 
 
+def experiment_modules():
+    here = Path(__file__).resolve().parent
+    found = sorted(f"reports.{p.stem}" for p in here.glob("*.py"))
+    rest = [m for m in found if m not in EXPERIMENT_MODULES and m not in _NOT_EXPERIMENTS]
+    return EXPERIMENT_MODULES + rest
+
+
 def load_experiments():
-    for mod in EXPERIMENT_MODULES:
+    for mod in experiment_modules():
         importlib.import_module(mod)
     return REGISTRY
 
