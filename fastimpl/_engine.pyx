@@ -51,8 +51,13 @@ cdef class _Engine:
     cdef Kern K
     cdef const double[:, ::1] X
     cdef Py_ssize_t n, d
-    cdef const signed char* sign  # s_i in {-1, +1}; NULL: all +1
+    cdef const signed char* sign  # s_i in {-1, +1} of the m inputs; NULL: all +1
     cdef object sign_arr
+    cdef Py_ssize_t m            # inputs; n = 2m augmented points when mirrored (CVR)
+    cdef bint mirror             # z >= m is input z - m with its sign negated (000 eq. (8))
+    cdef bint signed_            # any sign is -1 (sign array or mirror)
+    cdef const double* offset    # t_i: linear term eta + s_z t_p(z) (000 eq. (15)); NULL: eta
+    cdef object offset_arr
     cdef double label_bias, diag_add, eta
     cdef int has_delta
     # core set (capacity cap)
@@ -105,9 +110,12 @@ cdef class _Engine:
 
     def __init__(self, problem, Py_ssize_t cache_size):
         cdef const signed char[::1] s
+        cdef const double[::1] t
         self.X = problem.X
-        self.n = problem.X.shape[0]
+        self.m = problem.X.shape[0]
+        self.n = problem.n
         self.d = problem.X.shape[1]
+        self.mirror = bool(problem.mirror)
         self.K = make_kern(problem.kernel, self.d)
         if problem.sign is not None:
             arr = np.ascontiguousarray(problem.sign, dtype=np.int8)
@@ -116,6 +124,14 @@ cdef class _Engine:
             self.sign = &s[0]
         else:
             self.sign = NULL
+        self.signed_ = self.sign != NULL or self.mirror
+        if problem.offset is not None:
+            arr = np.ascontiguousarray(problem.offset, dtype=np.float64)
+            self.offset_arr = arr
+            t = arr
+            self.offset = &t[0]
+        else:
+            self.offset = NULL
         self.label_bias = problem.label_bias
         self.diag_add = problem.diag_add
         self.eta = problem.eta
@@ -170,20 +186,32 @@ cdef class _Engine:
     cdef inline double kt_core_core(self, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
         cdef double v = k_eval(&self.K, &self.SX[a * self.d], &self.SX[b * self.d], self.Sda[a], self.Sda[b]) \
             + self.label_bias
-        if self.sign != NULL:
+        if self.signed_:
             v *= self.Ss[a] * self.Ss[b]
         if a == b:
             v += self.diag_add
         return v
 
+    cdef inline Py_ssize_t pz(self, Py_ssize_t z) noexcept nogil:
+        """p(z): the input row of augmented point z (z mod m)."""
+        return z - self.m if (self.mirror and z >= self.m) else z
+
+    cdef inline double zsign(self, Py_ssize_t z) noexcept nogil:
+        """s_z: the input's sign, negated for the mirrored half."""
+        cdef double s = <double> self.sign[self.pz(z)] if self.sign != NULL else 1.0
+        return -s if (self.mirror and z >= self.m) else s
+
     cdef inline double point_rawdiag(self, Py_ssize_t z) noexcept nogil:
+        cdef Py_ssize_t p = self.pz(z)
         if self.K.normalize and self.K.code >= 2:
-            return k_raw(&self.K, &self.X[z, 0], &self.X[z, 0])
-        return k_rawdiag(&self.K, &self.X[z, 0])
+            return k_raw(&self.K, &self.X[p, 0], &self.X[p, 0])
+        return k_rawdiag(&self.K, &self.X[p, 0])
 
     cdef inline double point_ldiag(self, Py_ssize_t z, double daz) noexcept nogil:
-        """linear term l_z = k~(z, z) + Delta_z."""
+        """linear term l_z = k~(z, z) + Delta_z: eta + s_z t_p(z) (CVR), eta (generalized CVM) or k~(z, z)."""
         if self.has_delta:
+            if self.offset != NULL:
+                return self.eta + self.zsign(z) * self.offset[self.pz(z)]
             return self.eta
         return k_diag(&self.K, daz) + self.label_bias + self.diag_add
 
@@ -209,9 +237,9 @@ cdef class _Engine:
         cdef double daz, v, ka = 0.0
         if k == self.cap:
             self._grow(2 * self.cap)
-        memcpy(&self.SX[k * self.d], &self.X[z, 0], self.d * sizeof(double))
+        memcpy(&self.SX[k * self.d], &self.X[self.pz(z), 0], self.d * sizeof(double))
         self.S[k] = z
-        self.Ss[k] = <double> self.sign[z] if self.sign != NULL else 1.0
+        self.Ss[k] = self.zsign(z)
         daz = self.point_rawdiag(z)
         self.Sda[k] = daz
         self.l[k] = self.point_ldiag(z, daz)
@@ -627,8 +655,8 @@ cdef class _Engine:
         cdef Py_ssize_t k
         cdef double daz = self.point_rawdiag(z)
         cdef double s = 0.0, self_term = 0.0
-        cdef double sz = <double> self.sign[z] if self.sign != NULL else 1.0
-        k_row(&self.K, self.svX, self.svda, self.nsv, &self.X[z, 0], daz, buf)
+        cdef double sz = self.zsign(z)
+        k_row(&self.K, self.svX, self.svda, self.nsv, &self.X[self.pz(z), 0], daz, buf)
         for k in range(self.nsv):
             s += self.svalpha_s[k] * (buf[k] + self.label_bias)
             if self.svidx[k] == z:
@@ -701,13 +729,14 @@ cdef class _Engine:
         """Initialisation: argmax over idx of ||phi~(z) - phi~(z_l)||^2 + Delta_l (refimpl.meb.initial_pair)."""
         cdef double daz = self.point_rawdiag(z), dal, v, best_v = -INFINITY, kzz
         cdef Py_ssize_t p, l, best = -1
-        cdef double sz = <double> self.sign[z] if self.sign != NULL else 1.0, sl
+        cdef double sz = self.zsign(z), sl
         kzz = k_diag(&self.K, daz) + self.label_bias + self.diag_add
         for p in range(cnt):
             l = idx[p]
             dal = self.point_rawdiag(l)
-            sl = <double> self.sign[l] if self.sign != NULL else 1.0
-            v = sz * sl * (k_eval(&self.K, &self.X[z, 0], &self.X[l, 0], daz, dal) + self.label_bias)
+            sl = self.zsign(l)
+            v = sz * sl * (k_eval(&self.K, &self.X[self.pz(z), 0], &self.X[self.pz(l), 0], daz, dal)
+                           + self.label_bias)
             if l == z:
                 v += self.diag_add
             v = kzz - 2.0 * v + self.point_ldiag(l, dal)

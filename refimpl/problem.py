@@ -20,10 +20,16 @@ and squared distances to the center c = sum_i alpha_i phi~(z_i) are (001 eq. (12
 | MEB / hard-margin SVDD       | 1    | 0      | 0   | 0                       |
 | one-class L2-SVM (001 (7))   | 1    | 0      | 1/C | eta - diag (0 if const) |
 | two-class L2-SVM (001 (10))  | y_i  | 1      | 1/C | eta - diag (0 if const) |
+| L2-SVR / CVR (000 (8), (15)) | +1 / -1 | 1   | mu m / C | eta - diag + (2/C) s_i y_p(i) |
 
 For the L2-SVMs, ``Delta = eta - diag(K~)`` with eta = max diag(K~) is the generalized CVM of
 000 Sec. 3.2: it makes diag(K~) + Delta = eta constant, so the MEB dual is exactly the
 L2-SVM dual max -alpha' K~ alpha for *any* kernel; for constant-diagonal kernels Delta = 0.
+
+CVR has n = 2m augmented points (``mirror=True``): z_i and z_{i+m} share the input x_p(i),
+p(i) = i mod m, with s_i = +1 for i < m and -1 after (the two blocks of 000 eq. (8)), and the
+linear term carries the targets: diag(K~) + Delta = eta 1 + (2/C) [y; -y] (``offset`` = (2/C) y), so
+that the MEB dual is the L2-SVR dual (7) up to the constant eta (000 eqs. (14)-(15)).
 
 Nothing here stores an n x n matrix: only rows and blocks on request.
 """
@@ -50,6 +56,10 @@ class MEBProblem:
     constant_linear_term : bool -- if True, Delta = eta - diag(K~) (generalized CVM), else Delta = 0.
     labels : (m,) array or None -- class labels (e.g. the sign array itself), used only by the
         initialisation of 001 Sec. 4.1.1 to pick the second point from the other class.
+    mirror : bool -- n = 2m points, z_{i+m} = (x_i, sign -s_i) (CVR, 000 eq. (8)); p(i) = i mod m.
+    offset : (m,) float array or None -- t_i with linear term diag + Delta = eta + s_z t_p(z)
+        (CVR: t = (2/C) y, 000 eq. (15)); needs ``constant_linear_term``.  eta is then the
+        smallest value keeping every Delta_z >= 0.
     """
 
     X: np.ndarray
@@ -59,13 +69,24 @@ class MEBProblem:
     diag_add: float = 0.0
     constant_linear_term: bool = False
     labels: np.ndarray | None = None
+    mirror: bool = False
+    offset: np.ndarray | None = None
     eta: float = field(init=False)
 
     def __post_init__(self):
         self.X = np.ascontiguousarray(self.X, dtype=np.float64)
         if self.sign is not None:
             self.sign = np.ascontiguousarray(self.sign, dtype=np.int8)
-        if self.kernel.constant_diagonal or not self.constant_linear_term:
+        if self.offset is not None:
+            if not self.constant_linear_term:
+                raise ValueError("offset needs constant_linear_term=True")
+            self.offset = np.ascontiguousarray(self.offset, dtype=np.float64)
+            if self.offset.shape != (self.m,):
+                raise ValueError("offset must hold one value per row of X")
+            # Delta_z = eta - diag_z + s_z t_p(z) >= 0 for every z (000 eq. (15), "eta large enough")
+            z = np.arange(self.n)
+            self.eta = float((self._raw_diag(z) - self._s(z) * self.offset[self.base(z)]).max())
+        elif self.kernel.constant_diagonal or not self.constant_linear_term:
             # eta is only used when constant_linear_term is set; for constant-diagonal kernels
             # it is known without looking at the data.
             self.eta = (self.kernel.diag_constant() if self.kernel.constant_diagonal else 0.0) \
@@ -75,21 +96,36 @@ class MEBProblem:
             self.eta = float(self._raw_diag(np.arange(self.n)).max())
 
     @property
-    def n(self) -> int:
+    def m(self) -> int:
+        """Number of inputs x_i."""
         return self.X.shape[0]
 
     @property
+    def n(self) -> int:
+        """Number of augmented points z_i (2m for CVR)."""
+        return 2 * self.X.shape[0] if self.mirror else self.X.shape[0]
+
+    def base(self, idx):
+        """p(i): the input row of augmented point i (i mod m)."""
+        idx = np.asarray(idx, dtype=np.intp)
+        return idx - self.m * (idx >= self.m) if self.mirror else idx
+
+    @property
     def has_delta(self) -> bool:
-        return self.constant_linear_term and not self.kernel.constant_diagonal
+        return self.constant_linear_term and (self.offset is not None or not self.kernel.constant_diagonal)
 
     def _s(self, idx):
-        return np.ones(len(idx)) if self.sign is None else self.sign[idx]
+        idx = np.asarray(idx, dtype=np.intp)
+        s = np.ones(len(idx)) if self.sign is None else self.sign[self.base(idx)].astype(np.float64)
+        if self.mirror:
+            s = np.where(idx >= self.m, -s, s)
+        return s
 
     def block(self, rows, cols) -> np.ndarray:
-        """[k~(z_i, z_j)] for i in ``rows``, j in ``cols`` (001 eqs. (7), (10))."""
+        """[k~(z_i, z_j)] for i in ``rows``, j in ``cols`` (001 eqs. (7), (10); 000 eq. (8))."""
         rows = np.asarray(rows, dtype=np.intp)
         cols = np.asarray(cols, dtype=np.intp)
-        K = kernel_block(self.kernel, self.X[rows], self.X[cols]) + self.label_bias
+        K = kernel_block(self.kernel, self.X[self.base(rows)], self.X[self.base(cols)]) + self.label_bias
         K *= np.outer(self._s(rows), self._s(cols))
         if self.diag_add:
             K += self.diag_add * (rows[:, None] == cols[None, :])
@@ -97,19 +133,25 @@ class MEBProblem:
 
     def _raw_diag(self, idx) -> np.ndarray:
         # s_i^2 = 1, so the sign drops out of the diagonal.
-        return kernel_diag(self.kernel, self.X[idx]) + self.label_bias + self.diag_add
+        return kernel_diag(self.kernel, self.X[self.base(idx)]) + self.label_bias + self.diag_add
 
     def diag(self, idx) -> np.ndarray:
         """[k~(z_i, z_i)] for i in ``idx``."""
         return self._raw_diag(np.asarray(idx, dtype=np.intp))
 
     def delta(self, idx) -> np.ndarray:
-        """Delta_i (000 eq. (12)); zero unless the generalized CVM needs it."""
+        """Delta_i (000 eq. (12)); zero unless the generalized CVM or CVR needs it."""
         idx = np.asarray(idx, dtype=np.intp)
         if not self.has_delta:
             return np.zeros(len(idx))
-        return self.eta - self.diag(idx)
+        return self.linear_term(idx) - self.diag(idx)
 
     def linear_term(self, idx) -> np.ndarray:
-        """diag(K~) + Delta: the linear term of the MEB dual (001 eq. (2))."""
-        return self.diag(idx) + self.delta(idx)
+        """diag(K~) + Delta: the linear term of the MEB dual (001 eq. (2)); eta + s_z t_p(z) for CVR
+        (000 eq. (15)), eta for the generalized CVM."""
+        idx = np.asarray(idx, dtype=np.intp)
+        if not self.has_delta:
+            return self.diag(idx)
+        if self.offset is None:
+            return np.full(len(idx), self.eta)
+        return self.eta + self._s(idx) * self.offset[self.base(idx)]
