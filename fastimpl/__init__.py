@@ -3,7 +3,7 @@
 Every estimator takes ``impl='fast'`` (default, the compiled engine) or ``impl='ref'``
 (the readable NumPy reference in :mod:`refimpl`), with the same results.
 """
-from .estimators import CVDD, MEB, CVMClassifier
+from .estimators import CVDD, CVR, MEB, CVMClassifier
 
-__all__ = ["CVDD", "MEB", "CVMClassifier"]
+__all__ = ["CVDD", "CVR", "MEB", "CVMClassifier"]
 __version__ = "0.1.0"

@@ -12,11 +12,11 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, OutlierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, OutlierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from refimpl import cvm
+from refimpl import cvm, cvr
 from refimpl.kernels import make_kernel_spec
 from refimpl.meb import make_rng, validate_engine_params
 
@@ -393,3 +393,101 @@ class CVMClassifier(_MEBEstimatorMixin, ClassifierMixin, BaseEstimator):
         if len(self.classes_) == 2:
             return self.classes_[(dec > 0).astype(int)]
         return self.classes_[np.argmax(dec, axis=1)]
+
+
+class CVR(_MEBEstimatorMixin, RegressorMixin, BaseEstimator):
+    """Core Vector Regression: the L2-SVR solved as a center-constrained MEB (000_88c8f8810bf6206d.txt).
+
+    Solves the primal (000 eq. (6))
+
+        min ||w||^2 + b^2 + C/(mu m) sum (xi_i^2 + xi*_i^2) + 2 C epsbar
+
+    (bias penalised, squared slacks, tube width epsbar learned) through its dual (7) as an MEB of
+    2m augmented points (eqs. (8), (15)); see :mod:`refimpl.cvr`.  ``predict(x) = w'phi(x) + b``.
+
+    Because b is penalised, targets far from 0 cost a larger b; that is the paper's model (and
+    what makes the implicit-surface "one-set" f(x) = 1 well posed, Sec. 4.2).
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Weight of the tube width and the slacks (eq. (6)).
+    mu : float, default=0.1
+        Expected error: mu = sum (xi_i + xi*_i) / m at the optimum (analogous to nu in nu-SVR).""" + _COMMON_DOC + """
+    Attributes
+    ----------
+    support_, support_vectors_ : training rows with lambda_i != lambda*_i, and their inputs.
+    dual_coef_ : (1, n_SV) beta_i = C (lambda_i - lambda*_i); w = sum beta_i phi(x_i) (eq. (9)).
+    intercept_ : (1,) b = C sum (lambda_i - lambda*_i).
+    epsilon_bar_ : the tube width of eq. (10).
+    xi_, xi_star_ : slacks lambda_i mu m and lambda*_i mu m of the support rows (eq. (9)).
+    eta_ : the constant of eq. (15); radius_^2 - eta_ is the dual objective (7) reached.
+    core_set_ : indices of the core vectors among the 2m augmented points (i < m: lambda_i,
+        i >= m: lambda*_{i-m}).
+    radius_, certified_radius_, certified_ratio_, n_iter_, history_, converged_,
+    kernel_evaluations_, dual_objective_ : as for :class:`CVMClassifier`.
+    """
+
+    def __init__(self, *, C=1.0, mu=0.1, eps=1e-6, kernel="rbf", gamma="beta", degree=3, coef0=0.0,
+                 normalize=False, sample_size=59, n_confirm=30, max_iter=10000, tol=None, solver="auto",
+                 cache_size=200, certify=True, random_state=None, impl="fast", verbose=False):
+        self.C = C
+        self.mu = mu
+        self.eps = eps
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.normalize = normalize
+        self.sample_size = sample_size
+        self.n_confirm = n_confirm
+        self.max_iter = max_iter
+        self.tol = tol
+        self.solver = solver
+        self.cache_size = cache_size
+        self.certify = certify
+        self.random_state = random_state
+        self.impl = impl
+        self.verbose = verbose
+
+    def fit(self, X, y):
+        X, y = validate_data(self, X, y, dtype=np.float64, order="C", ensure_min_samples=2, y_numeric=True)
+        if np.ptp(y) == 0:
+            raise ValueError(f"y is constant ({y[0]!r}): nothing to regress (an implicit surface's one-set "
+                             "targets are fitted by refimpl/fastimpl.surface, which expects them)")
+        return self._fit(X, y)
+
+    def _fit(self, X, y):
+        """Fit on validated (X, y); constant targets allowed (the one-set of 000 Sec. 4.2)."""
+        _check_positive("C", self.C)
+        _check_positive("mu", self.mu)
+        self._validate_params_common(X.shape[0])
+        self.kernel_spec_ = self._kernel_spec(X)
+        C, mu = float(self.C), float(self.mu)
+        problem = cvr.cvr_problem(X, y, self.kernel_spec_, C, mu)
+        result = self._run(problem)
+        model = cvr.recover(problem, result, y, C, mu)
+        diag = self._diagnostics(result)
+        self.core_set_ = diag["core_set"]
+        self.n_iter_ = diag["n_iter"]
+        self.radius_ = diag["radius"]
+        self.certified_ratio_ = diag["certified_ratio"]
+        self.certified_radius_ = float(np.sqrt(result.r_cert2)) if np.isfinite(result.r_cert2) else self.radius_
+        self.history_ = diag["history"]
+        self.converged_ = diag["converged"]
+        self.kernel_evaluations_ = diag["kernel_evaluations"]
+        self.support_ = model.support
+        self.support_vectors_ = X[model.support]
+        self.dual_coef_ = model.coef[None, :]
+        self.intercept_ = np.array([model.intercept])
+        self.epsilon_bar_ = model.epsilon_bar
+        self.xi_ = model.xi
+        self.xi_star_ = model.xi_star
+        self.eta_ = float(problem.eta)
+        self.dual_objective_ = model.dual_objective
+        return self
+
+    def predict(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
+        return self._expansion(X, self.support_vectors_, self.dual_coef_[0]) + self.intercept_[0]
