@@ -1,0 +1,454 @@
+"""SSVR-SRS: sparse support vector regression built in the primal (002_e1ad84299eaaf4ed.txt).
+
+The model is f(x) = sum_{j in P} beta_j k(x, x_j) (002 eq. (10)) over a reduced set P of training
+points, grown one basis function at a time (Table 1) to decrease the primal objective (8)
+
+    L(beta) = sum_i l_{eps,Delta}(K_i beta - y_i) + lam beta' K beta
+
+with the insensitive Huber loss (7).  Each step
+
+1. draws a random candidate subset O of the unused points Q (|O| = ``n_candidates``, 100 in the
+   paper) and selects the candidate with the largest normalised squared gradient (eqs. (14)-(17));
+2. re-solves the sub-problem (18) in beta_P by finite Newton: sign vectors s, s_bar (19)-(20),
+   active matrix W (21), gradient (22), generalized Hessian (23), Newton step (24) with an exact
+   line search on the piecewise quadratic along the step;
+3. keeps a Cholesky factor L of the generalized Hessian up to date incrementally (Sec. 3.3): a new
+   basis function appends one row (O(n m) for the new Hessian column, O(m^2) for the row of L),
+   and a change of the active matrix W is applied as rank-one up/downdates of L (O(m^2) each).
+
+RSVM (Lee & Mangasarian, the paper's ref. [5]) is the same loop with ``selection='random'``: the
+next basis function is a uniformly random unused point and the same primal solver refits beta_P.
+
+No n x n matrix is formed: the state is the n x m block K_P of basis columns, K_PP, H and L.
+
+Rules shared with :mod:`fastimpl._ssvr` (so that both select the same basis)
+-----------------------------------------------------------------------------
+* Random draws: :func:`draw_candidates` is the only consumer of the Generator (one
+  ``rng.choice`` per selection round, made in Python by both implementations).
+* Ties: the selected candidate is the first one, in the order O was drawn, whose score is at least
+  ``(1 - TIE_RTOL)`` times the best score (:func:`pick`).
+* Dependency: a candidate whose new Cholesky pivot^2 is <= ``DEP_RTOL`` h_ss (it is numerically in
+  the span of the current basis, e.g. a duplicate point) is discarded from Q for good and the next
+  candidate of O is taken.
+* W changes: rank-one updates of L while ``16 c <= m`` (c changed points), else L is refactored
+  from H, which is always maintained.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.linalg import solve_triangular
+from sklearn.exceptions import ConvergenceWarning
+
+from .kernels import kernel_block, kernel_diag
+
+#: near-ties in the selection criterion go to the first candidate in draw order
+TIE_RTOL = 1e-10
+#: a candidate with Cholesky pivot^2 <= DEP_RTOL * h_ss is numerically dependent on the basis
+DEP_RTOL = 1e-10
+#: rank-one updates of L while RANK1_RATIO * (#changed points) <= m, else refactor from H
+RANK1_RATIO = 16
+#: finite Newton stops when the Newton decrement -grad'd is <= NEWTON_RTOL * max(L, 1)
+NEWTON_RTOL = 1e-13
+SELECTIONS = ("srs", "random")
+
+
+# ----------------------------------------------------------------------------------------------
+# the insensitive Huber loss (7) and the primal objective (8)
+# ----------------------------------------------------------------------------------------------
+def huber_loss(z, epsilon, delta):
+    """l_{eps,Delta}(z) of 002 eq. (7), elementwise.
+
+    0 for |z| <= eps, (|z| - eps)^2 for eps < |z| < Delta, (Delta - eps)(2|z| - Delta - eps) for
+    |z| >= Delta.  ``delta`` may be ``inf`` (the insensitive quadratic loss).
+    """
+    a = np.abs(np.asarray(z, dtype=np.float64))
+    out = np.zeros_like(a)
+    quad = (a > epsilon) & (a < delta)
+    out[quad] = (a[quad] - epsilon) ** 2
+    lin = a >= delta
+    out[lin] = (delta - epsilon) * (2.0 * a[lin] - delta - epsilon)
+    return out
+
+
+def huber_derivative(z, epsilon, delta):
+    """d l_{eps,Delta}(z) / dz: the g_i of eq. (15) (sign(0) = 1 there; g = 0 at z = 0 anyway)."""
+    z = np.asarray(z, dtype=np.float64)
+    a = np.abs(z)
+    sgn = np.where(z >= 0, 1.0, -1.0)
+    out = np.zeros_like(z)
+    quad = (a > epsilon) & (a < delta)
+    out[quad] = 2.0 * sgn[quad] * (a[quad] - epsilon)
+    lin = a >= delta
+    out[lin] = 2.0 * sgn[lin] * (delta - epsilon)
+    return out
+
+
+def sign_vectors(r, epsilon, delta):
+    """(s, s_bar, w): the sign vectors (19), (20) and the diagonal w_i = s_i^2 of the active matrix (21)."""
+    s = np.where((r > epsilon) & (r < delta), 1.0, 0.0) - np.where((r < -epsilon) & (r > -delta), 1.0, 0.0)
+    s_bar = np.where(r >= delta, 1.0, 0.0) - np.where(r <= -delta, 1.0, 0.0)
+    return s, s_bar, s * s
+
+
+def objective(r, beta, K_PP, lam, epsilon, delta):
+    """L(beta_P) of eq. (18) (= (8) restricted to P) from the residuals r = K_P beta_P - y (eq. (12))."""
+    return float(huber_loss(r, epsilon, delta).sum() + lam * (beta @ K_PP @ beta))
+
+
+def gradient(K_P, K_PP, beta, r, lam, epsilon, delta):
+    """Eq. (22): 2 K_P'W r - 2 eps K_P's + 2 (Delta - eps) K_P's_bar + 2 lam K_PP beta."""
+    s, s_bar, w = sign_vectors(r, epsilon, delta)
+    v = 2.0 * w * r - 2.0 * epsilon * s
+    if np.isfinite(delta):
+        v = v + 2.0 * (delta - epsilon) * s_bar
+    return K_P.T @ v + 2.0 * lam * (K_PP @ beta)
+
+
+def generalized_hessian(K_P, K_PP, r, lam, epsilon, delta):
+    """Eq. (23): 2 K_P' W K_P + 2 lam K_PP."""
+    _, _, w = sign_vectors(r, epsilon, delta)
+    return 2.0 * (K_P.T * w) @ K_P + 2.0 * lam * K_PP
+
+
+def primal_objective(K, beta, y, lam, epsilon, delta):
+    """The full primal objective (8) for a (small) kernel matrix K: used by tests only."""
+    return objective(K @ beta - y, beta, K, lam, epsilon, delta)
+
+
+# ----------------------------------------------------------------------------------------------
+# exact line search on the piecewise quadratic phi(t) = L(beta + t d)
+# ----------------------------------------------------------------------------------------------
+def line_search(r, u, a, b, lam, epsilon, delta):
+    """argmin_t phi(t), phi(t) = sum_i l(r_i + t u_i) + lam (beta + t d)'K_PP(beta + t d), exactly.
+
+    ``u = K_P d`` and ``a = beta'K_PP d``, ``b = d'K_PP d``.  phi'(t) = sum_i l'(r_i + t u_i) u_i +
+    2 lam (a + t b) is continuous, non-decreasing and piecewise linear with breakpoints where
+    r_i + t u_i crosses +-eps or +-Delta; its slope on a piece is 2 lam b + sum 2 u_i^2 over the points
+    in the quadratic zone eps < |r_i + t u_i| < Delta.  Every boundary crossing toggles a point between
+    a quadratic and a non-quadratic zone.  We sort the breakpoints t > 0 and walk them until phi'
+    changes sign; the root on that piece is the exact minimiser (the step t of eq. (24)).
+    """
+    dphi = float(huber_derivative(r, epsilon, delta) @ u + 2.0 * lam * a)
+    if dphi >= 0.0:
+        return 0.0
+    # zone just after t = 0 (a point sitting on a boundary is classified by its direction of motion)
+    ar = np.abs(r)
+    out = (r * u > 0) | ((r == 0) & (u != 0))          # moving away from the tube centre
+    quad = ((ar > epsilon) & (ar < delta)) | ((ar == epsilon) & out & (ar < delta)) | \
+        ((ar == delta) & ~out & (u != 0))
+    slope = float(2.0 * (u[quad] ** 2).sum() + 2.0 * lam * b)
+    # breakpoints: t = (c - r_i) / u_i for the boundaries c = -eps, +eps (side -1, +1) and -Delta,
+    # +Delta.  Moving outwards (sign u_i = side) across an eps boundary enters the quadratic zone,
+    # across a Delta boundary leaves it; inwards the opposite.  (With eps = 0 the two boundaries
+    # -0 and +0 coincide and their changes cancel, as they should.)
+    boundaries = [(-epsilon, -1.0, True), (epsilon, 1.0, True)]
+    if np.isfinite(delta):
+        boundaries += [(-delta, -1.0, False), (delta, 1.0, False)]
+    nz = np.flatnonzero(u != 0)
+    ts, dslope = [], []
+    for c, side, is_eps in boundaries:
+        t = (c - r[nz]) / u[nz]
+        keep = t > 0
+        i = nz[keep]
+        outward = np.sign(u[i]) == side
+        enters = outward if is_eps else ~outward
+        ts.append(t[keep])
+        dslope.append(np.where(enters, 2.0, -2.0) * u[i] ** 2)
+    ts = np.concatenate(ts)
+    dslope = np.concatenate(dslope)
+    order = np.argsort(ts, kind="stable")
+    t_prev = 0.0
+    for t_k, ds in zip(ts[order], dslope[order]):
+        val = dphi + slope * (t_k - t_prev)
+        if val >= 0.0:
+            break
+        dphi, t_prev = val, t_k
+        slope += ds
+    return t_prev - dphi / slope
+
+
+# ----------------------------------------------------------------------------------------------
+# Cholesky factor maintenance (Sec. 3.3)
+# ----------------------------------------------------------------------------------------------
+def chol_append(L, h, h_ss):
+    """Row appended to the lower Cholesky factor L (m x m) of H for H' = [[H, h], [h', h_ss]].
+
+    Returns (l, pivot^2): l = L^{-1} h and pivot^2 = h_ss - l'l (O(m^2)).
+    """
+    if L.shape[0] == 0:
+        return np.zeros(0), float(h_ss)
+    l = solve_triangular(L, h, lower=True, check_finite=False)
+    return l, float(h_ss - l @ l)
+
+
+def chol_rank1(L, x, sign):
+    """In place: L L' + sign x x' = L_new L_new' (sign +1 update, -1 downdate); False if the
+    downdate loses positive definiteness (the caller then refactors)."""
+    x = x.copy()
+    m = L.shape[0]
+    for k in range(m):
+        lkk = L[k, k]
+        r2 = lkk * lkk + sign * x[k] * x[k]
+        if r2 <= 0.0:
+            return False
+        rkk = np.sqrt(r2)
+        c, s = rkk / lkk, x[k] / lkk
+        L[k, k] = rkk
+        if k + 1 < m:
+            L[k + 1:, k] = (L[k + 1:, k] + sign * s * x[k + 1:]) / c
+            x[k + 1:] = c * x[k + 1:] - s * L[k + 1:, k]
+    return True
+
+
+def cholesky(H):
+    """Lower Cholesky factor of the generalized Hessian (positive definite: 2 lam K_PP > 0)."""
+    return np.linalg.cholesky(H)
+
+
+# ----------------------------------------------------------------------------------------------
+# basis selection (eqs. (14)-(17)) and the shared random draws
+# ----------------------------------------------------------------------------------------------
+def draw_candidates(rng, available, n_candidates):
+    """The random subset O of Q (eq. (17)): ``n_candidates`` distinct unused points in draw order.
+
+    ``available`` is the boolean mask of Q.  When |Q| <= n_candidates, O = Q in index order and no
+    random number is used.  The fast implementation calls this same function.
+    """
+    idx = np.flatnonzero(available)
+    if len(idx) <= n_candidates:
+        return idx
+    return rng.choice(idx, size=n_candidates, replace=False)
+
+
+def srs_scores(g, beta, K_O, K_PO, lam):
+    """The normalised squared gradient (16) of every candidate column: (g_bar'K_bar_j)^2 / (|g_bar|^2 |K_bar_j|^2).
+
+    g_bar = [g; 2 lam beta_P], K_bar_j = [K_j; K_Pj]; ``K_O`` is n x |O|, ``K_PO`` = K_O[P] (|P| x |O|).
+    A zero denominator scores 0.
+    """
+    num = g @ K_O + 2.0 * lam * (beta @ K_PO)
+    gg = float(g @ g + 4.0 * lam * lam * (beta @ beta))
+    den = gg * ((K_O * K_O).sum(axis=0) + (K_PO * K_PO).sum(axis=0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        score = np.where(den > 0, num * num / np.where(den > 0, den, 1.0), 0.0)
+    return score
+
+
+def pick(scores, excluded):
+    """Index into ``scores`` of the selected candidate: the first (in draw order) not ``excluded``
+    with score >= (1 - TIE_RTOL) * the best remaining score; -1 when all are excluded."""
+    s = np.where(excluded, -np.inf, scores)
+    best = s.max() if len(s) else -np.inf
+    if not np.isfinite(best):
+        return -1
+    return int(np.flatnonzero(s >= best * (1.0 - TIE_RTOL) if best > 0 else s >= best)[0])
+
+
+# ----------------------------------------------------------------------------------------------
+# the SSVR-SRS / RSVM driver (Table 1)
+# ----------------------------------------------------------------------------------------------
+@dataclass
+class SSVRResult:
+    basis: np.ndarray                 # indices P of the basis functions, in order of selection
+    beta: np.ndarray                  # beta_P
+    objective_history: np.ndarray     # L(beta_P) after each basis function (eq. (18))
+    newton_iterations: np.ndarray     # finite Newton iterations spent after each addition
+    converged: bool = True            # every finite Newton solve met its stopping rule
+    n_rejected: int = 0               # candidates discarded as numerically dependent
+    stop_reason: str = "n_basis"
+    info: dict = field(default_factory=dict)
+
+
+def validate_ssvr_params(n, n_basis, lam, epsilon, delta, n_candidates, selection, tol, max_newton):
+    import numbers
+
+    def real(name, v):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise TypeError(f"{name} must be a real number, got {type(v).__name__}")
+        if np.isnan(v):
+            raise ValueError(f"{name} must not be NaN")
+        return float(v)
+
+    def integer(name, v):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise TypeError(f"{name} must be an integer, got {type(v).__name__}")
+        return int(v)
+
+    n_basis = integer("n_basis", n_basis)
+    if n_basis < 1 or n_basis > n:
+        raise ValueError(f"n_basis must be in [1, n_samples={n}], got {n_basis}")
+    lam = real("lam", lam)
+    if not np.isfinite(lam) or lam <= 0:
+        raise ValueError(f"lam must be positive and finite, got {lam}")
+    epsilon = real("epsilon", epsilon)
+    if not np.isfinite(epsilon) or epsilon < 0:
+        raise ValueError(f"epsilon must be >= 0 and finite, got {epsilon}")
+    delta = real("delta", delta)
+    if delta <= epsilon:
+        raise ValueError(f"delta must be > epsilon (the loss (7) needs Delta > eps), got delta={delta}, "
+                         f"epsilon={epsilon}")
+    n_candidates = integer("n_candidates", n_candidates)
+    if n_candidates < 1:
+        raise ValueError(f"n_candidates must be >= 1, got {n_candidates}")
+    if selection not in SELECTIONS:
+        raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+    tol = real("tol", tol)
+    if not np.isfinite(tol) or tol < 0:
+        raise ValueError(f"tol must be >= 0 and finite, got {tol}")
+    max_newton = integer("max_newton", max_newton)
+    if max_newton < 1:
+        raise ValueError(f"max_newton must be >= 1, got {max_newton}")
+    return n_basis, lam, epsilon, delta, n_candidates, tol, max_newton
+
+
+def _newton(K_P, K_PP, beta, r, H, L, w, lam, epsilon, delta, max_newton):
+    """Finite Newton on the sub-problem (18), warm-started; updates beta, r, H, L, w in place.
+
+    Entry invariant: r = K_P beta - y, w = diag W(beta) (21), H = (23), L = chol(H).
+    Stops when a full step leaves the sign vectors unchanged (then beta minimises the exact quadratic
+    model of the current piece: the finite termination of finite Newton) or when the Newton
+    decrement -grad'd is <= NEWTON_RTOL max(L, 1).  Returns (iterations, converged).
+    """
+    m = len(beta)
+    s, s_bar, _ = sign_vectors(r, epsilon, delta)
+    for it in range(1, max_newton + 1):
+        v = huber_derivative(r, epsilon, delta)             # = 2Wr - 2 eps s + 2 (Delta - eps) s_bar
+        grad = K_P.T @ v + 2.0 * lam * (K_PP @ beta)        # eq. (22)
+        z = solve_triangular(L, -grad, lower=True, check_finite=False)
+        d = solve_triangular(L.T, z, lower=False, check_finite=False)   # Newton direction (24)
+        decrement = float(-(grad @ d))
+        Lval = objective(r, beta, K_PP, lam, epsilon, delta)
+        if decrement <= NEWTON_RTOL * max(Lval, 1.0):
+            return it - 1, True
+        u = K_P @ d
+        Kd = K_PP @ d
+        t = line_search(r, u, float(beta @ Kd), float(d @ Kd), lam, epsilon, delta)
+        beta += t * d
+        r += t * u
+        s_new, s_bar_new, w_new = sign_vectors(r, epsilon, delta)
+        changed = np.flatnonzero(w_new != w)
+        if len(changed):
+            _update_factor(K_P, H, L, changed, w_new, m)
+            w[:] = w_new
+        if np.array_equal(s_new, s) and np.array_equal(s_bar_new, s_bar):
+            return it, True
+        s, s_bar = s_new, s_bar_new
+    return max_newton, False
+
+
+def _update_factor(K_P, H, L, changed, w_new, m):
+    """Apply the change of W at rows ``changed`` to H (always) and L (rank-one or refactor)."""
+    sign = np.where(w_new[changed] > 0, 1.0, -1.0)
+    rows = K_P[changed]                                     # c x m
+    H += 2.0 * (rows.T * sign) @ rows
+    if RANK1_RATIO * len(changed) <= m:
+        ok = True
+        for x, sg in zip(rows, sign):
+            if not chol_rank1(L, np.sqrt(2.0) * x, sg):
+                ok = False
+                break
+        if ok:
+            return
+    L[:] = cholesky(H)
+
+
+def ssvr_srs(X, y, spec, n_basis, lam=1e-2, epsilon=0.1, delta=0.3, n_candidates=100, selection="srs",
+             tol=0.0, max_newton=50, random_state=None, callback=None):
+    """SSVR-SRS (002 Table 1) or RSVM (``selection='random'``) on (X, y) with kernel ``spec``.
+
+    Parameters follow the paper: ``lam`` = lambda of (8), ``epsilon`` and ``delta`` = eps and Delta
+    of the loss (7), ``n_candidates`` = |O| (17), ``n_basis`` = m.  The loop stops at ``n_basis``
+    functions, when the relative decrease of L from the last function is <= ``tol``, or when no
+    usable candidate is left.  ``callback(P, beta_P)`` is called after every addition.
+    """
+    from .meb import make_rng
+
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    n = X.shape[0]
+    n_basis, lam, epsilon, delta, n_candidates, tol, max_newton = validate_ssvr_params(
+        n, n_basis, lam, epsilon, delta, n_candidates, selection, tol, max_newton)
+    rng = make_rng(random_state)
+    K_P = np.zeros((n, n_basis), order="F")
+    K_PP = np.zeros((n_basis, n_basis))
+    H = np.zeros((n_basis, n_basis))
+    L = np.zeros((n_basis, n_basis))
+    beta = np.zeros(0)
+    r = -y.copy()                                           # residuals (12) at beta = 0
+    w = sign_vectors(r, epsilon, delta)[2]
+    available = np.ones(n, dtype=bool)                      # Q
+    basis, history, newton_its = [], [], []
+    converged, n_rejected, stop = True, 0, "n_basis"
+    L_prev = objective(r, beta, K_PP[:0, :0], lam, epsilon, delta)
+    m = 0
+    while m < n_basis:
+        # ---- step 2: select a new basis function from Q
+        g = huber_derivative(r, epsilon, delta)           # eq. (15)
+        if selection == "srs" and not (g.any() or beta.any()):
+            stop = "zero_gradient"                          # g_bar = 0: beta is optimal for (8)
+            break
+        s_idx, col = -1, None
+        while s_idx < 0:
+            O = draw_candidates(rng, available, n_candidates if selection == "srs" else 1)
+            if len(O) == 0:
+                break
+            K_O = kernel_block(spec, X, X[O])               # n x |O| kernel columns
+            scores = srs_scores(g, beta, K_O, K_O[basis], lam) if selection == "srs" else np.ones(len(O))
+            excluded = np.zeros(len(O), dtype=bool)
+            while True:
+                j = pick(scores, excluded)
+                if j < 0:
+                    break
+                cand = int(O[j])
+                k = K_O[:, j]
+                k_ss = float(kernel_diag(spec, X[cand:cand + 1])[0])
+                h = 2.0 * (K_P[:, :m].T @ (w * k)) + 2.0 * lam * k[basis]
+                h_ss = 2.0 * float(w @ (k * k)) + 2.0 * lam * k_ss
+                l, piv2 = chol_append(L[:m, :m], h, h_ss)
+                available[cand] = False
+                if piv2 <= DEP_RTOL * h_ss or h_ss <= 0:
+                    excluded[j] = True                      # numerically dependent: drop from Q
+                    n_rejected += 1
+                    continue
+                s_idx, col = cand, (k, k_ss, h, h_ss, l, piv2)
+                break
+        if s_idx < 0:
+            stop = "no_candidates"
+            break
+        # ---- grow K_P, K_PP, H and L by the new basis function (Sec. 3.3)
+        k, k_ss, h, h_ss, l, piv2 = col
+        K_P[:, m] = k
+        K_PP[:m, m] = K_PP[m, :m] = k[basis]
+        K_PP[m, m] = k_ss
+        H[:m, m] = H[m, :m] = h
+        H[m, m] = h_ss
+        L[m, :m] = l
+        L[m, m] = np.sqrt(piv2)
+        basis.append(s_idx)
+        m += 1
+        beta = np.append(beta, 0.0)
+        # ---- step 3: solve the sub-problem (18) by finite Newton
+        its, ok = _newton(K_P[:, :m], K_PP[:m, :m], beta, r, H[:m, :m], L[:m, :m], w, lam, epsilon, delta,
+                          max_newton)
+        converged &= ok
+        newton_its.append(its)
+        L_now = objective(r, beta, K_PP[:m, :m], lam, epsilon, delta)
+        history.append(L_now)
+        if callback is not None:
+            callback(np.array(basis), beta.copy())
+        if tol > 0 and L_prev - L_now <= tol * L_prev:
+            stop = "tol"
+            break
+        L_prev = L_now
+    if not converged:
+        warnings.warn(f"finite Newton reached max_newton={max_newton} iterations before its stopping rule "
+                      "in at least one sub-problem", ConvergenceWarning)
+    if stop == "no_candidates":
+        warnings.warn(f"SSVR-SRS stopped at {m} < n_basis={n_basis} basis functions: no candidate left "
+                      "that is linearly independent of the basis", UserWarning)
+    return SSVRResult(basis=np.array(basis, dtype=np.intp), beta=beta, objective_history=np.array(history),
+                      newton_iterations=np.array(newton_its, dtype=np.intp), converged=converged,
+                      n_rejected=n_rejected, stop_reason=stop)
