@@ -2,14 +2,26 @@
 import numpy as np
 import pytest
 
-from refimpl import cvm
+from refimpl import cvm, cvr
 from refimpl.exact_qp import exact_meb as _exact_meb
 from refimpl.kernels import make_kernel_spec
 
-FORMULATIONS = ("meb", "one_class", "two_class")
+FORMULATIONS = ("meb", "one_class", "two_class", "cvr")
 
 
-def random_problem(formulation, kernel, m=120, d=3, C=10.0, seed=0, **kernel_opts):
+def random_regression(m, d, seed):
+    """A smooth target with noise: y = sin(x_1) + x_2 / 2 + N(0, 0.1^2)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(m, d))
+    y = np.sin(X[:, 0]) + 0.5 * X[:, min(1, d - 1)] + 0.1 * rng.normal(size=m)
+    return X, y
+
+
+def random_problem(formulation, kernel, m=120, d=3, C=10.0, seed=0, mu=0.5, **kernel_opts):
+    """A random MEB problem of the formulation; 'cvr' has 2m augmented points (000 eq. (8))."""
+    if formulation == "cvr":
+        X, y = random_regression(m, d, seed)
+        return cvr.cvr_problem(X, y, make_kernel_spec(X, kernel, **kernel_opts), C, mu)
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(m, d))
     spec = make_kernel_spec(X, kernel, **kernel_opts)

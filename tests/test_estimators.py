@@ -4,7 +4,7 @@ import pytest
 from sklearn.svm import SVC
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from fastimpl import CVDD, MEB, CVMClassifier
+from fastimpl import CVDD, CVR, MEB, CVMClassifier
 from refimpl.datasets import checkerboard
 
 # Expected failures, each with its reason (passed to parametrize_with_checks).
@@ -20,7 +20,8 @@ def expected_failed(estimator):
 
 
 @parametrize_with_checks([CVMClassifier(random_state=0), CVMClassifier(random_state=0, impl="ref"),
-                          CVDD(random_state=0), MEB(random_state=0)],
+                          CVDD(random_state=0), MEB(random_state=0),
+                          CVR(random_state=0), CVR(random_state=0, impl="ref")],
                          expected_failed_checks=expected_failed)
 def test_sklearn_compatible(estimator, check):
     check(estimator)

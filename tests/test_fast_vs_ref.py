@@ -20,7 +20,7 @@ DEC_TOL = 1e-7
 RADIUS_RTOL = 1e-7
 
 problems = st.fixed_dictionaries({
-    "formulation": st.sampled_from(["meb", "one_class", "two_class"]),
+    "formulation": st.sampled_from(["meb", "one_class", "two_class", "cvr"]),
     "kernel": st.sampled_from(["rbf", "laplacian", "poly", "linear"]),
     "normalize": st.booleans(),
     "m": st.integers(10, 150),
