@@ -1,0 +1,130 @@
+"""MMDA(SVM): the original MMDA, problem (3) solved exactly by a dense QP (004_41bfd2b98060112a.txt, Sec. II, V).
+
+Kocsor et al.'s MMDA solves, for each new direction, the dual (3)
+
+    max  2 alpha'1 - alpha'K^alpha - 2 alpha'Y Phi'U gamma - gamma'U'U gamma    s.t. alpha >= 0
+
+over all m training points.  Here it is solved by cvxopt's interior-point QP (an independent
+solver: neither the core sets nor SOR of MMDA(CVM)) with the dense m x m matrix, so it is meant
+for small and medium m (the paper's Table III shows its cubic cost).  gamma is eliminated
+exactly (U'U = I): gamma = -U'Phi Y alpha, leaving
+
+    min_alpha  1/2 alpha'(K^ - P P')alpha - 1'alpha,   alpha >= 0,   P = Y Phi'U = Phi~'U~ (eq. (30)),
+
+whose matrix is the Schur complement of Lemma 2 (pd).  The interior-point solution is then
+polished on its support: the free coordinates solve H_FF alpha_F = 1 exactly (Cholesky), which
+gives the sparse, exact alpha that Table IV's counts need.
+
+``exact_constrained_meb`` solves the constrained MEB dual (20)/(21) itself, also with cvxopt; it
+is the independent p* of Theorem 2 in the tests and the report.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..constrained_meb import ConstrainedMEBProblem, ConstrainedOps
+from ..mmda import Direction
+
+#: beyond this many points the dense solve is refused (memory and cubic time)
+MAX_DENSE_POINTS = 12_000
+
+
+def _cvxopt():
+    try:
+        from cvxopt import matrix, solvers
+    except ImportError as exc:  # pragma: no cover - cvxopt is a declared dependency
+        raise ImportError("the MMDA(SVM) baseline needs cvxopt (pip install cvxopt)") from exc
+    return matrix, solvers
+
+
+def dense_G(problem: ConstrainedMEBProblem, ops_class=ConstrainedOps):
+    """(K^, P) over all m points: K^ of eq. (6) and P = Phi~'U~ (eq. (30)); G of (24) is [[K^, P], [P', I]]."""
+    n = problem.n
+    if n > MAX_DENSE_POINTS:
+        raise ValueError(f"the dense MMDA QP forms an m x m matrix; m = {n} exceeds {MAX_DENSE_POINTS}")
+    ops = ops_class(problem)
+    idx = np.arange(n)
+    K = ops.kt_block(idx, idx)
+    P = ops.proj_rows(idx)
+    return K, P, ops.n_eval
+
+
+def solve_mmda_qp(problem: ConstrainedMEBProblem, ops_class=ConstrainedOps, polish=True):
+    """Exact (alpha, gamma) of (3) over all m points.  Returns (alpha, gamma, kernel evaluations)."""
+    matrix, solvers = _cvxopt()
+    K, P, n_eval = dense_G(problem, ops_class)
+    H = K - P @ P.T
+    H = 0.5 * (H + H.T)
+    n = H.shape[0]
+    opts = {"show_progress": False, "abstol": 1e-10, "reltol": 1e-10, "feastol": 1e-10, "maxiters": 200}
+    sol = solvers.qp(matrix(H), matrix(-np.ones(n)), matrix(-np.eye(n)), matrix(np.zeros(n)), options=opts)
+    alpha = np.clip(np.asarray(sol["x"]).ravel(), 0.0, None)
+    if polish:
+        alpha = _polish(H, alpha)
+    gamma = -P.T @ alpha
+    return alpha, gamma, n_eval
+
+
+def _polish(H, alpha, rtol=1e-6):
+    """Solve H_FF alpha_F = 1 on the interior point's support F; keep it if it is feasible and optimal."""
+    from scipy.linalg import LinAlgError, cho_factor, cho_solve
+
+    F = np.flatnonzero(alpha > rtol * alpha.max())
+    try:
+        aF = cho_solve(cho_factor(H[np.ix_(F, F)], lower=True), np.ones(len(F)))
+    except LinAlgError:
+        return alpha
+    if np.any(aF <= 0):
+        return alpha
+    out = np.zeros_like(alpha)
+    out[F] = aF
+    g = H[:, F] @ aF - 1.0
+    if g.min() < -1e-6 * max(1.0, np.abs(g).max()):   # a dropped coordinate still wants to grow
+        return alpha
+    return out
+
+
+def solve_svm(ops_class=ConstrainedOps):
+    """The MMDA(SVM) solver of (3) for ``refimpl.mmda.extract_binary``."""
+
+    def solve(problem: ConstrainedMEBProblem, seed) -> Direction:
+        alpha, gamma, n_eval = solve_mmda_qp(problem, ops_class)
+        sv = np.flatnonzero(alpha > 0)
+        ops = ops_class(problem)
+        info = dict(core_set_size=problem.n, n_support=len(sv), n_iter=0, kernel_evaluations=n_eval,
+                    certified_ratio=1.0, converged=True)
+        return Direction(sv, alpha[sv], ops.proj_rows(sv), info)
+
+    return solve
+
+
+def exact_constrained_meb(problem: ConstrainedMEBProblem):
+    """p* of (19) bracketed: ``(lower, upper, alpha~, gamma~)`` with lower <= p* <= upper.
+
+    Solves (20) with cvxopt over [alpha~; gamma~] (dense G of (26), linear term diag K~ + Delta).
+    ``lower`` is the dual value at the solver's alpha~ projected onto the simplex, with the best
+    gamma~ = -U~'Phi~ alpha~ for it (weak duality); ``upper`` is the largest squared distance (23)
+    of any point to that center (an enclosing ball of a feasible center).
+    """
+    matrix, solvers = _cvxopt()
+    K, P, _ = dense_G(problem)
+    n, s = P.shape
+    G = np.block([[K, P], [P.T, np.eye(s)]])
+    G = 0.5 * (G + G.T)
+    lin = problem.base.linear_term(np.arange(n))
+    q = np.concatenate([-lin, np.zeros(s)])
+    Gi = np.hstack([-np.eye(n), np.zeros((n, s))])
+    A = np.concatenate([np.ones(n), np.zeros(s)])[None, :]
+    opts = {"show_progress": False, "abstol": 1e-12, "reltol": 1e-12, "feastol": 1e-12, "maxiters": 200}
+    sol = solvers.qp(matrix(2.0 * G), matrix(q), matrix(Gi), matrix(np.zeros(n)), matrix(A), matrix(1.0),
+                     options=opts)
+    x = np.asarray(sol["x"]).ravel()
+    a = np.clip(x[:n], 0.0, None)
+    a /= a.sum()
+    gam = -P.T @ a
+    xt = np.concatenate([a, gam])
+    Gx = G @ xt
+    cc = float(xt @ Gx)
+    lower = float(lin @ a) - cc
+    upper = float(np.max(cc - 2.0 * Gx[:n] + lin))
+    return lower, max(upper, lower), a, gam

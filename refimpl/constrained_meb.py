@@ -1,0 +1,403 @@
+"""The MEB with projection constraints on its center, by core sets (004_41bfd2b98060112a.txt, Sec. IV).
+
+Problem (19): find the smallest ball enclosing the augmented points [phi~(z_i); delta_i] whose
+center [c; 0] is orthogonal to given orthonormal directions u~_1 .. u~_s.  Its dual is (20)-(21),
+
+    max  -a~'K~a~ - 2 a~'Phi~'U~ g~ - g~'U~'U~ g~    s.t.  a~ >= 0, 1'a~ = 1,
+
+and the radius and center are (22)-(23):
+
+    R^2 = a~'(diag K~ + Delta) - c'c,     c = sum_i a~_i phi~(z_i) + sum_q g~_q u~_q,
+    c'c = x~' G x~  with  x~ = [a~; g~]  and  G of eq. (24)/(26).
+
+Here the points are those of the two-class L2-SVM (004 eqs. (6)-(7), built by
+``refimpl.cvm.two_class_problem``): k~ = y_i y_j (k + 1) + delta_ij / C, and Delta = eta - diag K~
+(zero for the Gaussian kernel), so diag K~ + Delta = eta is constant as in (21).  The directions
+live in the phi block of phi~ (Sec. IV-B2: U~ = [U; 0]), so u~_q'phi~(z_l) = y_l u_q'phi(x_l),
+and every u_q is a kernel expansion u_q = sum_j B_jq phi(e_j) (Sec. II: "w ... can always be
+expressed as a linear combination of phi(x_1), ..., phi(x_m)").
+
+The squared distance of any point to the center (23) needs only kernel expansions:
+
+    ||c - phi~(z_l)||^2 + Delta_l = c'c - 2 (G x~)_l + eta_l,
+    (G x~)_l = (K~ a~)_l + y_l (U'phi(x_l))' g~,
+
+with eta_l = k~(z_l, z_l) + Delta_l; no m x m matrix is formed.
+
+Algorithm 1 (the CVM loop) is the engine of ``refimpl.meb`` with only step 4 changed, as the
+paper says: the constrained MEB of the core set is found through the MMDA sub-problem (3) by SOR
+(``refimpl.sor``, Algorithm 3), warm-started from the previous core set, and mapped to (a~, g~)
+by the normalisation (35), x~ = x / 1'alpha.  Everything else is the engine's: the initial pair
+(``meb.initial_pair``), the random draws (``meb.make_rng``), the 59-point sampling with
+``n_confirm`` confirmations, the max_iter bound and its ConvergenceWarning, the re-solve when a
+core vector is found outside the ball, the certificate scan and ``MEBResult``.
+
+The tolerance of the core-set QP follows the engine (tol = eps R^2 on squared distances): since
+at the optimum of (3)  d_l^2 - R^2 = -2 g_l / 1'alpha  (g = G x - b, from (35) and (42)), the SOR
+stops at |g| <= eps R^2 1'alpha / 2.
+
+A note on the geometry (used by the tests as an independent check): with U'U = I the optimal
+g~ is -U~'Phi~ a~ (the last KKT row), so c is the projection P a~-combination onto span{u}^perp
+and the problem is the center-constrained MEB (000 eq. (13)) of the projected points with the
+extra offsets Delta_l + ||U~'phi~(z_l)||^2.
+
+``fastimpl._mmda`` supplies the same operations in C (:class:`ConstrainedOps` there); the loop
+below is shared so that both implementations make the same draws and the same decisions.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from .kernels import kernel_block, kernel_expansion
+from .meb import MEBResult, initial_pair, make_rng, validate_engine_params
+from .problem import MEBProblem
+from .simplex_qp import TIE
+from .sor import sor_solve, sor_step_bound
+
+#: rows per block in full scans (bounds temporary memory independently of m)
+SCAN_BLOCK = 4096
+
+
+@dataclass
+class Projections:
+    """The previous unit directions u_1..u_s as kernel expansions u_q = sum_j B[j, q] phi(e_j).
+
+    X : (n_e, d) coordinates of the expansion points e_j;  B : (n_e, s) coefficients.
+    U'U = I is assumed (the u_q are orthonormal, Sec. II), as Lemma 2 does.
+    """
+
+    X: np.ndarray
+    B: np.ndarray
+
+    @classmethod
+    def empty(cls, d):
+        return cls(np.zeros((0, d)), np.zeros((0, 0)))
+
+    @property
+    def s(self) -> int:
+        return self.B.shape[1]
+
+
+@dataclass
+class ConstrainedMEBProblem:
+    """Problem (19): the augmented points of ``base`` (an L2-SVM ``MEBProblem``) and the directions."""
+
+    base: MEBProblem
+    proj: Projections
+
+    @property
+    def n(self):
+        return self.base.n
+
+    @property
+    def s(self):
+        return self.proj.s
+
+
+@dataclass
+class ConstrainedMEBResult(MEBResult):
+    """``MEBResult`` plus the constrained MEB's gamma~ and the MMDA sub-problem's solution.
+
+    alpha, gamma_tilde : (a~, g~) of (20)-(21) on the core set, by the normalisation (35).
+    alpha_mmda, gamma_mmda : (alpha, gamma) of (3), recovered from (a~, g~) by Appendix II.
+    proj_core : (t, s) rows y_l U'phi(x_l) of the core vectors (Phi~_t'U~ of eq. (38)).
+    sor_steps : total SOR steps over all core-set QPs.
+    """
+
+    gamma_tilde: np.ndarray = None
+    alpha_mmda: np.ndarray = None
+    gamma_mmda: np.ndarray = None
+    proj_core: np.ndarray = None
+    sor_steps: int = 0
+
+
+class ConstrainedOps:
+    """The numeric kernels of the loop: kernel blocks, projections, and (G x)_l scans (NumPy).
+
+    ``fastimpl._mmda.FastConstrainedOps`` overrides ``raw_block``, ``expansion`` and ``sor``.
+    """
+
+    def __init__(self, problem: ConstrainedMEBProblem):
+        self.problem = problem
+        self.base = problem.base
+        self.n_eval = 0
+
+    # -- overridable numerics
+    def raw_block(self, A, B):
+        return kernel_block(self.base.kernel, A, B)
+
+    def expansion(self, SV, coef, Xq):
+        return kernel_expansion(self.base.kernel, SV, coef, Xq)
+
+    def sor(self, G, g, x, bounded, omega, tol, max_steps):
+        return sor_solve(G, g, x, bounded, omega, tol, max_steps)
+
+    # -- shared formulas
+    def sign(self, idx):
+        b = self.base
+        return np.ones(len(idx)) if b.sign is None else b.sign[idx].astype(np.float64)
+
+    def kt_block(self, rows, cols):
+        """[k~(z_i, z_j)] = s_i s_j (k + beta_b) + delta_ij c  (004 eq. (6))."""
+        rows = np.asarray(rows, dtype=np.intp)
+        cols = np.asarray(cols, dtype=np.intp)
+        b = self.base
+        self.n_eval += len(rows) * len(cols)
+        K = self.raw_block(b.X[rows], b.X[cols]) + b.label_bias
+        K *= np.outer(self.sign(rows), self.sign(cols))
+        if b.diag_add:
+            K += b.diag_add * (rows[:, None] == cols[None, :])
+        return K
+
+    def proj_rows(self, idx):
+        """[u~_q'phi~(z_l)] = y_l u_q'phi(x_l), (len(idx), s): rows of Phi~'U~ (eq. (30))."""
+        idx = np.asarray(idx, dtype=np.intp)
+        P = self.problem.proj
+        if P.s == 0:
+            return np.zeros((len(idx), 0))
+        self.n_eval += len(idx) * P.X.shape[0]
+        return self.raw_block(self.base.X[idx], P.X) @ P.B * self.sign(idx)[:, None]
+
+    def gx(self, idx, S, alpha, gamma):
+        """(G x)_l = (K~ alpha)_l + y_l (U'phi(x_l))'gamma for the candidates ``idx`` (eqs. (23), (40)).
+
+        One kernel expansion over the support and the expansion points of the u's:
+        y_l [ sum_j alpha_j y_j (k(x_j, x_l) + beta_b) + sum_e (B gamma)_e k(e, x_l) ] + c alpha_l [l in S].
+        """
+        b = self.base
+        idx = np.asarray(idx, dtype=np.intp)
+        S = np.asarray(S, dtype=np.intp)
+        sv = alpha > 0
+        Ssv, asv = S[sv], alpha[sv]
+        a_s = asv * self.sign(Ssv)
+        pts = [b.X[Ssv]]
+        coef = [a_s]
+        P = self.problem.proj
+        if P.s:
+            pts.append(P.X)
+            coef.append(P.B @ gamma)
+        pts = np.concatenate(pts)
+        coef = np.concatenate(coef)
+        out = np.empty(len(idx))
+        for start in range(0, len(idx), SCAN_BLOCK):
+            blk = idx[start:start + SCAN_BLOCK]
+            out[start:start + SCAN_BLOCK] = self.expansion(pts, coef, b.X[blk])
+        self.n_eval += len(idx) * len(pts)
+        out += b.label_bias * a_s.sum()
+        out *= self.sign(idx)
+        if b.diag_add and len(Ssv):
+            order = np.argsort(Ssv, kind="stable")
+            srt = Ssv[order]
+            pos = np.searchsorted(srt, idx)
+            pos[pos >= len(srt)] = 0
+            hit = srt[pos] == idx
+            out[hit] += b.diag_add * asv[order[pos[hit]]]
+        return out
+
+
+class _CoreSetState:
+    """x = [gamma; alpha] (a fixed permutation of the paper's [alpha; gamma]: the s gamma's first,
+    so that a new core vector is appended without moving anything), G_t of eq. (38) in a growing
+    buffer, and g = G_t x - b."""
+
+    def __init__(self, ops: ConstrainedOps, s: int):
+        self.ops = ops
+        self.s = s
+        self.S: list[int] = []
+        cap = s + 64
+        self.G = np.zeros((cap, cap))
+        self.G[:s, :s] = np.eye(s)   # U~'U~ = U'U = I (orthonormal directions, Lemma 2)
+        self.x = np.zeros(cap)
+        self.g = np.zeros(cap)
+        self.bounded = np.zeros(cap, dtype=bool)
+        self.lin = np.zeros(cap)     # eta_l = k~(z_l, z_l) + Delta_l of the core vectors
+
+    @property
+    def n(self):
+        return self.s + len(self.S)
+
+    def _grow(self):
+        cap = 2 * self.G.shape[0]
+        G = np.zeros((cap, cap))
+        n = self.n
+        G[:n, :n] = self.G[:n, :n]
+        self.G = G
+        for name in ("x", "g", "lin"):
+            old = getattr(self, name)
+            new = np.zeros(cap)
+            new[:n] = old[:n]
+            setattr(self, name, new)
+        bounded = np.zeros(cap, dtype=bool)
+        bounded[:n] = self.bounded[:n]
+        self.bounded = bounded
+
+    def add(self, z: int):
+        """Append z with alpha_z = 0: its row of K~ and of Phi~'U~, and g_z = (G x)_z - 1."""
+        if self.n == self.G.shape[0]:
+            self._grow()
+        s, n = self.s, self.n
+        row = self.ops.kt_block([z], self.S + [z])[0]
+        p = self.ops.proj_rows([z])[0]
+        self.G[n, :s] = p
+        self.G[:s, n] = p
+        self.G[n, s:n + 1] = row
+        self.G[s:n + 1, n] = row
+        self.S.append(z)
+        self.bounded[n] = True
+        self.x[n] = 0.0
+        self.lin[n] = float(self.ops.base.linear_term([z])[0])
+        self.g[n] = float(self.G[n, :n] @ self.x[:n]) - 1.0
+
+    @property
+    def alpha(self):
+        return self.x[self.s:self.n]
+
+    @property
+    def gamma(self):
+        return self.x[:self.s]
+
+    def sums(self):
+        """(1'alpha, x'Gx) with x'Gx = x'(g + b)."""
+        n, s = self.n, self.s
+        A = float(self.alpha.sum())
+        xGx = float(self.x[:n] @ self.g[:n]) + A
+        return A, xGx
+
+    def ball(self):
+        """(c'c, R^2) of the normalised solution x~ = x / 1'alpha (eqs. (35), (22))."""
+        A, xGx = self.sums()
+        cc = xGx / (A * A)
+        R2 = float(self.lin[self.s:self.n] @ self.alpha) / A - cc
+        return cc, R2
+
+
+def _furthest(ops, st, idx):
+    """(index, squared distance) of the candidate furthest from the center (23); near-ties
+    within a relative TIE go to the first candidate, as in ``refimpl.meb``."""
+    A, _ = st.sums()
+    cc, _ = st.ball()
+    d2 = cc - 2.0 * ops.gx(idx, st.S, st.alpha, st.gamma) / A + ops.base.linear_term(idx)
+    best = float(d2.max())
+    k = int(np.flatnonzero(d2 >= best - TIE * abs(best))[0])
+    return int(idx[k]), best
+
+
+def fit_constrained_meb(problem: ConstrainedMEBProblem, eps: float, *, sample_size=59, n_confirm=30,
+                        max_iter=10_000, tol=None, omega=1.0, random_state=None, certify=True,
+                        ops_class=ConstrainedOps) -> ConstrainedMEBResult:
+    """Algorithm 1 on the constrained MEB (19), step 4 by SOR on (3) (Algorithm 3).
+
+    Parameters are those of ``refimpl.meb.fit_meb``; ``omega`` in (0, 2) is SOR's relaxation
+    factor and ``ops_class`` the implementation of the numerics (NumPy here, C in ``fastimpl``).
+    With ``sample_size=None`` (full scans) Theorem 2 holds: R_tau^2 <= p* <= (1+eps)^2 R_tau^2.
+    """
+    n, s = problem.n, problem.s
+    validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm)
+    if isinstance(omega, bool) or not isinstance(omega, (int, float, np.integer, np.floating)) \
+            or not 0.0 < omega < 2.0:
+        raise ValueError(f"omega must be in (0, 2), got {omega!r}")
+    rng = make_rng(random_state)
+    if sample_size is not None and sample_size >= n:
+        sample_size = None
+    t0 = time.perf_counter()
+    ops = ops_class(problem)
+    base = problem.base
+    history = {"core_set_size": [], "radius": [], "elapsed": [], "sor_steps": [], "sor_capped": []}
+
+    def furthest_from(z, idx):
+        """Distance between projected points, ||P(phi~(z) - phi~(z_l))||^2 + Delta_l, maximised."""
+        idx = np.asarray(idx, dtype=np.intp)
+        d2 = base.diag([z])[0] - 2.0 * ops.kt_block(idx, [z])[:, 0] + base.linear_term(idx)
+        if s:
+            pz = ops.proj_rows([z])[0]
+            d2 = d2 - ((ops.proj_rows(idx) - pz) ** 2).sum(1)
+        return int(idx[int(np.argmax(d2))])
+
+    z_a, z_b = initial_pair(base, rng, sample_size, furthest_from)
+    st = _CoreSetState(ops, s)
+    st.add(z_a)
+    st.x[s] = 1.0                          # S_1: alpha_1 = [1], gamma_1 = 0 (Sec. IV-C2)
+    st.g[:st.n] = st.G[:st.n, :st.n] @ st.x[:st.n]
+    st.g[s] -= 1.0
+    st.add(z_b)
+
+    sor_stats = [0, 0, False, 0]   # solves, solves stopped by the bound, was the last one, total steps
+    tighten = [1.0]
+
+    def solve():
+        A, _ = st.sums()
+        _, R2 = st.ball()
+        # tol (like the engine's) is on squared distances; |g| = (d^2 gap) 1'alpha / 2
+        inner_tol = tighten[0] * (tol if tol is not None else eps * max(R2, np.finfo(float).tiny)) * A / 2.0
+        bound = sor_step_bound(st.n)
+        nn = st.n
+        steps, _ = ops.sor(st.G[:nn, :nn], st.g[:nn], st.x[:nn], st.bounded[:nn], float(omega),
+                           inner_tol, bound)
+        sor_stats[0] += 1
+        sor_stats[1] += steps >= bound
+        sor_stats[2] = steps >= bound
+        sor_stats[3] += steps
+        return steps
+
+    steps = solve()
+    all_idx = np.arange(n)
+    converged = False
+    n_iter = 0
+    last_scan = None
+    clean = 0
+    while True:
+        _, R2 = st.ball()
+        if clean == 0:
+            history["core_set_size"].append(len(st.S))
+            history["radius"].append(float(np.sqrt(max(R2, 0.0))))
+            history["elapsed"].append(time.perf_counter() - t0)
+            history["sor_steps"].append(steps)
+            history["sor_capped"].append(bool(sor_stats[2]))
+        idx = all_idx if sample_size is None else rng.integers(0, n, size=sample_size)
+        z, d2 = _furthest(ops, st, idx)
+        if d2 <= (1.0 + eps) ** 2 * R2:     # step 2
+            clean += 1
+            if sample_size is None or clean > n_confirm:
+                converged = True
+                if sample_size is None:
+                    last_scan = d2
+                break
+            continue
+        clean = 0
+        if n_iter >= max_iter:
+            warnings.warn(f"the constrained MEB stopped at max_iter={max_iter} before the (1+eps) test held; "
+                          "the certified ratio reports what was reached", ConvergenceWarning, stacklevel=2)
+            break
+        if z in st.S:
+            tighten[0] *= 0.1                 # its QP stopped early: re-solve tighter, no duplicate
+        else:
+            st.add(z)                         # step 3
+        steps = solve()                       # step 4
+        n_iter += 1
+
+    if sor_stats[2]:
+        warnings.warn(f"the final core-set QP stopped at the SOR step bound before reaching tol "
+                      f"({sor_stats[1]} of {sor_stats[0]} QPs did); the certified ratio reports the result",
+                      ConvergenceWarning, stacklevel=2)
+    cc, R2 = st.ball()
+    if certify:
+        if last_scan is None:
+            _, last_scan = _furthest(ops, st, all_idx)
+        r_cert2 = float(last_scan)
+    else:
+        r_cert2 = float("nan")
+    A, _ = st.sums()
+    alpha_t = st.alpha.copy() / A            # (35)
+    gamma_t = st.gamma.copy() / A
+    scale = cc                               # Appendix II: [alpha; gamma] = [a~; g~] / (x~'G x~)
+    return ConstrainedMEBResult(
+        core_set=np.asarray(st.S, dtype=np.intp), alpha=alpha_t, radius2=R2, margin=cc, r_cert2=r_cert2,
+        certified_ratio=r_cert2 / R2 if R2 > 0 else float("nan"), n_iter=n_iter, converged=converged,
+        history=history, kernel_evaluations=int(ops.n_eval), gamma_tilde=gamma_t,
+        alpha_mmda=alpha_t / scale, gamma_mmda=gamma_t / scale,
+        proj_core=st.G[s:st.n, :s].copy(), sor_steps=int(sor_stats[3]))
