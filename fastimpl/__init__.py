@@ -4,6 +4,7 @@ Every estimator takes ``impl='fast'`` (default, the compiled engine) or ``impl='
 (the readable NumPy reference in :mod:`refimpl`), with the same results.
 """
 from .estimators import CVDD, CVR, MEB, CVMClassifier
+from .mmda import MMDA  # noqa: F401  (004: maximum margin discriminant features)
 
 __all__ = ["CVDD", "CVR", "MEB", "CVMClassifier"]
 __version__ = "0.1.0"

@@ -1,0 +1,198 @@
+"""The MMDA transformer: maximum margin discriminant features by core vectors (004_41bfd2b98060112a.txt).
+
+A thin scikit-learn estimator over :mod:`refimpl.mmda`: validate, resolve the kernel once on the
+whole training set, extract ``n_components`` orthonormal directions per one-vs-all binary problem
+with the chosen solver of MMDA's dual (3), and keep each direction as a sparse kernel expansion.
+``transform`` projects new data onto them.  ``impl='fast'`` runs the numerics in C
+(:mod:`fastimpl._mmda`), ``impl='ref'`` in NumPy; both share the loop and the random draws.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from refimpl import mmda as ref_mmda
+from refimpl.constrained_meb import ConstrainedOps
+from refimpl.kernels import kernel_block, make_kernel_spec
+from refimpl.meb import validate_engine_params
+
+from .estimators import IMPLS, _check_positive
+
+METHODS = ("cvm", "svm")
+#: rows of new data per block in ``transform`` (bounds temporary memory)
+TRANSFORM_BLOCK = 2048
+
+
+def _numerics(impl, spec):
+    """(ops class, raw kernel block) of the chosen implementation."""
+    if impl == "fast":
+        from ._mmda import FastConstrainedOps, kernel_matrix
+        return FastConstrainedOps, (lambda A, B: kernel_matrix(spec, A, B))
+    if impl == "ref":
+        return ConstrainedOps, (lambda A, B: kernel_block(spec, A, B))
+    raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+
+
+class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Maximum margin discriminant analysis features, MMDA(CVM) (004_41bfd2b98060112a.txt, Secs. II and IV).
+
+    Each binary problem (one per class against the rest; a single one for two classes) gives
+    ``n_components`` directions u_1, u_2, ...: u_1 is the normalised weight vector of the L2-SVM (1),
+    and u_{s+1} that of the same SVM constrained to be orthogonal to u_1..u_s (problem (2)).  With
+    ``method='cvm'`` each is found as a projection-constrained minimum enclosing ball by core vectors
+    (a (1+eps)^2-approximation, Theorem 2) with SOR as the core-set solver; ``method='svm'`` solves
+    the dual (3) exactly with a dense QP over all points (MMDA(SVM), the paper's baseline; m x m memory).
+
+    Parameters
+    ----------
+    n_components : int, default=1
+        Directions per binary problem; the output has ``n_components * n_problems`` features
+        (N_c problems for N_c > 2 classes, one for two classes).
+    C : float, default=1.0
+        The L2-SVM's penalty (the paper uses C = 1).
+    eps : float, default=1e-3
+        The (1+eps) tolerance of the core-set loop (the paper's Sec. V value).
+    kernel : {'rbf', 'laplacian', 'poly', 'linear'}, default='rbf'
+    gamma : float or {'beta', 'scale', 'auto'}, default='beta'
+        Kernel coefficient; 'beta' is the paper's 1/beta, beta the mean squared pairwise distance.
+    degree, coef0, normalize : kernel options (see :func:`refimpl.kernels.make_kernel_spec`).
+    method : {'cvm', 'svm'}, default='cvm'
+    sample_size : int or None, default=59
+        Random candidates per core-set iteration; None scans all points (Theorem 2's setting).
+    n_confirm : int, default=30
+        With sampling, stop after 1 + n_confirm consecutive clean samples (see ``refimpl.meb.fit_meb``).
+    max_iter : int, default=10000
+        Bound on core-set updates per direction (ConvergenceWarning when it stops a fit).
+    tol : float or None, default=None
+        Core-set QP tolerance on squared distances; None means eps * R^2.
+    omega : float in (0, 2), default=1.0
+        SOR's relaxation factor (Algorithm 3).
+    certify : bool, default=True
+        Run the final full scan of each direction that gives ``certified_ratio_``.
+    random_state : None, int, RandomState or Generator
+    impl : {'fast', 'ref'}, default='fast'
+
+    Attributes
+    ----------
+    classes_ : class labels.
+    n_components_ : number of output features.
+    kernel_spec_ : the resolved kernel.
+    expansion_vectors_, expansion_index_, expansion_coef_ : per binary problem, the expansion
+        points (coordinates and training indices) and the (n_points, n_components) coefficients:
+        feature q of problem c is sum_j expansion_coef_[c][j, q] k(expansion_vectors_[c][j], x).
+    core_set_size_, n_support_, n_iter_, kernel_evaluations_, certified_ratio_, radius_,
+    sor_steps_, converged_ : per output feature, the diagnostics of its fit (kernel evaluations
+        made by the fit; certified_ratio = (r_cert / R)^2 from the final scan).
+    n_expansion_ : per output feature, the kernel evaluations its value needs on new data
+        (the nonzero coefficients of its expansion).
+    """
+
+    def __init__(self, n_components=1, *, C=1.0, eps=1e-3, kernel="rbf", gamma="beta", degree=3, coef0=0.0,
+                 normalize=False, method="cvm", sample_size=59, n_confirm=30, max_iter=10000, tol=None,
+                 omega=1.0, certify=True, random_state=None, impl="fast"):
+        self.n_components = n_components
+        self.C = C
+        self.eps = eps
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.normalize = normalize
+        self.method = method
+        self.sample_size = sample_size
+        self.n_confirm = n_confirm
+        self.max_iter = max_iter
+        self.tol = tol
+        self.omega = omega
+        self.certify = certify
+        self.random_state = random_state
+        self.impl = impl
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        return tags
+
+    def _validate_params(self, n_samples):
+        nc = self.n_components
+        if isinstance(nc, bool) or not isinstance(nc, numbers.Integral):
+            raise TypeError(f"n_components must be an integer, got {type(nc).__name__}")
+        if nc < 1:
+            raise ValueError(f"n_components must be >= 1, got {nc}")
+        if nc > n_samples:
+            raise ValueError(f"n_components={nc} is too many: at most n_samples={n_samples} orthogonal "
+                             "directions exist in the span of the training data")
+        _check_positive("C", self.C)
+        _check_positive("eps", self.eps)
+        if isinstance(self.omega, bool) or not isinstance(self.omega, numbers.Real):
+            raise TypeError(f"omega must be a real number, got {type(self.omega).__name__}")
+        if not 0.0 < self.omega < 2.0:
+            raise ValueError(f"omega must be in (0, 2), got {self.omega}")
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        if self.impl not in IMPLS:
+            raise ValueError(f"impl must be one of {IMPLS}, got {self.impl!r}")
+        validate_engine_params(self.eps, self.sample_size, self.max_iter, self.tol, max(n_samples, 2),
+                               self.n_confirm)
+
+    def fit(self, X, y):
+        X, y = validate_data(self, X, y, dtype=np.float64, order="C", ensure_min_samples=2)
+        check_classification_targets(y)
+        self._validate_params(X.shape[0])
+        classes = np.unique(y)
+        if len(classes) < 2:
+            raise ValueError(f"y has only one class ({classes[0]!r}); MMDA needs at least 2")
+        spec = make_kernel_spec(X, self.kernel, self.gamma, self.degree, self.coef0, self.normalize)
+        ops_class, raw_block = _numerics(self.impl, spec)
+        if self.method == "cvm":
+            solve = ref_mmda.solve_cvm(float(self.eps), sample_size=self.sample_size, n_confirm=self.n_confirm,
+                                       max_iter=self.max_iter, tol=self.tol, omega=float(self.omega),
+                                       certify=self.certify, ops_class=ops_class)
+        else:
+            from refimpl.baselines.mmda_svm import solve_svm
+            solve = solve_svm(ops_class)
+        self.classes_, binaries = ref_mmda.fit_mmda(X, y, spec, float(self.C), int(self.n_components), solve,
+                                                    self.random_state, raw_block)
+        self.kernel_spec_ = spec
+        self.expansion_index_ = [b.points for b in binaries]
+        self.expansion_vectors_ = [X[b.points] for b in binaries]
+        self.expansion_coef_ = [b.coef for b in binaries]
+        infos = [i for b in binaries for i in b.info]
+        self.n_components_ = len(infos)
+
+        def per_feature(key, dtype=float):
+            return np.array([i.get(key, np.nan) for i in infos], dtype=dtype)
+
+        self.core_set_size_ = per_feature("core_set_size", int)
+        self.n_support_ = per_feature("n_support", int)
+        self.n_iter_ = per_feature("n_iter", int)
+        self.kernel_evaluations_ = per_feature("kernel_evaluations", np.int64)
+        self.certified_ratio_ = per_feature("certified_ratio")
+        self.radius_ = per_feature("radius")
+        self.sor_steps_ = per_feature("sor_steps")
+        self.converged_ = per_feature("converged", bool)
+        self.n_expansion_ = per_feature("n_expansion", int)
+        return self
+
+    @property
+    def _n_features_out(self):
+        return self.n_components_
+
+    def transform(self, X):
+        """Project X onto the directions: (n, n_components_), class by class."""
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
+        _, raw_block = _numerics(self.impl, self.kernel_spec_)
+        out = np.empty((X.shape[0], self.n_components_))
+        col = 0
+        for V, B in zip(self.expansion_vectors_, self.expansion_coef_):
+            k = B.shape[1]
+            for start in range(0, X.shape[0], TRANSFORM_BLOCK):
+                blk = X[start:start + TRANSFORM_BLOCK]
+                out[start:start + TRANSFORM_BLOCK, col:col + k] = raw_block(blk, V) @ B if len(V) else 0.0
+            col += k
+        return out

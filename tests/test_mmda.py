@@ -1,0 +1,288 @@
+"""MMDA(CVM) (004_41bfd2b98060112a.txt): the constrained MEB, its SOR solver, the features, the baselines.
+
+Independent references: cvxopt's interior-point QP for problem (3) (MMDA(SVM)) and for the
+constrained MEB dual (20)-(21) (p* of Theorem 2); scipy's dense eigensolvers for Property 1 and KFD.
+"""
+import os
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from fastimpl import MMDA
+from refimpl import cvm, mmda
+from refimpl.baselines.kfd import fit_kfd, kfd_transform
+from refimpl.baselines.mmda_svm import dense_G, exact_constrained_meb, solve_mmda_qp
+from refimpl.constrained_meb import ConstrainedMEBProblem, Projections, fit_constrained_meb
+from refimpl.kernels import kernel_block, make_kernel_spec
+from refimpl.sor import sor_solve
+
+EXAMPLES = int(os.environ.get("COREVECTOR_HYPOTHESIS_EXAMPLES", 60))
+
+
+def blobs(m, n_classes=2, d=3, seed=0, spread=1.0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, n_classes, m)
+    y[:n_classes] = np.arange(n_classes)
+    centers = rng.normal(size=(n_classes, d)) * 2.0
+    return centers[y] + spread * rng.normal(size=(m, d)), y
+
+
+def projected_problem(m=60, s=2, seed=0, kernel="rbf", C=1.0):
+    """A binary constrained MEB (19) whose s directions are MMDA directions of the same data."""
+    X, y = blobs(m, 2, seed=seed, spread=1.5)
+    y_pm = np.where(y == 1, 1, -1).astype(np.int8)
+    spec = make_kernel_spec(X, kernel, gamma=0.4) if kernel != "linear" else make_kernel_spec(X, "linear")
+    points, coef = np.zeros(0, dtype=np.intp), np.zeros((0, 0))
+    if s:
+        b = mmda.extract_binary(X, y_pm, spec, C, s, mmda.solve_cvm(1e-4, sample_size=None),
+                                np.random.default_rng(seed))
+        points, coef = b.points, b.coef
+    base = cvm.two_class_problem(X, y_pm, spec, C)
+    return ConstrainedMEBProblem(base, Projections(X[points], coef)), X, y_pm, spec
+
+
+# ------------------------------------------------------------------ scikit-learn compatibility
+@parametrize_with_checks([MMDA(random_state=0), MMDA(random_state=0, impl="ref")])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+# ------------------------------------------------------------------ orthonormal directions
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+@pytest.mark.parametrize("method", ["cvm", "svm"])
+def test_directions_are_orthonormal_through_their_expansions(impl, method):
+    """u_p'u_q = sum_ij B_ip B_jq k(e_i, e_j) = delta_pq (Sec. II), for every binary problem."""
+    X, y = blobs(90, 3, seed=1, spread=1.5)
+    model = MMDA(n_components=4, eps=1e-3, method=method, impl=impl, random_state=0).fit(X, y)
+    assert model.n_components_ == 12 and len(model.expansion_coef_) == 3
+    for V, B in zip(model.expansion_vectors_, model.expansion_coef_):
+        UU = B.T @ kernel_block(model.kernel_spec_, V, V) @ B
+        np.testing.assert_allclose(UU, np.eye(4), atol=1e-8)
+    # the features of the training data are the projections u_q'phi(x)
+    F = model.transform(X)
+    assert F.shape == (90, 12) and np.all(np.isfinite(F))
+
+
+# ------------------------------------------------------------------ Property 1 and (35)
+@settings(max_examples=max(5, EXAMPLES // 6), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), s=st.integers(0, 3), C=st.sampled_from([0.1, 1.0, 10.0]),
+       kernel=st.sampled_from(["rbf", "linear", "poly"]))
+def test_property_1_G_is_positive_definite(seed, s, C, kernel):
+    """G of (24) is pd, and its Schur complement K^ - PP' >= (1/C) I (Lemma 2)."""
+    problem, *_ = projected_problem(m=40, s=s if kernel != "linear" else min(s, 1), seed=seed, kernel=kernel, C=C)
+    K, P, _ = dense_G(problem)
+    G = np.block([[K, P], [P.T, np.eye(P.shape[1])]])
+    assert np.linalg.eigvalsh(0.5 * (G + G.T)).min() > 0
+    schur = K - P @ P.T
+    assert np.linalg.eigvalsh(0.5 * (schur + schur.T)).min() >= 1.0 / C * (1 - 1e-8)
+
+
+@pytest.mark.parametrize("seed,s", [(0, 0), (1, 1), (2, 2), (3, 3)])
+def test_correspondence_35_and_appendix_II(seed, s):
+    """The exact solutions of (3) and of (21), each from cvxopt, satisfy (35) and Appendix II."""
+    problem, *_ = projected_problem(m=50, s=s, seed=seed)
+    alpha, gamma, _ = solve_mmda_qp(problem, polish=False)
+    lower, upper, a_t, g_t = exact_constrained_meb(problem)
+    A = alpha.sum()
+    assert A > 0                                              # footnote 3
+    np.testing.assert_allclose(a_t, alpha / A, atol=1e-6)     # (35)
+    np.testing.assert_allclose(g_t, gamma / A, atol=1e-6)
+    K, P, _ = dense_G(problem)
+    G = np.block([[K, P], [P.T, np.eye(P.shape[1])]])
+    xt = np.concatenate([a_t, g_t])
+    back = xt / float(xt @ G @ xt)                            # Appendix II
+    np.testing.assert_allclose(back, np.concatenate([alpha, gamma]), atol=1e-5 * max(1.0, A))
+    # (42): alpha'1 = alpha'K^alpha + 2 alpha'Y Phi'U gamma + gamma'U'U gamma
+    x = np.concatenate([alpha, gamma])
+    assert abs(A - x @ G @ x) <= 1e-6 * A
+
+
+# ------------------------------------------------------------------ SOR (Algorithm 3)
+@settings(max_examples=max(5, EXAMPLES // 4), deadline=None)
+@given(seed=st.integers(0, 2**16), t=st.integers(1, 25), s=st.integers(0, 4), omega=st.sampled_from([0.7, 1.0, 1.5]))
+def test_sor_solves_the_bound_constrained_qp(seed, t, s, omega):
+    """Algorithm 3 reaches the minimiser of (36) (alpha >= 0, gamma free) found by cvxopt."""
+    from cvxopt import matrix, solvers
+    from fastimpl._mmda import sor_solve as sor_fast
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(t + s, t + s + 2))
+    G = A @ A.T + 0.1 * np.eye(t + s)
+    b = np.concatenate([np.zeros(s), np.ones(t)])
+    bounded = np.arange(t + s) >= s
+    sol = solvers.qp(matrix(G), matrix(-b), matrix(-np.eye(t + s)[bounded]), matrix(np.zeros(t)),
+                     options={"show_progress": False, "abstol": 1e-12, "reltol": 1e-12, "feastol": 1e-12})
+    x_star = np.asarray(sol["x"]).ravel()
+    results = []
+    for solver in (sor_solve, sor_fast):
+        x = np.zeros(t + s)
+        g = G @ x - b
+        steps, res = solver(G, g, x, bounded, omega, 1e-10, 10**6)
+        assert res <= 1e-10 and steps < 10**6
+        assert np.all(x[bounded] >= 0)
+        np.testing.assert_allclose(g, G @ x - b, atol=1e-8)
+        f = lambda v: 0.5 * v @ G @ v - b @ v  # noqa: E731
+        assert f(x) <= f(x_star) + 1e-8 * max(1.0, abs(f(x_star)))
+        results.append((steps, x))
+    # the C loop makes the same steps as the reference
+    assert results[0][0] == results[1][0]
+    np.testing.assert_allclose(results[0][1], results[1][1], atol=1e-12)
+
+
+# ------------------------------------------------------------------ Theorem 2
+@settings(max_examples=max(5, EXAMPLES // 6), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), s=st.integers(0, 3), eps=st.sampled_from([1e-1, 1e-2, 1e-3]),
+       impl=st.sampled_from(["fast", "ref"]))
+def test_theorem_2_approximation_ratio(seed, s, eps, impl):
+    """max(R_tau^2/p*, p*/R_tau^2) <= (1+eps)^2, p* bracketed by cvxopt's solution of (20)."""
+    from fastimpl._mmda import FastConstrainedOps
+    from refimpl.constrained_meb import ConstrainedOps
+    problem, *_ = projected_problem(m=45, s=s, seed=seed)
+    ops = FastConstrainedOps if impl == "fast" else ConstrainedOps
+    res = fit_constrained_meb(problem, eps, sample_size=None, random_state=seed, ops_class=ops)
+    lower, upper, *_ = exact_constrained_meb(problem)
+    R2 = res.radius2
+    bound = (1 + eps) ** 2 * (1 + 1e-9)
+    assert R2 <= upper * (1 + 1e-9)                 # R_tau <= r_MEB (the core set's ball is no larger)
+    assert upper / R2 <= bound and R2 / lower <= bound
+    assert res.converged and res.certified_ratio <= bound
+    assert res.r_cert2 >= lower * (1 - 1e-9)        # the certificate encloses every point
+    # (35): the center's weights are a distribution, and Appendix II rescales them back
+    assert np.all(res.alpha >= 0) and abs(res.alpha.sum() - 1) < 1e-12
+    np.testing.assert_allclose(res.alpha_mmda * res.margin, res.alpha, rtol=1e-12)
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+def test_eps_to_zero_gives_the_exact_mmda_features(impl):
+    """At eps -> 0 (full scans) MMDA(CVM)'s features converge to MMDA(SVM)'s (Theorem 2, eps = 0)."""
+    X, y = blobs(50, 3, seed=5, spread=1.5)
+    Xt, _ = blobs(40, 3, seed=6, spread=1.5)
+    exact = MMDA(n_components=3, method="svm", impl=impl).fit(X, y).transform(Xt)
+    errs = []
+    for eps in (1e-4, 1e-8):
+        approx = MMDA(n_components=3, eps=eps, sample_size=None, impl=impl, random_state=0).fit(X, y).transform(Xt)
+        errs.append(np.abs(approx - exact).max() / np.abs(exact).max())
+    assert errs[1] <= 1e-4
+    assert errs[1] <= errs[0]
+
+
+# ------------------------------------------------------------------ fast == ref
+@settings(max_examples=max(5, EXAMPLES // 4), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), n_classes=st.integers(2, 3), m=st.integers(20, 70),
+       kernel=st.sampled_from(["rbf", "laplacian", "poly"]), sample_size=st.sampled_from([None, 15, 59]),
+       eps=st.sampled_from([1e-2, 1e-3]), n_components=st.integers(1, 3))
+def test_fast_equals_ref(seed, n_classes, m, kernel, sample_size, eps, n_components):
+    X, y = blobs(m, n_classes, seed=seed, spread=1.5)
+    kw = dict(n_components=n_components, eps=eps, kernel=kernel, gamma=0.3, coef0=1.0, degree=2,
+              sample_size=sample_size, random_state=seed)
+    a = MMDA(impl="ref", **kw).fit(X, y)
+    b = MMDA(impl="fast", **kw).fit(X, y)
+    for pa, pb in zip(a.expansion_index_, b.expansion_index_):
+        np.testing.assert_array_equal(pa, pb)
+    np.testing.assert_array_equal(a.core_set_size_, b.core_set_size_)
+    np.testing.assert_array_equal(a.n_iter_, b.n_iter_)
+    for ca, cb in zip(a.expansion_coef_, b.expansion_coef_):
+        np.testing.assert_allclose(ca, cb, atol=1e-6 * max(1.0, np.abs(ca).max()), rtol=0)
+    Xt = np.random.default_rng(seed).normal(size=(30, 3)) * 2
+    fa, fb = a.transform(Xt), b.transform(Xt)
+    np.testing.assert_allclose(fa, fb, atol=1e-6 * max(1.0, np.abs(fa).max()), rtol=0)
+    np.testing.assert_allclose(a.certified_ratio_, b.certified_ratio_, rtol=1e-7)
+
+
+def test_same_seed_same_model():
+    X, y = blobs(200, 3, seed=2, spread=2.0)
+    a = MMDA(n_components=2, random_state=3).fit(X, y)
+    b = MMDA(n_components=2, random_state=3).fit(X, y)
+    for ca, cb in zip(a.expansion_coef_, b.expansion_coef_):
+        np.testing.assert_array_equal(ca, cb)
+
+
+# ------------------------------------------------------------------ features are discriminative
+def test_features_separate_the_classes_and_are_sparse():
+    from sklearn.neighbors import KNeighborsClassifier
+    X, y = blobs(900, 4, d=5, seed=7, spread=1.0)
+    X, y, Xt, yt = X[:600], y[:600], X[600:], y[600:]
+    model = MMDA(n_components=2, random_state=0).fit(X, y)
+    knn = KNeighborsClassifier(1).fit(model.transform(X), y)
+    raw = KNeighborsClassifier(1).fit(X, y).score(Xt, yt)
+    # 8 features do at least as well as the 5 raw inputs for 1-NN (Table II's comparison)
+    assert knn.score(model.transform(Xt), yt) >= raw - 0.02
+    assert np.all(model.n_support_ <= model.core_set_size_)
+    assert np.all(model.n_expansion_ < len(X))           # a sparse expansion, not all m points
+    assert np.all(model.kernel_evaluations_ > 0) and np.all(model.converged_)
+
+
+# ------------------------------------------------------------------ KFD baseline
+def test_kfd_directions_solve_the_generalized_eigenproblem():
+    """KFD's directions are the leading generalized eigenvectors of (M, N_mu) (checked by scipy's eigh)."""
+    from scipy.linalg import eigh
+    X, y = blobs(80, 3, seed=4, spread=1.0)
+    spec = make_kernel_spec(X, "rbf", gamma=0.3)
+    model = fit_kfd(X, y, spec, reg=1e-2)
+    assert model.coef.shape == (80, 2)
+    K = kernel_block(spec, X, X)
+    M = np.zeros((80, 80))
+    N = K @ K
+    kbar = K.mean(1)
+    for c in range(3):
+        kc = K[:, y == c].mean(1)
+        M += (y == c).sum() * np.outer(kc - kbar, kc - kbar)
+        N -= (y == c).sum() * np.outer(kc, kc)
+    N += 1e-2 * np.trace(N) / 80 * np.eye(80)
+    lam = eigh(M, N, eigvals_only=True)[::-1][:2]
+    np.testing.assert_allclose(model.eigenvalues, lam, rtol=1e-6)
+    for q in range(2):
+        a = model.coef[:, q]
+        np.testing.assert_allclose(a @ M @ a / (a @ N @ a), lam[q], rtol=1e-6)
+    F = kfd_transform(model, spec, X)
+    from sklearn.neighbors import KNeighborsClassifier
+    assert KNeighborsClassifier(1).fit(F, y).score(F, y) == 1.0
+
+
+# ------------------------------------------------------------------ bad input and bounds
+@pytest.mark.parametrize("params,exc,name", [
+    (dict(n_components=0), ValueError, "n_components"),
+    (dict(n_components=1000), ValueError, "n_components"),
+    (dict(n_components=1.5), TypeError, "n_components"),
+    (dict(eps=0.0), ValueError, "eps"),
+    (dict(eps=-1.0), ValueError, "eps"),
+    (dict(C=0.0), ValueError, "C"),
+    (dict(C=np.inf), ValueError, "C"),
+    (dict(omega=2.0), ValueError, "omega"),
+    (dict(method="qp"), ValueError, "method"),
+    (dict(impl="gpu"), ValueError, "impl"),
+    (dict(kernel="sigmoid"), ValueError, "kernel"),
+    (dict(sample_size=0), ValueError, "sample_size"),
+])
+def test_bad_parameters_are_named(params, exc, name):
+    X, y = blobs(30, 2)
+    with pytest.raises(exc, match=name):
+        MMDA(**params).fit(X, y)
+
+
+def test_bad_data():
+    X, y = blobs(30, 2)
+    with pytest.raises(ValueError, match="one class"):
+        MMDA().fit(X, np.zeros(30))
+    Xn = X.copy()
+    Xn[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        MMDA().fit(Xn, y)
+    with pytest.raises(ValueError):
+        MMDA().fit(X, y[:10])
+    model = MMDA().fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        model.transform(X[:, :2])
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+def test_max_iter_bound_warns(impl):
+    X, y = blobs(80, 2, seed=3, spread=2.0)
+    with pytest.warns(ConvergenceWarning, match="max_iter"):
+        model = MMDA(max_iter=2, sample_size=None, impl=impl, random_state=0).fit(X, y)
+    assert not model.converged_[0]
+    assert model.certified_ratio_[0] > 1.0   # it reports what was reached
