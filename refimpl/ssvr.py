@@ -47,7 +47,7 @@ from .kernels import kernel_block, kernel_diag
 #: near-ties in the selection criterion go to the first candidate in draw order
 TIE_RTOL = 1e-10
 #: a candidate with Cholesky pivot^2 <= DEP_RTOL * h_ss is numerically dependent on the basis
-DEP_RTOL = 1e-10
+DEP_RTOL = 1e-12
 #: rank-one updates of L while RANK1_RATIO * (#changed points) <= m, else refactor from H
 RANK1_RATIO = 16
 #: finite Newton stops when the Newton decrement -grad'd is <= NEWTON_RTOL * max(L, 1)

@@ -1,0 +1,580 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""SSVR-SRS / RSVM in Cython: the algorithm, draws and tie-breaking of :mod:`refimpl.ssvr`.
+
+Differences from the reference are only in *how*:
+
+* candidate scoring (eq. (16)) computes each candidate's kernel column point by point in C with the
+  vectorised exp of ``_kernels.pxi``, fused with the two dot products it needs, in parallel over the
+  candidates (OpenMP ``prange``); no n x |O| block is stored;
+* the gradient (22) is not recomputed with a pass over K_P: with q = W y + eps s - (Delta - eps) s_bar
+  it equals H beta - 2 K_P'q, and p = 2 K_P'q is kept up to date as points change zone (O(m) each),
+  so a Newton iteration makes a single pass over the n x m block (u = K_P d, BLAS dgemv);
+* residuals, zones, the loss and the list of zone changes are updated in one fused O(n) loop;
+* the exact line search first brackets the root of phi' by doubling from t = 1 and sorts only the
+  breakpoints inside the bracket;
+* H keeps its lower triangle only (BLAS dsyrk for W changes, LAPACK dpotrf for refactoring);
+  rank-one up/downdates of L and the append of a basis row are plain C loops / BLAS dtrsv.
+
+Random draws, the selection rule (:func:`refimpl.ssvr.pick`), the dependency test and the
+refactor rule are the reference's, so the same ``random_state`` selects the same basis.
+"""
+import warnings
+
+import numpy as np
+cimport numpy as cnp
+from cython.parallel cimport prange, parallel
+from libc.math cimport exp, sqrt, fabs, INFINITY
+from libc.stdlib cimport malloc, free, qsort
+from scipy.linalg.cython_blas cimport dgemv, dtrsv, dsyrk, dsymv
+from scipy.linalg.cython_lapack cimport dpotrf
+
+from sklearn.exceptions import ConvergenceWarning
+
+from refimpl.meb import make_rng
+from refimpl.ssvr import (DEP_RTOL, NEWTON_RTOL, RANK1_RATIO, SSVRResult, draw_candidates, pick,
+                          validate_ssvr_params)
+
+cnp.import_array()
+
+include "_kernels.pxi"
+
+# rows gathered per dsyrk call when W changes
+cdef Py_ssize_t GATHER = 256
+cdef Py_ssize_t C_RANK1_RATIO = RANK1_RATIO
+
+
+cdef struct BP:
+    double t
+    double ds
+
+
+cdef int _cmp_bp(const void* a, const void* b) noexcept nogil:
+    cdef double ta = (<const BP*> a).t
+    cdef double tb = (<const BP*> b).t
+    return (ta > tb) - (ta < tb)
+
+
+cdef inline signed char zone_of(double r, double eps, double delta) noexcept nogil:
+    """-2: r <= -Delta, -1: -Delta < r < -eps, 0: |r| <= eps, 1, 2 symmetric (eqs. (19)-(20))."""
+    if r >= delta:
+        return 2
+    if r <= -delta:
+        return -2
+    if r > eps:
+        return 1
+    if r < -eps:
+        return -1
+    return 0
+
+
+cdef inline double hder(double z, double eps, double delta) noexcept nogil:
+    """l'(z) of eq. (7): the g_i of eq. (15)."""
+    if z >= delta:
+        return 2.0 * (delta - eps)
+    if z <= -delta:
+        return -2.0 * (delta - eps)
+    if z > eps:
+        return 2.0 * (z - eps)
+    if z < -eps:
+        return 2.0 * (z + eps)
+    return 0.0
+
+
+cdef inline double hloss(double z, double eps, double delta) noexcept nogil:
+    cdef double a = fabs(z)
+    if a <= eps:
+        return 0.0
+    if a < delta:
+        return (a - eps) * (a - eps)
+    return (delta - eps) * (2.0 * a - delta - eps)
+
+
+cdef inline double qval(signed char z, double y, double eps, double delta) noexcept nogil:
+    """q_i = w_i y_i + eps s_i - (Delta - eps) s_bar_i, so that grad (22) = H beta - 2 K_P'q."""
+    if z == 1:
+        return y + eps
+    if z == -1:
+        return y - eps
+    if z == 2:
+        return -(delta - eps)
+    if z == -2:
+        return delta - eps
+    return 0.0
+
+
+cdef void score_candidates(const Kern* K, const double* X, const double* sda, Py_ssize_t n,
+                           const Py_ssize_t* O, Py_ssize_t nO, const double* g, const double* beta,
+                           const Py_ssize_t* P, Py_ssize_t m, double lam,
+                           double* num, double* knorm2) noexcept nogil:
+    """num_j = g_bar'K_bar_j and knorm2_j = |K_bar_j|^2 of eq. (16) for the candidates O."""
+    cdef Py_ssize_t j, i, p, o
+    cdef double* buf
+    cdef double sg, sk, sp, sq, v
+    with parallel():
+        buf = <double*> malloc(n * sizeof(double))
+        for j in prange(nO, schedule="dynamic"):
+            o = O[j]
+            k_row(K, X, sda, n, &X[o * K.d], sda[o], buf)
+            sg = 0.0
+            sk = 0.0
+            for i in range(n):
+                sg = sg + g[i] * buf[i]
+                sk = sk + buf[i] * buf[i]
+            sp = 0.0
+            sq = 0.0
+            for p in range(m):
+                v = buf[P[p]]
+                sp = sp + beta[p] * v
+                sq = sq + v * v
+            num[j] = sg + 2.0 * lam * sp
+            knorm2[j] = sk + sq
+        free(buf)
+
+
+cdef class _Fit:
+    cdef Kern K
+    cdef Py_ssize_t n, d, nb, m
+    cdef double lam, eps, delta, loss
+    cdef const double* X
+    cdef const double* y
+    cdef double* sda
+    cdef double* KP       # n x nb, column j (basis j) at KP + j n
+    cdef double* KPP      # nb x nb column-major (full)
+    cdef double* H        # nb x nb column-major, lower triangle
+    cdef double* L        # nb x nb column-major, lower Cholesky factor of H
+    cdef double* beta
+    cdef double* p        # 2 K_P'q
+    cdef double* r
+    cdef double* u
+    cdef double* work     # n
+    cdef double* vm       # 4 nb scratch
+    cdef double* gather   # GATHER x nb
+    cdef BP* bps          # 4 n breakpoints
+    cdef Py_ssize_t* changed
+    cdef signed char* zone
+    cdef Py_ssize_t* P
+    cdef object keep
+
+    def __init__(self, X, y, spec, Py_ssize_t nb, double lam, double eps, double delta):
+        cdef Py_ssize_t i, n
+        self.n, self.d = X.shape[0], X.shape[1]
+        self.nb, self.m = nb, 0
+        self.lam, self.eps, self.delta = lam, eps, delta
+        self.K = make_kern(spec, self.d)
+        Xc = np.ascontiguousarray(X, dtype=np.float64)
+        yc = np.ascontiguousarray(y, dtype=np.float64)
+        n = self.n
+        arrays = dict(X=Xc, y=yc, sda=np.ones(n), KP=np.zeros(n * nb), KPP=np.zeros(nb * nb),
+                      H=np.zeros(nb * nb), L=np.zeros(nb * nb), beta=np.zeros(nb), p=np.zeros(nb),
+                      r=-yc, u=np.zeros(n), work=np.zeros(n), vm=np.zeros(4 * nb + 4),
+                      gather=np.zeros(GATHER * nb), bps=np.zeros(2 * (4 * n + 1)),
+                      changed=np.zeros(n + 1, dtype=np.intp), zone=np.zeros(n, dtype=np.int8),
+                      P=np.zeros(nb, dtype=np.intp))
+        self.keep = arrays
+        self.X = <const double*> cnp.PyArray_DATA(Xc)
+        self.y = <const double*> cnp.PyArray_DATA(yc)
+        self.sda = <double*> cnp.PyArray_DATA(arrays["sda"])
+        self.KP = <double*> cnp.PyArray_DATA(arrays["KP"])
+        self.KPP = <double*> cnp.PyArray_DATA(arrays["KPP"])
+        self.H = <double*> cnp.PyArray_DATA(arrays["H"])
+        self.L = <double*> cnp.PyArray_DATA(arrays["L"])
+        self.beta = <double*> cnp.PyArray_DATA(arrays["beta"])
+        self.p = <double*> cnp.PyArray_DATA(arrays["p"])
+        self.r = <double*> cnp.PyArray_DATA(arrays["r"])
+        self.u = <double*> cnp.PyArray_DATA(arrays["u"])
+        self.work = <double*> cnp.PyArray_DATA(arrays["work"])
+        self.vm = <double*> cnp.PyArray_DATA(arrays["vm"])
+        self.gather = <double*> cnp.PyArray_DATA(arrays["gather"])
+        self.bps = <BP*> cnp.PyArray_DATA(arrays["bps"])
+        self.changed = <Py_ssize_t*> cnp.PyArray_DATA(arrays["changed"])
+        self.zone = <signed char*> cnp.PyArray_DATA(arrays["zone"])
+        self.P = <Py_ssize_t*> cnp.PyArray_DATA(arrays["P"])
+        with nogil:
+            if self.K.normalize and self.K.code >= 2:
+                for i in range(n):
+                    self.sda[i] = k_raw(&self.K, &self.X[i * self.d], &self.X[i * self.d])
+            self.loss = 0.0
+            for i in range(n):
+                self.zone[i] = zone_of(self.r[i], eps, delta)
+                self.loss += hloss(self.r[i], eps, delta)
+
+    # ---------------------------------------------------------------- python-facing helpers
+    def residual_derivative(self):
+        """g of eq. (15) at the current residuals."""
+        g = np.empty(self.n)
+        cdef double[::1] gv = g
+        cdef Py_ssize_t i
+        for i in range(self.n):
+            gv[i] = hder(self.r[i], self.eps, self.delta)
+        return g
+
+    def beta_array(self):
+        return np.array(<double[:self.m]> self.beta) if self.m else np.zeros(0)
+
+    def objective(self):
+        return self.loss + self.lam * self._quad(self.beta, self.beta)
+
+    def scores(self, Py_ssize_t[::1] O, double[::1] g):
+        """(num, |K_bar_j|^2) of eq. (16) for the candidates O."""
+        nO = O.shape[0]
+        num = np.empty(nO)
+        kn = np.empty(nO)
+        cdef double[::1] numv = num, knv = kn
+        cdef double* bptr = self.beta
+        with nogil:
+            score_candidates(&self.K, self.X, self.sda, self.n, &O[0], nO, &g[0], bptr, self.P, self.m,
+                             self.lam, &numv[0], &knv[0])
+        return num, kn
+
+    cdef double _quad(self, const double* a, const double* b) noexcept nogil:
+        """a'K_PP b."""
+        cdef Py_ssize_t i, j
+        cdef double s = 0.0, t
+        for j in range(self.m):
+            t = 0.0
+            for i in range(self.m):
+                t += self.KPP[i + j * self.nb] * a[i]
+            s += t * b[j]
+        return s
+
+    def try_add(self, Py_ssize_t s):
+        """Compute K_s, the new Hessian column (O(n m)) and Cholesky row (O(m^2)); append the basis
+        function unless it is numerically dependent (pivot^2 <= DEP_RTOL h_ss).  True if added."""
+        cdef Py_ssize_t n = self.n, m = self.m, nb = self.nb, i, j
+        cdef double* k = &self.KP[m * n]
+        cdef double* h = self.vm
+        cdef double* l = &self.vm[nb]
+        cdef double k_ss, h_ss = 0.0, piv2, lam = self.lam, ps = 0.0
+        cdef int inc = 1, mi = <int> m, ni = <int> n, ldk = <int> n, ldl = <int> nb
+        cdef double one = 1.0, zero = 0.0, two = 2.0
+        cdef char trans = b'T', uplo = b'L', notrans = b'N', diag = b'N'
+        cdef double dep = DEP_RTOL
+        with nogil:
+            k_row(&self.K, self.X, self.sda, n, &self.X[s * self.d], self.sda[s], k)
+            k_ss = k_diag(&self.K, self.sda[s])
+            for i in range(n):
+                if self.zone[i] == 1 or self.zone[i] == -1:
+                    self.work[i] = k[i]
+                    h_ss += k[i] * k[i]
+                else:
+                    self.work[i] = 0.0
+                ps += k[i] * qval(self.zone[i], self.y[i], self.eps, self.delta)
+            h_ss = 2.0 * h_ss + 2.0 * lam * k_ss
+            if m > 0:
+                dgemv(&trans, &ni, &mi, &two, self.KP, &ldk, self.work, &inc, &zero, h, &inc)
+                for j in range(m):
+                    h[j] += 2.0 * lam * k[self.P[j]]
+                    l[j] = h[j]
+                dtrsv(&uplo, &notrans, &diag, &mi, self.L, &ldl, l, &inc)
+            piv2 = h_ss
+            for j in range(m):
+                piv2 -= l[j] * l[j]
+        if piv2 <= dep * h_ss or h_ss <= 0:
+            return False
+        with nogil:
+            for j in range(m):
+                self.KPP[j + m * nb] = k[self.P[j]]
+                self.KPP[m + j * nb] = k[self.P[j]]
+                self.H[m + j * nb] = h[j]
+                self.H[j + m * nb] = h[j]
+                self.L[m + j * nb] = l[j]
+            self.KPP[m + m * nb] = k_ss
+            self.H[m + m * nb] = h_ss
+            self.L[m + m * nb] = sqrt(piv2)
+            self.p[m] = 2.0 * ps
+            self.beta[m] = 0.0
+            self.P[m] = s
+            self.m = m + 1
+        return True
+
+    # ---------------------------------------------------------------- finite Newton (18)-(24)
+    cdef double dphi(self, double t, double a, double b) noexcept nogil:
+        cdef Py_ssize_t i
+        cdef double s = 0.0
+        for i in range(self.n):
+            if self.u[i] != 0.0:
+                s += hder(self.r[i] + t * self.u[i], self.eps, self.delta) * self.u[i]
+        return s + 2.0 * self.lam * (a + t * b)
+
+    cdef double line_search(self, double a, double b) noexcept nogil:
+        """Exact minimiser of phi(t) = L(beta + t d) (see refimpl.ssvr.line_search): bracket the root
+        of phi' by doubling from t = 1, then walk the sorted breakpoints inside the bracket."""
+        cdef double lo = 0.0, hi = 1.0, dlo, dhi, t, z, az, slope, val, tprev, c, side
+        cdef double eps = self.eps, delta = self.delta, ui, ri
+        cdef Py_ssize_t i, nbp = 0, k, q
+        cdef int it, nbound = 4 if delta < INFINITY else 2
+        cdef bint outward, quad, is_eps
+        dlo = self.dphi(0.0, a, b)
+        if dlo >= 0.0:
+            return 0.0
+        for it in range(200):
+            dhi = self.dphi(hi, a, b)
+            if dhi >= 0.0:
+                break
+            lo = hi
+            dlo = dhi
+            hi *= 2.0
+        slope = 2.0 * self.lam * b
+        for i in range(self.n):
+            ui = self.u[i]
+            if ui == 0.0:
+                continue
+            ri = self.r[i]
+            z = ri + lo * ui
+            az = fabs(z)
+            outward = (z * ui > 0) or (z == 0)
+            quad = (az > eps and az < delta) or (az == eps and outward and az < delta) or (az == delta and not outward)
+            if quad:
+                slope += 2.0 * ui * ui
+            for q in range(nbound):
+                is_eps = q < 2
+                side = -1.0 if (q % 2) == 0 else 1.0
+                c = side * (eps if is_eps else delta)
+                t = (c - ri) / ui
+                if t > lo and t < hi:
+                    outward = (ui > 0) == (side > 0)
+                    self.bps[nbp].t = t
+                    self.bps[nbp].ds = (2.0 if outward == is_eps else -2.0) * ui * ui
+                    nbp += 1
+        qsort(self.bps, nbp, sizeof(BP), _cmp_bp)
+        tprev = lo
+        for k in range(nbp):
+            val = dlo + slope * (self.bps[k].t - tprev)
+            if val >= 0.0:
+                break
+            dlo = val
+            tprev = self.bps[k].t
+            slope += self.bps[k].ds
+        return tprev - dlo / slope
+
+    cdef bint rank1(self, double* x, double sign) noexcept nogil:
+        cdef Py_ssize_t m = self.m, nb = self.nb, k, i
+        cdef double lkk, r2, rkk, c, s
+        cdef double* Lk
+        for k in range(m):
+            Lk = &self.L[k * nb]
+            lkk = Lk[k]
+            r2 = lkk * lkk + sign * x[k] * x[k]
+            if r2 <= 0.0:
+                return False
+            rkk = sqrt(r2)
+            c = rkk / lkk
+            s = x[k] / lkk
+            Lk[k] = rkk
+            for i in range(k + 1, m):
+                Lk[i] = (Lk[i] + sign * s * x[i]) / c
+                x[i] = c * x[i] - s * Lk[i]
+        return True
+
+    cdef int update_factor(self, Py_ssize_t nch) noexcept nogil:
+        """W changed at self.changed[:nch] (their new zones are in self.zone): H += 2 sum +-k_i k_i'
+        (dsyrk on gathered rows), then rank-one updates of L or a refactorisation.  0 on success."""
+        cdef Py_ssize_t m = self.m, nb = self.nb, n = self.n, c, i, j, cnt
+        cdef double sgn
+        cdef int mi = <int> m, ki, ldg, ldh = <int> nb, info = 0
+        cdef double alpha, one = 1.0
+        cdef char uplo = b'L', trans = b'T'
+        cdef bint ok = True
+        cdef double* x = &self.vm[2 * nb]
+        cdef int pass_
+        for pass_ in range(2):
+            sgn = 1.0 if pass_ == 0 else -1.0
+            cnt = 0
+            for c in range(nch):
+                i = self.changed[c]
+                if (self.zone[i] == 1 or self.zone[i] == -1) != (sgn > 0):
+                    continue
+                for j in range(m):
+                    self.gather[cnt + j * GATHER] = self.KP[i + j * n]
+                cnt += 1
+                if cnt == GATHER:
+                    ki = <int> cnt
+                    ldg = <int> GATHER
+                    alpha = 2.0 * sgn
+                    dsyrk(&uplo, &trans, &mi, &ki, &alpha, self.gather, &ldg, &one, self.H, &ldh)
+                    cnt = 0
+            if cnt > 0:
+                ki = <int> cnt
+                ldg = <int> GATHER
+                alpha = 2.0 * sgn
+                dsyrk(&uplo, &trans, &mi, &ki, &alpha, self.gather, &ldg, &one, self.H, &ldh)
+        if C_RANK1_RATIO * nch <= m:
+            for c in range(nch):
+                i = self.changed[c]
+                sgn = 1.0 if (self.zone[i] == 1 or self.zone[i] == -1) else -1.0
+                for j in range(m):
+                    x[j] = sqrt(2.0) * self.KP[i + j * n]
+                if not self.rank1(x, sgn):
+                    ok = False
+                    break
+            if ok:
+                return 0
+        for j in range(m):
+            for i in range(j, m):
+                self.L[i + j * nb] = self.H[i + j * nb]
+        dpotrf(&uplo, &mi, self.L, &ldh, &info)
+        return info
+
+    def newton(self, int max_newton):
+        """Finite Newton on (18), warm-started from the current beta (the refimpl.ssvr._newton rules).
+        Returns (iterations, converged)."""
+        cdef Py_ssize_t m = self.m, nb = self.nb, n = self.n, i, i2, j, nch, nzc
+        cdef double* grad = self.vm
+        cdef double* d = &self.vm[nb]
+        cdef double* Kd = &self.vm[3 * nb]
+        cdef double decrement, Lval, t, a, b, loss, dq, ri
+        cdef int inc = 1, mi = <int> m, ni = <int> n, ldk = <int> n, ldh = <int> nb, info = 0
+        cdef double one = 1.0, zero = 0.0, minus = -1.0
+        cdef char uplo = b'L', notrans = b'N', trans = b'T', diag = b'N'
+        cdef signed char zn, zo
+        cdef double rtol = NEWTON_RTOL
+        cdef int it
+        cdef bint w_changed
+        for it in range(1, max_newton + 1):
+            with nogil:
+                # grad = H beta - p  (eq. (22) rewritten with the maintained p = 2 K_P'q)
+                dsymv(&uplo, &mi, &one, self.H, &ldh, self.beta, &inc, &zero, grad, &inc)
+                for j in range(m):
+                    grad[j] -= self.p[j]
+                    d[j] = -grad[j]
+                dtrsv(&uplo, &notrans, &diag, &mi, self.L, &ldh, d, &inc)
+                dtrsv(&uplo, &trans, &diag, &mi, self.L, &ldh, d, &inc)
+                decrement = 0.0
+                for j in range(m):
+                    decrement -= grad[j] * d[j]
+                Lval = self.loss + self.lam * self._quad(self.beta, self.beta)
+            if decrement <= rtol * max(Lval, 1.0):
+                return it - 1, True
+            with nogil:
+                dgemv(&notrans, &ni, &mi, &one, self.KP, &ldk, d, &inc, &zero, self.u, &inc)
+                dsymv(&uplo, &mi, &one, self.KPP, &ldh, d, &inc, &zero, Kd, &inc)
+                a = 0.0
+                b = 0.0
+                for j in range(m):
+                    a += self.beta[j] * Kd[j]
+                    b += d[j] * Kd[j]
+                t = self.line_search(a, b)
+                for j in range(m):
+                    self.beta[j] += t * d[j]
+                # fused pass: residuals, zones, loss and the list of zone changes
+                loss = 0.0
+                nzc = 0
+                for i in range(n):
+                    ri = self.r[i] + t * self.u[i]
+                    self.r[i] = ri
+                    loss += hloss(ri, self.eps, self.delta)
+                    zn = zone_of(ri, self.eps, self.delta)
+                    if zn != self.zone[i]:
+                        self.changed[nzc] = i
+                        nzc += 1
+                self.loss = loss
+                # p += 2 (q_new - q_old) K_P[i, :] for every zone change; W changes are compacted
+                nch = 0
+                for j in range(nzc):
+                    i = self.changed[j]
+                    zo = self.zone[i]
+                    zn = zone_of(self.r[i], self.eps, self.delta)
+                    dq = 2.0 * (qval(zn, self.y[i], self.eps, self.delta) - qval(zo, self.y[i], self.eps, self.delta))
+                    if dq != 0.0:
+                        for i2 in range(m):
+                            self.p[i2] += dq * self.KP[i + i2 * n]
+                    self.zone[i] = zn
+                    w_changed = (zo == 1 or zo == -1) != (zn == 1 or zn == -1)
+                    if w_changed:
+                        self.changed[nch] = i
+                        nch += 1
+                if nch > 0:
+                    info = self.update_factor(nch)
+            if info != 0:
+                raise np.linalg.LinAlgError("the generalized Hessian (23) is not numerically positive definite")
+            if nzc == 0:
+                return it, True
+        return max_newton, False
+
+
+def ssvr_srs(X, y, spec, n_basis, lam=1e-2, epsilon=0.1, delta=0.3, n_candidates=100, selection="srs",
+             tol=0.0, max_newton=50, random_state=None, callback=None):
+    """Same signature and result as :func:`refimpl.ssvr.ssvr_srs` (SSVR-SRS, 002 Table 1, or RSVM).
+
+    BLAS runs single-threaded during the fit: its calls here are small (m x m) or memory-bound
+    (one pass over K_P), and threaded BLAS next to the OpenMP candidate scoring oversubscribes
+    the cores (measured: 10-25x slower Newton steps on a loaded 2-core machine).
+    """
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _ssvr_srs(X, y, spec, n_basis, lam, epsilon, delta, n_candidates, selection, tol, max_newton,
+                         random_state, callback)
+
+
+def _ssvr_srs(X, y, spec, n_basis, lam, epsilon, delta, n_candidates, selection, tol, max_newton, random_state,
+              callback):
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    n = X.shape[0]
+    n_basis, lam, epsilon, delta, n_candidates, tol, max_newton = validate_ssvr_params(
+        n, n_basis, lam, epsilon, delta, n_candidates, selection, tol, max_newton)
+    rng = make_rng(random_state)
+    fit = _Fit(X, y, spec, n_basis, lam, epsilon, delta)
+    available = np.ones(n, dtype=bool)
+    basis, history, newton_its = [], [], []
+    converged, n_rejected, stop = True, 0, "n_basis"
+    L_prev = fit.objective()
+    m = 0
+    while m < n_basis:
+        g = fit.residual_derivative()
+        beta = fit.beta_array()
+        if selection == "srs" and not (g.any() or beta.any()):
+            stop = "zero_gradient"
+            break
+        added = False
+        while not added:
+            O = np.ascontiguousarray(draw_candidates(rng, available, n_candidates if selection == "srs" else 1),
+                                     dtype=np.intp)
+            if len(O) == 0:
+                break
+            if selection == "srs":
+                num, kn = fit.scores(O, g)
+                gg = float(g @ g + 4.0 * lam * lam * (beta @ beta))
+                den = gg * kn
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    scores = np.where(den > 0, num * num / np.where(den > 0, den, 1.0), 0.0)
+            else:
+                scores = np.ones(len(O))
+            excluded = np.zeros(len(O), dtype=bool)
+            while True:
+                j = pick(scores, excluded)
+                if j < 0:
+                    break
+                cand = int(O[j])
+                available[cand] = False
+                if fit.try_add(cand):
+                    added = True
+                    basis.append(cand)
+                    break
+                excluded[j] = True
+                n_rejected += 1
+        if not added:
+            stop = "no_candidates"
+            break
+        m += 1
+        its, ok = fit.newton(max_newton)
+        converged &= ok
+        newton_its.append(its)
+        L_now = fit.objective()
+        history.append(L_now)
+        if callback is not None:
+            callback(np.array(basis), fit.beta_array())
+        if tol > 0 and L_prev - L_now <= tol * L_prev:
+            stop = "tol"
+            break
+        L_prev = L_now
+    if not converged:
+        warnings.warn(f"finite Newton reached max_newton={max_newton} iterations before its stopping rule "
+                      "in at least one sub-problem", ConvergenceWarning)
+    if stop == "no_candidates":
+        warnings.warn(f"SSVR-SRS stopped at {m} < n_basis={n_basis} basis functions: no candidate left "
+                      "that is linearly independent of the basis", UserWarning)
+    return SSVRResult(basis=np.array(basis, dtype=np.intp), beta=fit.beta_array(),
+                      objective_history=np.array(history), newton_iterations=np.array(newton_its, dtype=np.intp),
+                      converged=converged, n_rejected=n_rejected, stop_reason=stop)
