@@ -4,6 +4,7 @@ Every estimator takes ``impl='fast'`` (default, the compiled engine) or ``impl='
 (the readable NumPy reference in :mod:`refimpl`), with the same results.
 """
 from .estimators import CVDD, CVR, MEB, CVMClassifier
+from .sparse_svr import SparseSVR  # noqa: F401  (002: SSVR-SRS sparse SVR in the primal)
 from .mmda import MMDA  # noqa: F401  (004: maximum margin discriminant features)
 
 __all__ = ["CVDD", "CVR", "MEB", "CVMClassifier"]

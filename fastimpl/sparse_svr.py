@@ -1,0 +1,140 @@
+"""SparseSVR: SSVR-SRS sparse support vector regression built in the primal (002_e1ad84299eaaf4ed.txt).
+
+A thin scikit-learn estimator over :func:`refimpl.ssvr.ssvr_srs` (``impl='ref'``) and
+:func:`fastimpl._ssvr.ssvr_srs` (``impl='fast'``), which make the same draws and select the same
+basis.  ``selection='random'`` gives RSVM (a random basis refitted by the same primal solver).
+"""
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from refimpl.kernels import make_kernel_spec
+
+IMPLS = ("fast", "ref")
+#: basis size used when ``n_basis=None``
+DEFAULT_N_BASIS = 100
+
+
+def get_solver(impl):
+    """(ssvr_srs, kernel_expansion) of the chosen implementation."""
+    if impl == "fast":
+        from . import _engine, _ssvr
+        return _ssvr.ssvr_srs, _engine.kernel_expansion
+    if impl == "ref":
+        from refimpl.kernels import kernel_expansion
+        from refimpl.ssvr import ssvr_srs
+        return ssvr_srs, kernel_expansion
+    raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+
+
+class SparseSVR(RegressorMixin, BaseEstimator):
+    """Sparse SVR by SSVR-SRS (002 Table 1): f(x) = sum_{j in P} beta_j k(x, x_j) + b.
+
+    Minimises the primal objective (8), sum_i l_{eps,Delta}(f(x_i) - y_i) + lam beta'K beta with the
+    insensitive Huber loss (7), over expansions on a reduced set P of training points grown one at a
+    time: each new basis function is the best of ``n_candidates`` random unused points under the
+    normalised gradient criterion (eqs. (14)-(17)), then beta_P is refitted by finite Newton with an
+    exact line search (eqs. (18)-(24)) and an incrementally updated Cholesky factor (Sec. 3.3).
+
+    Parameters
+    ----------
+    n_basis : int or None, default=None
+        Number m of basis functions (None: min(100, n_samples)); must not exceed n_samples.
+    lam : float, default=1e-2
+        Regularisation lambda of (8) (= 1/(2C) in the SVR primal (1)).
+    epsilon : float, default=0.1
+        Width eps of the insensitive zone of the loss (7).
+    delta : float, default=0.3
+        Huber threshold Delta > epsilon of (7) (the paper fixes 0.3); ``np.inf`` gives the
+        insensitive quadratic loss.
+    kernel : {'rbf', 'laplacian', 'poly', 'linear'}, default='rbf'
+    gamma : float or {'beta', 'scale', 'auto'}, default='beta'
+    degree, coef0, normalize : kernel options (see :mod:`refimpl.kernels`).
+    n_candidates : int, default=100
+        Size |O| of the random candidate subset (17).
+    selection : {'srs', 'random'}, default='srs'
+        'srs' is SSVR-SRS; 'random' is RSVM (uniformly random basis, same primal solver).
+    fit_intercept : bool, default=True
+        The paper drops the bias b (eq. (3)).  With True (beyond the paper) the targets are centred
+        and b = mean(y), a constant offset that keeps the kernel expansion from spending basis
+        functions on the mean; False is the paper's model exactly.
+    tol : float, default=1e-6
+        Stop early when the last basis function decreased L by at most tol * L.
+    max_newton : int, default=50
+        Bound on finite Newton iterations per sub-problem (a ConvergenceWarning says when it binds).
+    random_state : None, int, RandomState or Generator
+    impl : {'fast', 'ref'}, default='fast'
+
+    Attributes
+    ----------
+    basis_indices_ : (m,) training indices of the basis functions, in order of selection.
+    basis_vectors_ : (m, n_features) their inputs.
+    coef_ : (m,) beta_P.
+    intercept_ : float, b (0 when ``fit_intercept=False``).
+    objective_history_ : (m,) L(beta_P) of (18) after each basis function (non-increasing).
+    newton_iterations_ : (m,) finite Newton iterations after each addition.
+    n_basis_ : number of basis functions fitted (< n_basis after an early stop).
+    stop_reason_ : 'n_basis', 'tol', 'zero_gradient' or 'no_candidates'.
+    converged_ : every sub-problem met the finite Newton stopping rule.
+    kernel_spec_ : the resolved kernel.
+    """
+
+    def __init__(self, *, n_basis=None, lam=1e-2, epsilon=0.1, delta=0.3, kernel="rbf", gamma="beta", degree=3,
+                 coef0=0.0, normalize=False, n_candidates=100, selection="srs", fit_intercept=True, tol=1e-6,
+                 max_newton=50, random_state=None, impl="fast"):
+        self.n_basis = n_basis
+        self.lam = lam
+        self.epsilon = epsilon
+        self.delta = delta
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.normalize = normalize
+        self.n_candidates = n_candidates
+        self.selection = selection
+        self.fit_intercept = fit_intercept
+        self.tol = tol
+        self.max_newton = max_newton
+        self.random_state = random_state
+        self.impl = impl
+
+    def fit(self, X, y, callback=None):
+        """Fit on (X, y).  ``callback(basis_indices, beta)`` is called after every basis function
+        (on the centred problem when ``fit_intercept``: add ``intercept_`` to predictions)."""
+        X, y = validate_data(self, X, y, dtype=np.float64, order="C", ensure_min_samples=2, y_numeric=True)
+        if np.ptp(y) == 0:
+            raise ValueError(f"y is constant ({y[0]!r}): nothing to regress")
+        n = X.shape[0]
+        n_basis = min(DEFAULT_N_BASIS, n) if self.n_basis is None else self.n_basis
+        if not isinstance(self.fit_intercept, (bool, np.bool_)):
+            raise TypeError(f"fit_intercept must be a bool, got {type(self.fit_intercept).__name__}")
+        solve, _ = get_solver(self.impl)
+        self.kernel_spec_ = make_kernel_spec(X, self.kernel, self.gamma, self.degree, self.coef0, self.normalize)
+        b = float(y.mean()) if self.fit_intercept else 0.0
+        res = solve(X, y - b, self.kernel_spec_, n_basis, lam=self.lam, epsilon=self.epsilon, delta=self.delta,
+                    n_candidates=self.n_candidates, selection=self.selection, tol=self.tol,
+                    max_newton=self.max_newton, random_state=self.random_state, callback=callback)
+        self.basis_indices_ = res.basis
+        self.basis_vectors_ = X[res.basis]
+        self.coef_ = res.beta
+        self.intercept_ = b
+        self.objective_history_ = res.objective_history
+        self.newton_iterations_ = res.newton_iterations
+        self.n_basis_ = len(res.basis)
+        self.stop_reason_ = res.stop_reason
+        self.converged_ = res.converged
+        return self
+
+    def predict(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
+        if self.n_basis_ == 0:
+            return np.full(X.shape[0], self.intercept_)
+        _, expansion = get_solver(self.impl)
+        return expansion(self.kernel_spec_, self.basis_vectors_, self.coef_, X) + self.intercept_
+
+
+__all__ = ["SparseSVR"]
