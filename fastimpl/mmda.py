@@ -89,6 +89,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         made by the fit; certified_ratio = (r_cert / R)^2 from the final scan).
     n_expansion_ : per output feature, the kernel evaluations its value needs on new data
         (the nonzero coefficients of its expansion).
+    cpu_time_ : per output feature, the CPU time (all threads) of its extraction.
     """
 
     def __init__(self, n_components=1, *, C=1.0, eps=1e-3, kernel="rbf", gamma="beta", degree=3, coef0=0.0,
@@ -176,6 +177,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.sor_steps_ = per_feature("sor_steps")
         self.converged_ = per_feature("converged", bool)
         self.n_expansion_ = per_feature("n_expansion", int)
+        self.cpu_time_ = per_feature("cpu_time")
         return self
 
     @property

@@ -30,6 +30,7 @@ dense QP, MMDA(SVM), the paper's baseline.
 """
 from __future__ import annotations
 
+import time
 import warnings
 from dataclasses import dataclass, field
 
@@ -117,10 +118,12 @@ def extract_binary(X, y_pm, spec: KernelSpec, C, n_components, solve, rng, raw_b
     infos = []
     for _ in range(n_components):
         seed = int(rng.integers(0, 2**31 - 1))
+        cpu0, wall0 = time.process_time(), time.perf_counter()
         problem = ConstrainedMEBProblem(base, Projections(X[points], coef))
         d = solve(problem, seed)
         points, coef, wnorm = add_direction(X, spec, points, coef, d, base.sign.astype(np.float64), raw_block)
-        infos.append(dict(d.info, w_norm=wnorm, n_expansion=int(np.count_nonzero(coef[:, -1]))))
+        infos.append(dict(d.info, w_norm=wnorm, n_expansion=int(np.count_nonzero(coef[:, -1])),
+                          cpu_time=time.process_time() - cpu0, wall_time=time.perf_counter() - wall0))
     return BinaryDirections(points, coef, infos)
 
 
