@@ -73,6 +73,9 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         SOR's relaxation factor (Algorithm 3).
     certify : bool, default=True
         Run the final full scan of each direction that gives ``certified_ratio_``.
+    qp_solver : {'active_set', 'interior_point'}, default='active_set'
+        Exact dense solver of (3) for ``method='svm'`` (see :mod:`refimpl.baselines.mmda_svm`):
+        a primal active-set method, or cvxopt's interior point (independent of MMDA(CVM), slower).
     random_state : None, int, RandomState or Generator
     impl : {'fast', 'ref'}, default='fast'
 
@@ -94,7 +97,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def __init__(self, n_components=1, *, C=1.0, eps=1e-3, kernel="rbf", gamma="beta", degree=3, coef0=0.0,
                  normalize=False, method="cvm", sample_size=59, n_confirm=30, max_iter=10000, tol=None,
-                 omega=1.0, certify=True, random_state=None, impl="fast"):
+                 omega=1.0, certify=True, qp_solver="active_set", random_state=None, impl="fast"):
         self.n_components = n_components
         self.C = C
         self.eps = eps
@@ -110,6 +113,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.tol = tol
         self.omega = omega
         self.certify = certify
+        self.qp_solver = qp_solver
         self.random_state = random_state
         self.impl = impl
 
@@ -135,6 +139,9 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"omega must be in (0, 2), got {self.omega}")
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        from refimpl.baselines.mmda_svm import SOLVERS
+        if self.qp_solver not in SOLVERS:
+            raise ValueError(f"qp_solver must be one of {SOLVERS}, got {self.qp_solver!r}")
         if self.impl not in IMPLS:
             raise ValueError(f"impl must be one of {IMPLS}, got {self.impl!r}")
         validate_engine_params(self.eps, self.sample_size, self.max_iter, self.tol, max(n_samples, 2),
@@ -155,7 +162,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                                        certify=self.certify, ops_class=ops_class)
         else:
             from refimpl.baselines.mmda_svm import solve_svm
-            solve = solve_svm(ops_class)
+            solve = solve_svm(ops_class, self.qp_solver)
         self.classes_, binaries = ref_mmda.fit_mmda(X, y, spec, float(self.C), int(self.n_components), solve,
                                                     self.random_state, raw_block)
         self.kernel_spec_ = spec

@@ -53,6 +53,17 @@ def test_sklearn_compatible(estimator, check):
 
 
 # ------------------------------------------------------------------ orthonormal directions
+def test_exact_solvers_agree():
+    """MMDA(SVM)'s active-set solver and cvxopt's interior point give the same features."""
+    X, y = blobs(80, 3, seed=9, spread=1.5)
+    a = MMDA(n_components=3, method="svm", qp_solver="active_set").fit(X, y)
+    b = MMDA(n_components=3, method="svm", qp_solver="interior_point").fit(X, y)
+    for pa, pb in zip(a.expansion_index_, b.expansion_index_):
+        np.testing.assert_array_equal(pa, pb)
+    fa, fb = a.transform(X), b.transform(X)
+    np.testing.assert_allclose(fa, fb, atol=1e-7 * np.abs(fb).max())
+
+
 @pytest.mark.parametrize("impl", ["fast", "ref"])
 @pytest.mark.parametrize("method", ["cvm", "svm"])
 def test_directions_are_orthonormal_through_their_expansions(impl, method):
@@ -161,7 +172,7 @@ def test_eps_to_zero_gives_the_exact_mmda_features(impl):
     """At eps -> 0 (full scans) MMDA(CVM)'s features converge to MMDA(SVM)'s (Theorem 2, eps = 0)."""
     X, y = blobs(50, 3, seed=5, spread=1.5)
     Xt, _ = blobs(40, 3, seed=6, spread=1.5)
-    exact = MMDA(n_components=3, method="svm", impl=impl).fit(X, y).transform(Xt)
+    exact = MMDA(n_components=3, method="svm", qp_solver="interior_point", impl=impl).fit(X, y).transform(Xt)
     errs = []
     for eps in (1e-4, 1e-8):
         approx = MMDA(n_components=3, eps=eps, sample_size=None, impl=impl, random_state=0).fit(X, y).transform(Xt)
@@ -254,6 +265,7 @@ def test_kfd_directions_solve_the_generalized_eigenproblem():
     (dict(C=np.inf), ValueError, "C"),
     (dict(omega=2.0), ValueError, "omega"),
     (dict(method="qp"), ValueError, "method"),
+    (dict(method="svm", qp_solver="smo"), ValueError, "qp_solver"),
     (dict(impl="gpu"), ValueError, "impl"),
     (dict(kernel="sigmoid"), ValueError, "kernel"),
     (dict(sample_size=0), ValueError, "sample_size"),
