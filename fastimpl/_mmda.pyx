@@ -7,7 +7,7 @@
   ``prange`` (the rows of new core vectors, the projections U'phi(x), the dense matrices of the
   baselines and the ``transform`` of new data);
 * :func:`kernel_expansion` computes the (G x)_l scans of eq. (23) without forming kernel blocks;
-* :class:`FastConstrainedOps` plugs them into the constrained core-set loop of ``refimpl.constrained_meb`` (the loop itself is
+* :class:`FastConstrainedOps` plugs them (and SOR) into the constrained core-set loop of ``refimpl.constrained_meb`` (the loop itself is
   shared, so both implementations make the same random draws and decisions).
 """
 import numpy as np
@@ -159,7 +159,7 @@ def kernel_expansion(spec, SV, coef, X):
 class FastConstrainedOps(ConstrainedOps):
     """``refimpl.constrained_meb.ConstrainedOps`` with its numerics in C."""
 
-    def raw_block(self, A, B):
+    def dense_block(self, A, B):
         return kernel_matrix(self.base.kernel, A, B)
 
     def expansion(self, SV, coef, Xq):

@@ -155,7 +155,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if len(classes) < 2:
             raise ValueError(f"y has only one class ({classes[0]!r}); MMDA needs at least 2")
         spec = make_kernel_spec(X, self.kernel, self.gamma, self.degree, self.coef0, self.normalize)
-        ops_class, raw_block = _numerics(self.impl, spec)
+        ops_class, _ = _numerics(self.impl, spec)
         if self.method == "cvm":
             solve = ref_mmda.solve_cvm(float(self.eps), sample_size=self.sample_size, n_confirm=self.n_confirm,
                                        max_iter=self.max_iter, tol=self.tol, omega=float(self.omega),
@@ -163,8 +163,10 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         else:
             from refimpl.baselines.mmda_svm import solve_svm
             solve = solve_svm(ops_class, self.qp_solver)
+        # the small blocks of the fit (||w||^2 over a support) use the same NumPy code in both
+        # implementations, so that the directions, and the SOR steps of the next fit, agree bit for bit
         self.classes_, binaries = ref_mmda.fit_mmda(X, y, spec, float(self.C), int(self.n_components), solve,
-                                                    self.random_state, raw_block)
+                                                    self.random_state)
         self.kernel_spec_ = spec
         self.expansion_index_ = [b.points for b in binaries]
         self.expansion_vectors_ = [X[b.points] for b in binaries]

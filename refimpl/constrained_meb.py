@@ -119,7 +119,11 @@ class ConstrainedMEBResult(MEBResult):
 class ConstrainedOps:
     """The numeric kernels of the loop: kernel blocks, projections, and (G x)_l scans (NumPy).
 
-    ``fastimpl._mmda.FastConstrainedOps`` overrides ``raw_block``, ``expansion`` and ``sor``.
+    ``fastimpl._mmda.FastConstrainedOps`` overrides ``expansion`` (the distance scans), ``sor`` and
+    ``dense_block`` (the m x m matrices of the baselines).  ``raw_block``, which fills the entries of
+    G_t, is the same NumPy code in both: SOR then sees bit-identical matrices in both
+    implementations and takes the same steps (a one-ulp difference in G_t could otherwise make it
+    stop one step earlier or later, a difference of the order of its tolerance).
     """
 
     def __init__(self, problem: ConstrainedMEBProblem):
@@ -129,6 +133,9 @@ class ConstrainedOps:
 
     # -- overridable numerics
     def raw_block(self, A, B):
+        return kernel_block(self.base.kernel, A, B)
+
+    def dense_block(self, A, B):
         return kernel_block(self.base.kernel, A, B)
 
     def expansion(self, SV, coef, Xq):

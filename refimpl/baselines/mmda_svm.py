@@ -50,10 +50,15 @@ def dense_G(problem: ConstrainedMEBProblem, ops_class=ConstrainedOps):
     if n > MAX_DENSE_POINTS:
         raise ValueError(f"the dense MMDA QP forms an m x m matrix; m = {n} exceeds {MAX_DENSE_POINTS}")
     ops = ops_class(problem)
-    idx = np.arange(n)
-    K = ops.kt_block(idx, idx)
-    P = ops.proj_rows(idx)
-    return K, P, ops.n_eval
+    base = problem.base
+    K = ops.dense_block(base.X, base.X)             # eq. (6): Y (K + 11' + I/C) Y
+    K += base.label_bias
+    s = ops.sign(np.arange(n))
+    K *= s[:, None]
+    K *= s[None, :]
+    K[np.diag_indices(n)] += base.diag_add
+    P = ops.proj_rows(np.arange(n))
+    return K, P, ops.n_eval + n * n
 
 
 SOLVERS = ("active_set", "interior_point")
