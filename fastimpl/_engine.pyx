@@ -29,7 +29,8 @@ from scipy.linalg.cython_lapack cimport dpotrf, dpotrs
 
 from sklearn.exceptions import ConvergenceWarning
 
-from refimpl.meb import (AUTO_MAX_FREE, MEBResult, initial_pair, make_rng, smo_step_bound, validate_engine_params,
+from refimpl.meb import (AUTO_MAX_FREE, MEBResult, initial_pair, inner_tolerance, kkt_gap, make_rng, margin_scale,
+                         smo_step_bound, stop_accepts, validate_engine_params, warn_if_radius_too_coarse,
                          warn_if_smo_capped)
 from refimpl.progress import Progress
 
@@ -59,6 +60,8 @@ cdef class _Engine:
     cdef const double* offset    # t_i: linear term eta + s_z t_p(z) (000 eq. (15)); NULL: eta
     cdef object offset_arr
     cdef double label_bias, diag_add, eta
+    cdef double c0               # constant part of the linear term, taken out of l (refimpl.meb._CoreSetQP)
+    cdef bint lconst             # constant-diagonal kernel without Delta: l - c0 = 0 exactly
     cdef int has_delta
     # core set (capacity cap)
     cdef Py_ssize_t size, cap
@@ -136,6 +139,8 @@ cdef class _Engine:
         self.diag_add = problem.diag_add
         self.eta = problem.eta
         self.has_delta = 1 if problem.has_delta else 0
+        self.c0 = problem.constant_term or 0.0
+        self.lconst = (not problem.has_delta) and problem.kernel.constant_diagonal
         self.size = 0
         self.cap = 0
         self.nsv = 0
@@ -208,11 +213,14 @@ cdef class _Engine:
         return k_rawdiag(&self.K, &self.X[p, 0])
 
     cdef inline double point_ldiag(self, Py_ssize_t z, double daz) noexcept nogil:
-        """linear term l_z = k~(z, z) + Delta_z: eta + s_z t_p(z) (CVR), eta (generalized CVM) or k~(z, z)."""
+        """shifted linear term l_z - c0 = k~(z, z) + Delta_z - c0 (MEBProblem.shifted_linear_term):
+        s_z t_p(z) (CVR), 0 (generalized CVM, constant diagonal) or k~(z, z) (c0 = 0)."""
         if self.has_delta:
             if self.offset != NULL:
-                return self.eta + self.zsign(z) * self.offset[self.pz(z)]
-            return self.eta
+                return self.zsign(z) * self.offset[self.pz(z)]
+            return 0.0
+        if self.lconst:
+            return 0.0
         return k_diag(&self.K, daz) + self.label_bias + self.diag_add
 
     cdef double* qrow(self, Py_ssize_t i, double* buf) noexcept nogil:
@@ -269,7 +277,7 @@ cdef class _Engine:
         cdef Py_ssize_t t
         for t in range(self.size):
             s += self.alpha[t] * self.l[t]
-        return s - self.margin()
+        return self.c0 + (s - self.margin())
 
     cdef void grad_stats(self, double* gmin, double* gmax, double* gabs) noexcept nogil:
         """min g, max_{alpha>0} g and max |g| over the core set (SMO fuses this pass into its update)."""
@@ -291,7 +299,7 @@ cdef class _Engine:
         """refimpl.simplex_qp.most_violating: the first t with g_t within TIE of the minimum."""
         cdef Py_ssize_t t
         for t in range(self.size):
-            if self.grad[t] <= gmin + TIE * gabs:
+            if self.grad[t] <= gmin + TIE * (gabs + fabs(self.c0)):
                 return t
         return 0
 
@@ -700,7 +708,7 @@ cdef class _Engine:
         for c in range(nchunk):
             if cd[c] > bestd:
                 bestd = cd[c]
-        thr = bestd - TIE * fabs(bestd)
+        thr = bestd - TIE * (fabs(bestd) + fabs(self.c0))
         best_out[0] = -1
         buf = <double*> malloc(bufsize)
         for c in range(nchunk):
@@ -716,7 +724,7 @@ cdef class _Engine:
         free(buf)
         free(cd)
         self.n_eval += cnt * self.nsv
-        d2_out[0] = bestd
+        d2_out[0] = bestd + self.c0  # unshifted squared distance
 
     cdef bint in_core(self, Py_ssize_t z) noexcept nogil:
         cdef Py_ssize_t t
@@ -739,7 +747,7 @@ cdef class _Engine:
                            + self.label_bias)
             if l == z:
                 v += self.diag_add
-            v = kzz - 2.0 * v + self.point_ldiag(l, dal)
+            v = kzz - 2.0 * v + (self.point_ldiag(l, dal) + self.c0)
             if v > best_v:
                 best_v = v
                 best = l
@@ -764,7 +772,7 @@ cdef Py_ssize_t _pick(_Engine eng, Py_ssize_t z, cnp.ndarray idx):
 
 
 def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_state=None,
-            cache_size=200 * 2**20, certify=True, verbose=False, n_confirm=30, solver="auto"):
+            cache_size=200 * 2**20, certify=True, verbose=False, n_confirm=30, solver="auto", stop="radius"):
     """Same contract as :func:`refimpl.meb.fit_meb` (see its docstring)."""
     cdef Py_ssize_t n = problem.n, z_a, z_b, n_iter = 0, steps, best
     cdef double R2, d2, inner_tol, bound, r_cert2
@@ -773,7 +781,7 @@ def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_s
     cdef double tighten = 1.0
     cdef cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] samp
     cdef _Engine eng
-    validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm, solver)
+    validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm, solver, stop)
     cdef bint use_active_set = solver != "smo"
     cdef bint auto = solver == "auto"
     cdef Py_ssize_t auto_max_free = AUTO_MAX_FREE
@@ -793,8 +801,8 @@ def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_s
     eng.grad[0] = 2.0 * eng.Qd[0] - eng.l[0]
     eng.add(z_b)
 
-    tiny = np.finfo(float).tiny
-    inner_tol = float(tol) if tol is not None else eps_ * max(eng.radius2(), tiny)
+    R2 = eng.radius2()
+    inner_tol = float(tol) if tol is not None else inner_tolerance(stop, eps_, R2, margin_scale(problem, R2))
     bound_steps = smo_step_bound(eng.size)
     if auto and use_active_set and eng.count_support() > auto_max_free:
         use_active_set = False  # refimpl.meb: one-way switch to SMO
@@ -822,8 +830,7 @@ def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_s
             samp = rng.integers(0, n, size=sample_size)
             with nogil:
                 eng.furthest(&samp[0], samp.shape[0], &best, &d2)
-        bound = (1.0 + eps_) * (1.0 + eps_) * R2
-        if d2 <= bound:
+        if stop_accepts(stop, eps_, R2, d2, margin_scale(problem, R2), eng.margin(), _gmax_support(eng)):
             clean += 1
             if sample_size is None or clean > n_confirm:
                 converged = True
@@ -833,14 +840,16 @@ def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_s
             continue
         clean = 0
         if n_iter >= max_iter:
-            warnings.warn(f"the MEB engine stopped at max_iter={max_iter} before the (1+eps) test held; "
+            warnings.warn(f"the MEB engine stopped at max_iter={max_iter} before the stop={stop!r} test held; "
                           "the certified ratio reports what was reached", ConvergenceWarning, stacklevel=2)
             break
         if eng.in_core(best):
             tighten *= 0.1  # the last QP stopped early: re-solve it tighter (refimpl.meb.fit_meb)
         else:
             eng.add(best)
-        inner_tol = tighten * (float(tol) if tol is not None else eps_ * max(eng.radius2(), tiny))
+        R2 = eng.radius2()
+        inner_tol = tighten * (float(tol) if tol is not None else
+                               inner_tolerance(stop, eps_, R2, margin_scale(problem, R2)))
         bound_steps = smo_step_bound(eng.size)
         if auto and use_active_set and eng.count_support() > auto_max_free:
             use_active_set = False  # refimpl.meb: one-way switch to SMO
@@ -853,6 +862,8 @@ def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_s
     warn_if_smo_capped(steps >= bound_steps, n_capped, n_solves)
 
     R2 = eng.radius2()
+    S = margin_scale(problem, R2)
+    warn_if_radius_too_coarse(stop, eps_, R2, S)
     if certify:
         if last_scan is None:
             eng.compact_support()
@@ -866,7 +877,15 @@ def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_s
     alpha = np.array([eng.alpha[t] for t in range(eng.size)], dtype=np.float64)
     return MEBResult(core_set=core, alpha=alpha, radius2=R2, margin=eng.margin(), r_cert2=r_cert2,
                      certified_ratio=r_cert2 / R2 if R2 > 0 else float("nan"), n_iter=n_iter,
-                     converged=converged, history=history, kernel_evaluations=int(eng.n_eval))
+                     converged=converged, history=history, kernel_evaluations=int(eng.n_eval),
+                     margin_scale=S, kkt_gap=kkt_gap(eng.margin(), r_cert2, S, _gmax_support(eng)), stop=stop)
+
+
+cdef double _gmax_support(_Engine eng):
+    """max g_t over the core vectors with alpha_t > 0 (refimpl.meb._gmax_support)."""
+    cdef double gmin, gmax, gabs
+    eng.grad_stats(&gmin, &gmax, &gabs)
+    return gmax - eng.c0
 
 
 def kernel_expansion(spec, SV, coef, X):

@@ -62,7 +62,7 @@ class _MEBEstimatorMixin:
         if self.cache_size is not None:
             _check_positive("cache_size", self.cache_size)
         validate_engine_params(self.eps, self.sample_size, self.max_iter, self.tol, max(n_samples, 2),
-                               self.n_confirm, self.solver)
+                               self.n_confirm, self.solver, self.stop)
         get_engine(self.impl)
 
     def _kernel_spec(self, X):
@@ -72,7 +72,7 @@ class _MEBEstimatorMixin:
         fit_meb, _ = get_engine(self.impl)
         return fit_meb(problem, float(self.eps), sample_size=self.sample_size, max_iter=self.max_iter,
                        tol=self.tol, random_state=self.random_state, n_confirm=self.n_confirm,
-                       solver=self.solver, certify=self.certify,
+                       solver=self.solver, stop=self.stop, certify=self.certify,
                        cache_size=int(self.cache_size * 2**20), verbose=self.verbose)
 
     def _expansion(self, X, SV, coef):
@@ -83,7 +83,8 @@ class _MEBEstimatorMixin:
     def _diagnostics(result):
         return dict(core_set=result.core_set, n_iter=result.n_iter, radius=float(np.sqrt(max(result.radius2, 0.0))),
                     certified_ratio=result.certified_ratio, history=result.history,
-                    converged=result.converged, kernel_evaluations=result.kernel_evaluations)
+                    converged=result.converged, kernel_evaluations=result.kernel_evaluations,
+                    kkt_gap=result.kkt_gap, margin_scale=result.margin_scale)
 
 
 _COMMON_DOC = """
@@ -104,12 +105,17 @@ _COMMON_DOC = """
     max_iter : int, default=10000
         Bound on core-set updates; a ConvergenceWarning says when it stops the fit.
     tol : float or None, default=None
-        Inner SMO stopping gap; None means eps * R^2.
+        Inner QP stopping gap; None means eps * R^2 under stop='radius', eps * (margin term) otherwise.
     solver : {'auto', 'active_set', 'smo'}, default='auto'
         Core-set QP solver: the exact active-set Newton method (10-100x fewer operations than SMO at
         large C; see :func:`refimpl.simplex_qp.active_set_simplex`), the paper's warm-started
         second-order SMO (001 Sec. 4.1.4), or 'auto': active set while at most 1,000 core vectors
         carry weight, SMO beyond (chosen by measurement, :data:`refimpl.meb.AUTO_MAX_FREE`).
+    stop : {'radius', 'margin', 'gap'}, default='radius'
+        The test that ends the core-set loop (:data:`refimpl.meb.STOPS`): the paper's (1+eps) ball
+        ('radius'), the same test with eps measured against the margin term instead of the whole
+        radius ('margin'), or LIBSVM's maximal-violating-pair gap with tolerance eps ('gap').
+        Under 'radius' a ConvergenceWarning says when eps R^2 is not small against the margin term.
     cache_size : float, default=200
         Megabytes for the core-set kernel cache (fast implementation).
     certify : bool, default=True
@@ -140,7 +146,7 @@ class MEB(_MEBEstimatorMixin, OutlierMixin, BaseEstimator):
     """
 
     def __init__(self, *, eps=1e-6, kernel="rbf", gamma="beta", degree=3, coef0=0.0, normalize=False,
-                 sample_size=59, n_confirm=30, max_iter=10000, tol=None, solver="auto",
+                 sample_size=59, n_confirm=30, max_iter=10000, tol=None, solver="auto", stop="radius",
                  cache_size=200, certify=True, random_state=None, impl="fast", verbose=False):
         self.eps = eps
         self.kernel = kernel
@@ -153,6 +159,7 @@ class MEB(_MEBEstimatorMixin, OutlierMixin, BaseEstimator):
         self.max_iter = max_iter
         self.tol = tol
         self.solver = solver
+        self.stop = stop
         self.cache_size = cache_size
         self.certify = certify
         self.random_state = random_state
@@ -181,6 +188,7 @@ class MEB(_MEBEstimatorMixin, OutlierMixin, BaseEstimator):
         self.history_ = diag["history"]
         self.converged_ = diag["converged"]
         self.kernel_evaluations_ = diag["kernel_evaluations"]
+        self.kkt_gap_ = diag["kkt_gap"]
         self.support_ = model.support
         self.support_vectors_ = X[model.support]
         self.center_coef_ = model.coef
@@ -224,11 +232,11 @@ class CVDD(MEB):
     C : float, default=1.0""" + _COMMON_DOC
 
     def __init__(self, *, C=1.0, eps=1e-6, kernel="rbf", gamma="beta", degree=3, coef0=0.0, normalize=False,
-                 sample_size=59, n_confirm=30, max_iter=10000, tol=None, solver="auto",
+                 sample_size=59, n_confirm=30, max_iter=10000, tol=None, solver="auto", stop="radius",
                  cache_size=200, certify=True, random_state=None, impl="fast", verbose=False):
         super().__init__(eps=eps, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, normalize=normalize,
                          sample_size=sample_size, n_confirm=n_confirm, max_iter=max_iter, tol=tol,
-                         solver=solver, cache_size=cache_size, certify=certify,
+                         solver=solver, stop=stop, cache_size=cache_size, certify=certify,
                          random_state=random_state, impl=impl, verbose=verbose)
         self.C = C
 
@@ -278,7 +286,7 @@ class CVMClassifier(_MEBEstimatorMixin, ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, *, C=1.0, eps=1e-6, kernel="rbf", gamma="beta", degree=3, coef0=0.0, normalize=False,
-                 sample_size=59, n_confirm=30, max_iter=10000, tol=None, solver="auto",
+                 sample_size=59, n_confirm=30, max_iter=10000, tol=None, solver="auto", stop="radius",
                  cache_size=200, certify=True, random_state=None, impl="fast", verbose=False):
         self.C = C
         self.eps = eps
@@ -292,6 +300,7 @@ class CVMClassifier(_MEBEstimatorMixin, ClassifierMixin, BaseEstimator):
         self.max_iter = max_iter
         self.tol = tol
         self.solver = solver
+        self.stop = stop
         self.cache_size = cache_size
         self.certify = certify
         self.random_state = random_state
@@ -326,7 +335,7 @@ class CVMClassifier(_MEBEstimatorMixin, ClassifierMixin, BaseEstimator):
                 result = fit_meb(problem, float(self.eps), sample_size=self.sample_size, max_iter=self.max_iter,
                                  tol=self.tol, random_state=int(rng.integers(0, 2**31 - 1)),
                                  n_confirm=self.n_confirm,
-                                 solver=self.solver, certify=self.certify,
+                                 solver=self.solver, stop=self.stop, certify=self.certify,
                                  cache_size=int(self.cache_size * 2**20), verbose=self.verbose)
                 model = cvm.recover(problem, result, float(self.C), "two_class")
                 pairs.append((a, b))
@@ -356,6 +365,7 @@ class CVMClassifier(_MEBEstimatorMixin, ClassifierMixin, BaseEstimator):
         self.history_ = per_pair("history")
         self.converged_ = per_pair("converged")
         self.kernel_evaluations_ = per_pair("kernel_evaluations")
+        self.kkt_gap_ = per_pair("kkt_gap")
         self.rho_ = models[0].rho if binary else np.array([m.rho for m in models])
         self.dual_objective_ = -self.rho_  # the dual (9) of 001: max -alpha'K~alpha, per pair
         self.xi_ = models[0].xi if binary else [m.xi for m in models]
@@ -410,8 +420,10 @@ class CVR(_MEBEstimatorMixin, RegressorMixin, BaseEstimator):
 
     Parameters
     ----------
-    C : float, default=1.0
-        Weight of the tube width and the slacks (eq. (6)).
+    C : float, default=1000.0
+        Weight of the tube width and the slacks against ||w||^2 + b^2 (eq. (6)).  Scaling the targets
+        by s is the same as dividing the tube's weight by s, so C must grow with the targets' scale;
+        the paper tunes C and mu on a small subset (Sec. 4.1), as ``reports/cvr.py`` does.
     mu : float, default=0.1
         Expected error: mu = sum (xi_i + xi*_i) / m at the optimum (analogous to nu in nu-SVR).""" + _COMMON_DOC + """
     Attributes
@@ -428,8 +440,8 @@ class CVR(_MEBEstimatorMixin, RegressorMixin, BaseEstimator):
     kernel_evaluations_, dual_objective_ : as for :class:`CVMClassifier`.
     """
 
-    def __init__(self, *, C=1.0, mu=0.1, eps=1e-6, kernel="rbf", gamma="beta", degree=3, coef0=0.0,
-                 normalize=False, sample_size=59, n_confirm=30, max_iter=10000, tol=None, solver="auto",
+    def __init__(self, *, C=1000.0, mu=0.1, eps=1e-6, kernel="rbf", gamma="beta", degree=3, coef0=0.0,
+                 normalize=False, sample_size=59, n_confirm=30, max_iter=10000, tol=None, solver="auto", stop="radius",
                  cache_size=200, certify=True, random_state=None, impl="fast", verbose=False):
         self.C = C
         self.mu = mu
@@ -444,6 +456,7 @@ class CVR(_MEBEstimatorMixin, RegressorMixin, BaseEstimator):
         self.max_iter = max_iter
         self.tol = tol
         self.solver = solver
+        self.stop = stop
         self.cache_size = cache_size
         self.certify = certify
         self.random_state = random_state
@@ -476,6 +489,7 @@ class CVR(_MEBEstimatorMixin, RegressorMixin, BaseEstimator):
         self.history_ = diag["history"]
         self.converged_ = diag["converged"]
         self.kernel_evaluations_ = diag["kernel_evaluations"]
+        self.kkt_gap_ = diag["kkt_gap"]
         self.support_ = model.support
         self.support_vectors_ = X[model.support]
         self.dual_coef_ = model.coef[None, :]

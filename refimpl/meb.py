@@ -76,6 +76,11 @@ class MEBResult:
     converged : whether the (1+eps) test stopped the loop (False: max_iter did).
     history : per-iteration lists 'core_set_size', 'radius', 'elapsed', 'smo_steps', 'smo_capped'.
     kernel_evaluations : number of base-kernel evaluations made by the fit.
+    margin_scale : S, the variable part of the dual objective the ``stop`` rules measure against
+        (:func:`margin_scale`): rho for the L2-SVMs, p/C^2 for CVR.
+    kkt_gap : (max_{alpha_t > 0} g_t - min_z g_z) / (2 S) over all n points (nan if not certified):
+        LIBSVM's maximal-violating-pair gap in the units of its own tolerance (see :data:`STOPS`).
+    stop : the rule that ended the loop.
     """
 
     core_set: np.ndarray
@@ -88,6 +93,9 @@ class MEBResult:
     converged: bool
     history: dict = field(default_factory=dict)
     kernel_evaluations: int = 0
+    margin_scale: float = float("nan")
+    kkt_gap: float = float("nan")
+    stop: str = "radius"
 
 
 def make_rng(random_state) -> np.random.Generator:
@@ -109,7 +117,70 @@ SOLVERS = ("auto", "active_set", "smo")
 AUTO_MAX_FREE = 1000
 
 
-def validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm=0, solver="smo"):
+#: The stopping rules of the core-set loop (step 2 of 001 Sec. 4).  With g = 2 Q alpha - l (the
+#: gradient of the dual), d_z^2 = alpha'Q alpha - g_z is the squared distance of z to the center,
+#: and d_z^2 - R^2 = alpha'g - g_z is the Frank-Wolfe duality gap of coordinate z:
+#:
+#: * 'radius' (the paper's): max_z d_z^2 <= (1+eps)^2 R^2.  R^2 = c0 - (margin term) is dominated by
+#:   the constant c0 = k~(z,z) + Delta (kappa + 1 + 1/C for the L2-SVM, eta for CVR) when the margin
+#:   term is small, so eps R^2 can exceed the whole margin and the test then accepts points that
+#:   violate it (Loosli & Canu, JMLR 2007).
+#: * 'margin': max_z d_z^2 - R^2 <= ((1+eps)^2 - 1) S, with S = |R^2 - c0| the margin term (rho for the
+#:   L2-SVMs, the dual objective p/C^2 for CVR, alpha'K alpha for the MEB): the same geometric test
+#:   with eps measured against what the model is made of.  It bounds the dual suboptimality:
+#:   (f(alpha) - f*) / S <= (1+eps)^2 - 1.
+#: * 'gap': LIBSVM's rule, max_{alpha_t > 0} g_t - min_z g_z <= 2 eps S.  For the L2-SVM rescaled to
+#:   LIBSVM's form (rho = 1) this is exactly its maximal-violating-pair test with tolerance eps, so
+#:   eps = 1e-3 matches sklearn's SVC(tol=1e-3) (the "matched KKT tolerance" of the Loosli-Canu study).
+#:
+#: When the problem has no constant part (an MEB with a non-constant kernel diagonal), S = R^2 and
+#: 'margin' is 'radius'.  The default of the estimators is chosen by measurement (README, Design notes).
+STOPS = ("radius", "margin", "gap")
+
+
+def margin_scale(problem: MEBProblem, R2: float) -> float:
+    """S = |R^2 - c0|, the part of the dual objective that is not the constant linear term c0."""
+    c0 = problem.constant_term
+    S = abs(R2 - c0) if c0 is not None else abs(R2)
+    return max(S, np.finfo(float).tiny)
+
+
+def stop_accepts(stop: str, eps: float, R2: float, d2: float, S: float, margin: float, gmax_sv: float) -> bool:
+    """Step 2 of the loop: does the furthest candidate (at squared distance d2) pass ``stop``?
+
+    ``margin`` is alpha'Q alpha, ``gmax_sv`` the largest gradient entry over the support; the
+    smallest gradient over the candidates is margin - d2.  Shared by both engines.
+    """
+    if stop == "radius":
+        return d2 <= (1.0 + eps) ** 2 * R2
+    if stop == "margin":
+        return d2 - R2 <= ((1.0 + eps) ** 2 - 1.0) * S
+    return gmax_sv - (margin - d2) <= 2.0 * eps * S
+
+
+def inner_tolerance(stop: str, eps: float, R2: float, S: float) -> float:
+    """Default stopping gap of the core-set QP: eps R^2 for 'radius' (001 Sec. 4.1.4), eps S otherwise
+    (an inner QP looser than the outer test would make every outer check fail)."""
+    return eps * max(R2 if stop == "radius" else S, np.finfo(float).tiny)
+
+
+def warn_if_radius_too_coarse(stop: str, eps: float, R2: float, S: float):
+    """Under 'radius', warn when the allowed slack ((1+eps)^2 - 1) R^2 is not small against the margin
+    term S: the test cannot then tell margin violators from support vectors (Loosli & Canu)."""
+    slack = ((1.0 + eps) ** 2 - 1.0) * R2
+    if stop == "radius" and slack > 0.1 * S:
+        warnings.warn(f"stop='radius' with eps={eps:g}: the slack ((1+eps)^2-1) R^2 = {slack:.3g} is not small "
+                      f"against the margin term {S:.3g}, so points violating the margin may pass the test and "
+                      "the model can be inaccurate; use stop='margin' or a smaller eps",
+                      ConvergenceWarning, stacklevel=3)
+
+
+def kkt_gap(margin: float, r_cert2: float, S: float, gmax_sv: float) -> float:
+    """The certified maximal-violation gap (max_{alpha>0} g - min_z g) / (2 S), from a full scan."""
+    return (gmax_sv - (margin - r_cert2)) / (2.0 * S) if np.isfinite(r_cert2) else float("nan")
+
+
+def validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm=0, solver="smo", stop="radius"):
     if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)):
         raise TypeError(f"eps must be a number, got {type(eps).__name__}")
     if not np.isfinite(eps) or eps <= 0:
@@ -125,6 +196,8 @@ def validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm=0, solv
         raise ValueError(f"n_confirm must be a non-negative integer, got {n_confirm!r}")
     if tol is not None and (not np.isfinite(tol) or tol <= 0):
         raise ValueError(f"tol must be positive or None, got {tol!r}")
+    if stop not in STOPS:
+        raise ValueError(f"stop must be one of {STOPS}, got {stop!r}")
     if n < 2:
         raise ValueError(f"the MEB engine needs at least 2 points, got {n}")
 
@@ -134,6 +207,8 @@ class _CoreSetQP:
 
     def __init__(self, problem: MEBProblem):
         self.problem = problem
+        # the engine works with l - c0 (MEBProblem.shifted_linear_term) and adds c0 back to R^2
+        self.c0 = problem.constant_term or 0.0
         self.S: list[int] = []
         self.Q = np.zeros((0, 0))
         self.l = np.zeros(0)
@@ -150,7 +225,7 @@ class _CoreSetQP:
         Q[:, k] = row
         self.Q = Q
         self.S.append(z)
-        self.l = np.append(self.l, self.problem.linear_term([z]))
+        self.l = np.append(self.l, self.problem.shifted_linear_term([z]))
         self.alpha = np.append(self.alpha, 0.0)
         self.grad = np.append(self.grad, 2.0 * float(row[:k] @ self.alpha[:k]) - self.l[-1])
         return k + 1  # kernel evaluations made
@@ -162,8 +237,8 @@ class _CoreSetQP:
 
     @property
     def radius2(self) -> float:
-        """R^2 = l'alpha - alpha'Q alpha (001 eq. (3))."""
-        return float(self.alpha @ self.l) - self.margin
+        """R^2 = l'alpha - alpha'Q alpha (001 eq. (3)), = c0 + (l - c0)'alpha - alpha'Q alpha."""
+        return self.c0 + (float(self.alpha @ self.l) - self.margin)
 
 
 def _K_alpha(problem: MEBProblem, S, alpha, idx):
@@ -173,9 +248,10 @@ def _K_alpha(problem: MEBProblem, S, alpha, idx):
 
 
 def _dist2(problem, qp, idx):
-    """Squared distances ||c_t - phi~(z_l)||^2 + Delta_l for l in idx (001 eq. (12), 000 eq. (13))."""
+    """Squared distances ||c_t - phi~(z_l)||^2 + Delta_l - c0 for l in idx (001 eq. (12), 000 eq. (13)),
+    shifted by the constant c0 like the engine's linear term."""
     Ka, n_eval = _K_alpha(problem, qp.S, qp.alpha, idx)
-    return qp.margin - 2.0 * Ka + problem.linear_term(idx), n_eval
+    return qp.margin - 2.0 * Ka + problem.shifted_linear_term(idx), n_eval
 
 
 def _furthest(problem, qp, idx):
@@ -194,12 +270,12 @@ def _furthest(problem, qp, idx):
         n_eval += ne
         block_max.append(d2.max())
     best_d2 = max(block_max)
-    threshold = best_d2 - TIE * abs(best_d2)
+    threshold = best_d2 - TIE * (abs(best_d2) + abs(qp.c0))  # relative to the unshifted distance
     b = next(k for k, v in enumerate(block_max) if v >= threshold)
     block = idx[b * SCAN_BLOCK:(b + 1) * SCAN_BLOCK]
     d2, _ = _dist2(problem, qp, block) if len(block_max) > 1 else (d2, 0)
     k = int(np.flatnonzero(d2 >= threshold)[0])
-    return int(block[k]), float(best_d2), n_eval
+    return int(block[k]), float(best_d2) + qp.c0, n_eval
 
 
 def initial_pair(problem: MEBProblem, rng, sample_size, furthest_from):
@@ -235,7 +311,7 @@ def initial_pair(problem: MEBProblem, rng, sample_size, furthest_from):
 
 def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000, tol=None,
             random_state=None, cache_size=200 * 2**20, certify=True, verbose=False,
-            n_confirm=30, solver="auto") -> MEBResult:
+            n_confirm=30, solver="auto", stop="radius") -> MEBResult:
     """Approximate the MEB of the augmented points of ``problem`` to within (1+eps) (001 Sec. 4).
 
     Parameters
@@ -262,9 +338,10 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
         method (``simplex_qp.active_set_simplex``; falls back to SMO when Q_FF is singular), the
         paper's warm-started SMO (``simplex_qp.smo_simplex``), or 'auto' (default): active set while
         at most AUTO_MAX_FREE core vectors carry weight, SMO after that (see AUTO_MAX_FREE).
+    stop : 'radius', 'margin' or 'gap' -- the test of step 2 (see :data:`STOPS`); 'radius' is the paper's.
     """
     n = problem.n
-    validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm, solver)
+    validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm, solver, stop)
     rng = make_rng(random_state)
     if sample_size is not None and sample_size >= n:
         sample_size = None  # sampling more points than exist is a full scan
@@ -295,7 +372,8 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
     tighten = [1.0]  # shrinks the inner tolerance when a core vector is found outside the ball
 
     def solve():
-        inner_tol = tighten[0] * (tol if tol is not None else eps * max(qp.radius2, np.finfo(float).tiny))
+        R2 = qp.radius2
+        inner_tol = tighten[0] * (tol if tol is not None else inner_tolerance(stop, eps, R2, margin_scale(problem, R2)))
         bound = smo_step_bound(len(qp.S))
         out = None
         if solver == "auto" and not use_smo[0] and np.count_nonzero(qp.alpha) > AUTO_MAX_FREE:
@@ -303,9 +381,9 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
         if solver == "active_set" or (solver == "auto" and not use_smo[0]):
             if free[0] is None:
                 free[0] = [int(t) for t in np.flatnonzero(qp.alpha > 0)]
-            out = active_set_simplex(qp.Q, qp.l, qp.alpha, qp.grad, inner_tol, bound, free[0])
+            out = active_set_simplex(qp.Q, qp.l, qp.alpha, qp.grad, inner_tol, bound, free[0], shift=qp.c0)
         if out is None:
-            out = smo_simplex(qp.Q, qp.l, qp.alpha, qp.grad, inner_tol, bound)
+            out = smo_simplex(qp.Q, qp.l, qp.alpha, qp.grad, inner_tol, bound, shift=qp.c0)
             free[0] = None  # SMO moved alpha: the free set restarts from the support
         steps, _ = out
         smo_stats[0] += 1
@@ -332,7 +410,7 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
         idx = all_idx if sample_size is None else rng.integers(0, n, size=sample_size)
         z, d2, ne = _furthest(problem, qp, idx)
         n_eval += ne
-        if d2 <= (1.0 + eps) ** 2 * R2:
+        if stop_accepts(stop, eps, R2, d2, margin_scale(problem, R2), qp.margin, _gmax_support(qp)):
             clean += 1
             if sample_size is None or clean > n_confirm:
                 converged = True
@@ -342,7 +420,7 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
             continue  # draw another sample at the same center (no QP to solve)
         clean = 0
         if n_iter >= max_iter:
-            warnings.warn(f"the MEB engine stopped at max_iter={max_iter} before the (1+eps) test held; "
+            warnings.warn(f"the MEB engine stopped at max_iter={max_iter} before the stop={stop!r} test held; "
                           "the certified ratio reports what was reached", ConvergenceWarning, stacklevel=3)
             break
         if z in qp.S:
@@ -358,6 +436,8 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
     progress.close(n_iter, len(qp.S), qp.radius2)
     warn_if_smo_capped(smo_stats[2], smo_stats[1], smo_stats[0])
     R2 = qp.radius2
+    S = margin_scale(problem, R2)
+    warn_if_radius_too_coarse(stop, eps, R2, S)
     if certify:
         if last_scan is None:
             _, last_scan, ne = _furthest(problem, qp, all_idx)
@@ -368,4 +448,10 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
     return MEBResult(core_set=np.asarray(qp.S, dtype=np.intp), alpha=qp.alpha.copy(), radius2=R2,
                      margin=qp.margin, r_cert2=r_cert2,
                      certified_ratio=r_cert2 / R2 if R2 > 0 else float("nan"),
-                     n_iter=n_iter, converged=converged, history=history, kernel_evaluations=n_eval)
+                     n_iter=n_iter, converged=converged, history=history, kernel_evaluations=n_eval,
+                     margin_scale=S, kkt_gap=kkt_gap(qp.margin, r_cert2, S, _gmax_support(qp)), stop=stop)
+
+
+def _gmax_support(qp) -> float:
+    """max g_t over the core vectors with alpha_t > 0 (unshifted: the engine's gradient is g + c0)."""
+    return float(qp.grad[qp.alpha > 0].max()) - qp.c0

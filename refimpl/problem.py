@@ -111,6 +111,15 @@ class MEBProblem:
         return idx - self.m * (idx >= self.m) if self.mirror else idx
 
     @property
+    def constant_term(self) -> float | None:
+        """c0, the constant part of the linear term diag(K~) + Delta (eta, or kappa + beta_b + c for a
+        constant-diagonal kernel); None when it varies from point to point (the stop rules'
+        margin term is R^2 - c0, see refimpl.meb.STOPS)."""
+        if self.has_delta or self.kernel.constant_diagonal:
+            return float(self.eta)
+        return None
+
+    @property
     def has_delta(self) -> bool:
         return self.constant_linear_term and (self.offset is not None or not self.kernel.constant_diagonal)
 
@@ -145,6 +154,23 @@ class MEBProblem:
         if not self.has_delta:
             return np.zeros(len(idx))
         return self.linear_term(idx) - self.diag(idx)
+
+    def shifted_linear_term(self, idx) -> np.ndarray:
+        """diag(K~) + Delta - c0 with c0 = :attr:`constant_term` (0 if None), formed without
+        cancellation: s_z t_p(z) for CVR, 0 for the generalized CVM and constant-diagonal kernels.
+
+        The engines work with this shifted term.  On the simplex 1'alpha = 1 a constant shift of
+        the linear term changes neither the solution nor any gradient difference, but it keeps
+        the numbers small: with l ~ eta and a margin term of 1e-6, the active-set Newton step
+        Q_FF^-1 l would otherwise lose six digits to cancellation."""
+        idx = np.asarray(idx, dtype=np.intp)
+        if self.has_delta:
+            if self.offset is None:
+                return np.zeros(len(idx))
+            return self._s(idx) * self.offset[self.base(idx)]
+        if self.kernel.constant_diagonal:
+            return np.zeros(len(idx))
+        return self.diag(idx)
 
     def linear_term(self, idx) -> np.ndarray:
         """diag(K~) + Delta: the linear term of the MEB dual (001 eq. (2)); eta + s_z t_p(z) for CVR

@@ -39,14 +39,17 @@ TIE = 1e-12
 PIVOT_RTOL = 1e-12
 
 
-def most_violating(grad, alpha):
+def most_violating(grad, alpha, shift=0.0):
     """(i, gap): the coordinate that most wants to grow (lowest gradient; near-ties to the lowest
-    index) and the KKT violation  gap = max_{alpha_j > 0} g_j - g_i  that both solvers stop on."""
-    i = int(np.flatnonzero(grad <= grad.min() + TIE * np.abs(grad).max())[0])
+    index) and the KKT violation  gap = max_{alpha_j > 0} g_j - g_i  that both solvers stop on.
+
+    ``shift`` is the constant c0 taken out of the linear term (refimpl.meb): the tie window stays
+    relative to the size of the unshifted gradient, TIE * (max |g| + |c0|)."""
+    i = int(np.flatnonzero(grad <= grad.min() + TIE * (np.abs(grad).max() + abs(shift)))[0])
     return i, grad[alpha > 0].max() - grad[i]
 
 
-def smo_simplex(Q, l, alpha, grad, tol, max_iter):
+def smo_simplex(Q, l, alpha, grad, tol, max_iter, shift=0.0):
     """Run SMO from the warm start ``alpha`` (and its gradient ``grad = 2 Q alpha - l``).
 
     ``alpha`` and ``grad`` are updated in place.  Returns ``(n_steps, gap)``; the loop stops
@@ -54,7 +57,7 @@ def smo_simplex(Q, l, alpha, grad, tol, max_iter):
     """
     n_steps = 0
     while True:
-        i, gap = most_violating(grad, alpha)
+        i, gap = most_violating(grad, alpha, shift)
         if gap <= tol or n_steps >= max_iter:
             return n_steps, gap
         active = alpha > 0
@@ -78,7 +81,7 @@ def smo_simplex(Q, l, alpha, grad, tol, max_iter):
         n_steps += 1
 
 
-def active_set_simplex(Q, l, alpha, grad, tol, max_iter, free=None):
+def active_set_simplex(Q, l, alpha, grad, tol, max_iter, free=None, shift=0.0):
     """Primal active-set (Newton) solver for the same core-set QP, warm-started.
 
     Beyond the papers (issue: a faster exact core-set solver).  SMO moves two coordinates at a
@@ -142,7 +145,7 @@ def active_set_simplex(Q, l, alpha, grad, tol, max_iter, free=None):
         np.maximum(alpha, 0.0, out=alpha)
         grad[:] = 2.0 * Q[:, F] @ alpha[F] - l
         n_changes += 1
-        i, gap = most_violating(grad, alpha)
+        i, gap = most_violating(grad, alpha, shift)
         if n_changes >= max_iter:
             return n_changes, gap
         if not stationary:
