@@ -40,9 +40,9 @@ import numpy as np
 from .kernels import KernelSpec, kernel_expansion
 
 #: default sigmas of the three levels, as fractions of the bounding-box diagonal
-DEFAULT_SIGMAS = (0.3, 0.1, 0.03)
+DEFAULT_SIGMAS = (0.3, 0.1, 0.05)
 #: default C and mu of every level (fitting the residual scaled to unit RMS)
-DEFAULT_C = 1.0
+DEFAULT_C = (1.0, 200.0, 600.0)
 DEFAULT_MU = 1e-6
 #: the grid extends this fraction of the diagonal beyond the bounding box on every side
 GRID_PADDING = 0.05
@@ -419,6 +419,8 @@ class Level:
     n_support_vectors: int    # rows with lambda_i != lambda*_i (#SVs)
     fit_time: float           # seconds, wall clock, of the CVR fit
     cpu_time: float           # CPU seconds (all threads) of the CVR fit
+    C: float = float("nan")
+    mu: float = float("nan")
     n_iter: int = 0
     certified_ratio: float = float("nan")
     epsilon_bar: float = float("nan")
@@ -471,7 +473,8 @@ def fit_multiscale(X, sigmas, C, mu, fit_level=None, expansion=kernel_expansion,
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         lev = Level(sigma=float(sigma), support_vectors=X[support], coef=np.asarray(coef, dtype=np.float64),
                     intercept=float(intercept), scale=scale, n_support_vectors=len(support),
-                    fit_time=wall, cpu_time=cpu, residual_rms_before=scale, **diag)
+                    fit_time=wall, cpu_time=cpu, residual_rms_before=scale, C=float(C_l), mu=float(mu_l),
+                    **diag)
         f = f + lev.evaluate(X, expansion)
         lev.residual_rms_after = float(np.sqrt(np.mean((1.0 - f) ** 2)))
         levels.append(lev)
@@ -490,19 +493,21 @@ def evaluate(levels, X, expansion=kernel_expansion):
 # ----------------------------------------------------------------------------------------------
 # grid sampling and marching cubes
 # ----------------------------------------------------------------------------------------------
-def grid_axes(lo, hi, resolution, padding=GRID_PADDING):
+def grid_axes(lo, hi, resolution, padding=GRID_PADDING, multiple=1):
     """Three node coordinate vectors of a cubic-cell grid over [lo, hi] padded by ``padding`` x diagonal.
 
     ``resolution`` is the number of cells along the longest side; the cell size h is the same on
-    every axis.
+    every axis.  The number of cells along each axis is rounded up to a multiple of ``multiple``
+    (the grid grows symmetrically), as :func:`sample_grid`'s narrow band needs.
     """
     lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
     pad = padding * float(np.linalg.norm(hi - lo))
     lo, hi = lo - pad, hi + pad
     h = float((hi - lo).max()) / resolution
-    counts = np.ceil((hi - lo) / h - 1e-9).astype(int) + 1
+    cells = np.ceil((hi - lo) / h - 1e-9).astype(int)
+    cells = -(-cells // multiple) * multiple
     mid = (lo + hi) / 2.0
-    return [mid[a] + h * (np.arange(counts[a]) - (counts[a] - 1) / 2.0) for a in range(3)], h
+    return [mid[a] + h * (np.arange(cells[a] + 1) - cells[a] / 2.0) for a in range(3)], h
 
 
 def _points(ax, ix, iy, iz):
@@ -510,69 +515,121 @@ def _points(ax, ix, iy, iz):
     return np.column_stack([gx.ravel(), gy.ravel(), gz.ravel()])
 
 
-def sample_grid(func, axes, block=8, narrow_band=True):
+def _mixed_cells(v):
+    """Cells (of the node array v) whose 8 corners do not all have the same sign of v."""
+    pos = v > 0
+    nb = [k - 1 for k in v.shape]
+    any_, all_ = np.zeros(nb, dtype=bool), np.ones(nb, dtype=bool)
+    for dx in (0, 1):
+        for dy in (0, 1):
+            for dz in (0, 1):
+                p = pos[dx:dx + nb[0], dy:dy + nb[1], dz:dz + nb[2]]
+                any_ |= p
+                all_ &= p
+    return any_ & ~all_
+
+
+def _dilate(mask):
+    """mask grown by one cell in each of the 26 directions."""
+    out = mask.copy()
+    pad = np.pad(mask, 1)
+    nb = mask.shape
+    for dx in (0, 1, 2):
+        for dy in (0, 1, 2):
+            for dz in (0, 1, 2):
+                out |= pad[dx:dx + nb[0], dy:dy + nb[1], dz:dz + nb[2]]
+    return out
+
+
+def _upsample(v):
+    """Node values on a lattice twice as fine: linear interpolation along each axis (midpoints)."""
+    for a in range(3):
+        shape = list(v.shape)
+        shape[a] = 2 * shape[a] - 1
+        out = np.empty(shape)
+        sl = [slice(None)] * 3
+        sl[a] = slice(0, None, 2)
+        out[tuple(sl)] = v
+        sl[a] = slice(1, None, 2)
+        lo = [slice(None)] * 3
+        hi = [slice(None)] * 3
+        lo[a], hi[a] = slice(0, -1), slice(1, None)
+        out[tuple(sl)] = 0.5 * (v[tuple(lo)] + v[tuple(hi)])
+        v = out
+    return v
+
+
+def sample_grid(func, axes, block=8, narrow_band=True, dilate_all=False):
     """func on every node of the grid ``axes``: an (nx, ny, nz) array, and the number of nodes evaluated.
 
-    With ``narrow_band`` the grid is cut into blocks of ``block`` cells a side.  ``func`` is first
-    evaluated on the block corners (a grid ``block`` times coarser); a block is refined (all its
-    nodes evaluated) when the sign of ``func`` differs between the corners of it or of one of its 26
-    neighbours.  Every other node gets the trilinear interpolation of its block's corner values,
-    which has their common sign, so marching cubes finds no surface there.  This costs O(N^2)
-    evaluations for an N^3 grid instead of N^3.  Its assumption: the surface does not enter and
-    leave a block-and-neighbours region without changing a corner's sign, i.e. no feature is
-    thinner than about one block (``block`` cells) -- features that thin are below the coarse
-    grid's resolution and can be lost (use ``narrow_band=False`` or a smaller block to check).
+    ``narrow_band=False`` evaluates every node.  Otherwise (coarse to fine; ``block`` a power of 2
+    dividing the number of cells along every axis, see :func:`grid_axes`):
+
+    1. evaluate ``func`` on the lattice of every ``block``-th node;
+    2. a cell of the current lattice (step s) is *active* when its 8 corners do not share one sign;
+       on the coarsest lattice (and on every lattice with ``dilate_all``) the active set is grown by
+       one cell in every direction (26 neighbours), to catch the surface where it bulges into a
+       coarse cell between its corners;
+    3. evaluate the nodes of the lattice of step s/2 inside the active cells; every other node of that
+       lattice gets the linear interpolation of its step-s cell's corners -- which all share one sign
+       (the cell is not active), so the interpolated values keep it; the step-s/2 cells inside active
+       step-s cells become the candidates of step 2, and so on down to step 1.
+
+    Marching cubes then sees exact values in the cells the surface crosses (and their step-2 parents)
+    and sign-consistent values elsewhere; the cost is O(N^2) evaluations for an N^3 grid instead of N^3.
+    The assumption: the surface does not cross a coarse cell and its neighbours without changing
+    the sign of one of their corners -- features thinner than about ``block`` cells that pass between
+    coarse nodes can be lost (check with ``narrow_band=False`` or a smaller block).  The mesh is
+    closed in any case (marching cubes on a complete scalar field).
     """
     n = [len(a) for a in axes]
     if not narrow_band:
         vals = func(_points(axes, *(np.arange(k) for k in n)))
         return vals.reshape(n), int(np.prod(n))
-    # coarse nodes: every block-th node, plus the last one
-    cidx = [np.unique(np.r_[np.arange(0, k, block), k - 1]) for k in n]
-    coarse = func(_points(axes, *cidx)).reshape([len(c) for c in cidx])
-    evaluated = coarse.size
-    pos = coarse > 0
-    # blocks (cells of the coarse grid) whose 8 corners do not share one sign
-    nb = [len(c) - 1 for c in cidx]
-    corner_any = np.zeros(nb, dtype=bool)
-    corner_all = np.ones(nb, dtype=bool)
-    for dx in (0, 1):
-        for dy in (0, 1):
-            for dz in (0, 1):
-                p = pos[dx:dx + nb[0], dy:dy + nb[1], dz:dz + nb[2]]
-                corner_any |= p
-                corner_all &= p
-    mixed = corner_any & ~corner_all
-    # dilate by one block in every direction
-    active = mixed.copy()
-    pad = np.pad(mixed, 1)
-    for dx in (0, 1, 2):
-        for dy in (0, 1, 2):
-            for dz in (0, 1, 2):
-                active |= pad[dx:dx + nb[0], dy:dy + nb[1], dz:dz + nb[2]]
-    # trilinear interpolation of the coarse values everywhere
-    out = coarse
-    for a in range(3):
-        full = np.arange(n[a])
-        j = np.clip(np.searchsorted(cidx[a], full, side="right") - 1, 0, len(cidx[a]) - 2)
-        t = (full - cidx[a][j]) / (cidx[a][j + 1] - cidx[a][j])
-        shape = [1, 1, 1]
-        shape[a] = n[a]
-        t = t.reshape(shape)
-        out = np.take(out, j, axis=a) * (1 - t) + np.take(out, j + 1, axis=a) * t
-    out = np.ascontiguousarray(out)
-    # exact values in the active blocks (collected so that func is called once)
-    blocks = np.argwhere(active)
-    if len(blocks):
-        mask = np.zeros(n, dtype=bool)
-        for bx, by, bz in blocks:
-            mask[cidx[0][bx]:cidx[0][bx + 1] + 1, cidx[1][by]:cidx[1][by + 1] + 1,
-                 cidx[2][bz]:cidx[2][bz + 1] + 1] = True
-        where = np.nonzero(mask)
-        pts = np.column_stack([axes[0][where[0]], axes[1][where[1]], axes[2][where[2]]])
-        out[where] = func(pts)
-        evaluated += len(pts)
-    return out, evaluated
+    if block < 1 or block & (block - 1) or any((k - 1) % block for k in n):
+        raise ValueError(f"block must be a power of 2 dividing the cell counts {[k - 1 for k in n]}, got {block}")
+    vals = np.zeros(n)
+    known = np.zeros(n, dtype=bool)
+    s = block
+    lat = tuple(slice(0, None, s) for _ in range(3))
+    vals[lat] = func(_points(axes, *(np.arange(0, k, s) for k in n))).reshape(vals[lat].shape)
+    known[lat] = True
+    evaluated = int(known.sum())
+    candidates = np.ones([(k - 1) // s for k in n], dtype=bool)
+    while s > 1:
+        lat = tuple(slice(0, None, s) for _ in range(3))
+        active = _mixed_cells(vals[lat]) & candidates
+        if s == block or dilate_all:
+            active = _dilate(active) & candidates
+        h = s // 2
+        # the step-h cells inside active step-s cells, and the step-h nodes at their corners
+        child = np.repeat(np.repeat(np.repeat(active, 2, 0), 2, 1), 2, 2)
+        fine = tuple(slice(0, None, h) for _ in range(3))
+        need = np.zeros(vals[fine].shape, dtype=bool)
+        for dx in (0, 1):
+            for dy in (0, 1):
+                for dz in (0, 1):
+                    need[dx:dx + child.shape[0], dy:dy + child.shape[1], dz:dz + child.shape[2]] |= child
+        need &= ~known[fine]
+        idx = np.nonzero(need)
+        if len(idx[0]):
+            pts = np.column_stack([axes[a][idx[a] * h] for a in range(3)])
+            sub = vals[fine]
+            sub[idx] = func(pts)
+            vals[fine] = sub
+            kn = known[fine]
+            kn[idx] = True
+            known[fine] = kn
+            evaluated += len(idx[0])
+        # the rest of the step-h lattice: interpolated from step-s corners of one sign
+        up = _upsample(vals[lat])
+        sub = vals[fine]
+        kn = known[fine]
+        sub[~kn] = up[~kn]
+        vals[fine] = sub
+        candidates = child
+        s = h
+    return vals, evaluated
 
 
 def marching_cubes(values, axes, level=0.0):
@@ -585,10 +642,11 @@ def marching_cubes(values, axes, level=0.0):
     if not (values.min() < level < values.max()):
         return np.empty((0, 3)), np.empty((0, 3), dtype=np.int64)
     h = [float(a[1] - a[0]) if len(a) > 1 else 1.0 for a in axes]
-    verts, faces, _, _ = measure.marching_cubes(values, level=level, spacing=tuple(h),
-                                                gradient_direction="descent")
+    verts, faces, _, _ = measure.marching_cubes(values, level=level, spacing=tuple(h))
     verts = verts + np.array([a[0] for a in axes])
-    return verts, faces.astype(np.int64)
+    # skimage winds the triangles so that their normals point up the gradient (measured: inwards
+    # for f - 1); reversed, they point down it, out of the object
+    return verts, np.ascontiguousarray(faces[:, ::-1], dtype=np.int64)
 
 
 # ----------------------------------------------------------------------------------------------
