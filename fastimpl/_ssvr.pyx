@@ -31,7 +31,7 @@ from scipy.linalg.cython_lapack cimport dpotrf
 from sklearn.exceptions import ConvergenceWarning
 
 from refimpl.meb import make_rng
-from refimpl.ssvr import (DEP_RTOL, NEWTON_RTOL, RANK1_RATIO, SSVRResult, draw_candidates, pick,
+from refimpl.ssvr import (DEP_RTOL, JITTER_RTOL, NEWTON_RTOL, RANK1_RATIO, SSVRResult, draw_candidates, pick,
                           validate_ssvr_params)
 
 cnp.import_array()
@@ -41,6 +41,7 @@ include "_kernels.pxi"
 # rows gathered per dsyrk call when W changes
 cdef Py_ssize_t GATHER = 256
 cdef Py_ssize_t C_RANK1_RATIO = RANK1_RATIO
+cdef double C_JITTER_RTOL = JITTER_RTOL
 
 
 cdef struct BP:
@@ -251,7 +252,7 @@ cdef class _Fit:
         cdef double dep = DEP_RTOL
         with nogil:
             k_row(&self.K, self.X, self.sda, n, &self.X[s * self.d], self.sda[s], k)
-            k_ss = k_diag(&self.K, self.sda[s])
+            k_ss = k_diag(&self.K, k_rawdiag(&self.K, &self.X[s * self.d]))
             for i in range(n):
                 if self.zone[i] == 1 or self.zone[i] == -1:
                     self.work[i] = k[i]
@@ -409,10 +410,21 @@ cdef class _Fit:
                     break
             if ok:
                 return 0
+        # refactor; on failure shift the diagonal as refimpl.ssvr.cholesky does
+        cdef double tau = 0.0, scale = 0.0
+        cdef int attempt
         for j in range(m):
-            for i in range(j, m):
-                self.L[i + j * nb] = self.H[i + j * nb]
-        dpotrf(&uplo, &mi, self.L, &ldh, &info)
+            if self.H[j + j * nb] > scale:
+                scale = self.H[j + j * nb]
+        for attempt in range(12):
+            for j in range(m):
+                for i in range(j, m):
+                    self.L[i + j * nb] = self.H[i + j * nb]
+                self.L[j + j * nb] += tau
+            dpotrf(&uplo, &mi, self.L, &ldh, &info)
+            if info == 0:
+                return 0
+            tau = C_JITTER_RTOL * scale if tau == 0.0 else 10.0 * tau
         return info
 
     def newton(self, int max_newton):

@@ -26,7 +26,7 @@ Rules shared with :mod:`fastimpl._ssvr` (so that both select the same basis)
 * Random draws: :func:`draw_candidates` is the only consumer of the Generator (one
   ``rng.choice`` per selection round, made in Python by both implementations).
 * Ties: the selected candidate is the first one, in the order O was drawn, whose score is at least
-  ``(1 - TIE_RTOL)`` times the best score (:func:`pick`).
+  ``(1 - TIE_RTOL)`` times the best score; scores <= ``SCORE_FLOOR`` count as 0 (:func:`pick`).
 * Dependency: a candidate whose new Cholesky pivot^2 is <= ``DEP_RTOL`` h_ss (it is numerically in
   the span of the current basis, e.g. a duplicate point) is discarded from Q for good and the next
   candidate of O is taken.
@@ -46,8 +46,12 @@ from .kernels import kernel_block, kernel_diag
 
 #: near-ties in the selection criterion go to the first candidate in draw order
 TIE_RTOL = 1e-10
+#: normalised squared gradients (16) at or below this are rounding noise and count as 0
+SCORE_FLOOR = 1e-12
 #: a candidate with Cholesky pivot^2 <= DEP_RTOL * h_ss is numerically dependent on the basis
-DEP_RTOL = 1e-12
+DEP_RTOL = 1e-10
+#: first diagonal shift (relative to max diag H) when refactoring H fails to rounding
+JITTER_RTOL = 1e-13
 #: rank-one updates of L while RANK1_RATIO * (#changed points) <= m, else refactor from H
 RANK1_RATIO = 16
 #: finite Newton stops when the Newton decrement -grad'd is <= NEWTON_RTOL * max(L, 1)
@@ -204,8 +208,22 @@ def chol_rank1(L, x, sign):
 
 
 def cholesky(H):
-    """Lower Cholesky factor of the generalized Hessian (positive definite: 2 lam K_PP > 0)."""
-    return np.linalg.cholesky(H)
+    """Lower Cholesky factor of the generalized Hessian (23).
+
+    H >= 2 lam K_PP is positive definite in exact arithmetic, but after W loses most active points a
+    nearly dependent basis can leave it singular to rounding.  Then L factors H + tau I with
+    tau = JITTER_RTOL max diag(H), increased tenfold until it succeeds: the Newton direction is then
+    that of a slightly damped model (still a descent direction; the exact line search keeps L
+    monotone), and the objective itself is unchanged.
+    """
+    tau = 0.0
+    scale = float(np.max(np.diag(H))) if H.size else 1.0
+    for _ in range(12):
+        try:
+            return np.linalg.cholesky(H + tau * np.eye(H.shape[0]) if tau else H)
+        except np.linalg.LinAlgError:
+            tau = JITTER_RTOL * scale if tau == 0.0 else 10.0 * tau
+    raise np.linalg.LinAlgError("the generalized Hessian (23) is not positive definite")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -239,8 +257,13 @@ def srs_scores(g, beta, K_O, K_PO, lam):
 
 def pick(scores, excluded):
     """Index into ``scores`` of the selected candidate: the first (in draw order) not ``excluded``
-    with score >= (1 - TIE_RTOL) * the best remaining score; -1 when all are excluded."""
-    s = np.where(excluded, -np.inf, scores)
+    with score >= (1 - TIE_RTOL) * the best remaining score; -1 when all are excluded.
+
+    Scores <= SCORE_FLOOR (a cosine below 1e-6 between g_bar and K_bar_j: no descent direction beyond
+    the solver's own tolerance, e.g. when beta_P is already optimal for (8)) count as 0, so that
+    rounding noise does not decide: the first candidate in draw order is taken.
+    """
+    s = np.where(excluded, -np.inf, np.where(scores > SCORE_FLOOR, scores, 0.0))
     best = s.max() if len(s) else -np.inf
     if not np.isfinite(best):
         return -1

@@ -1,0 +1,426 @@
+"""SSVR-SRS (002_e1ad84299eaaf4ed.txt): loss, derivatives, solver, fast == ref, estimator, baselines.
+
+Tolerances
+----------
+* fast == ref: both make the same draws and apply the same selection, dependency and refactor
+  rules, so they must select the same basis functions.  Their sums run in different orders (C
+  loops and a maintained gradient vs NumPy/BLAS), so objective values are compared with relative
+  tolerance OBJ_RTOL and fitted values with PRED_TOL (relative to max(1, |y|_inf)); beta itself is
+  not compared (K_PP can be ill-conditioned, so beta is far less determined than K_P beta).  The
+  dependency test (pivot^2 <= DEP_RTOL h_ss) is a threshold: a candidate whose pivot lands within
+  rounding of it may be kept by one implementation and dropped by the other, so the strict
+  comparison is made on problems where neither rejected a candidate (the rejection path is tested
+  on duplicated points, where the pivot is 0 to rounding).
+* independent solvers: cvxopt's interior point QP is accurate to ~1e-7 relative, so the full-basis
+  SSVR solution is compared with it at 1e-5 (objective) and 1e-3 (fitted values, which are less
+  well determined than the objective); sklearn's LIBSVM runs with tol=1e-10.
+"""
+import os
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from scipy.optimize import minimize_scalar
+from scipy.special import huber
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.svm import SVR, NuSVR
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from fastimpl import SparseSVR
+from fastimpl import _ssvr as fast
+from refimpl import ssvr as ref
+from refimpl.baselines.exact_svr import epsilon_svr, fit_svr, nu_svr
+from refimpl.baselines.rss import rss_from_svr
+from refimpl.datasets import friedman
+from refimpl.kernels import kernel_block, make_kernel_spec
+
+OBJ_RTOL = 1e-7
+PRED_TOL = 1e-5
+N_EXAMPLES = int(os.environ.get("COREVECTOR_HYPOTHESIS_EXAMPLES", 60))
+
+
+def _problem(n=60, d=2, seed=0, gamma=3.0, kernel="rbf"):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n, d))
+    y = np.sin(3 * X[:, 0]) + X[:, -1] ** 2 + 0.1 * rng.normal(size=n)
+    opts = {"gamma": gamma} if kernel != "linear" else {}
+    if kernel == "poly":
+        opts.update(degree=2, coef0=1.0)
+    return X, y, make_kernel_spec(X, kernel, **opts)
+
+
+# ------------------------------------------------------------------ the loss (7) and its special cases
+zs = st.lists(st.floats(-50, 50, allow_nan=False), min_size=1, max_size=30).map(np.array)
+
+
+@given(z=zs, delta=st.floats(0.01, 10))
+def test_loss_case1_huber(z, delta):
+    """(1) eps = 0: Huber's loss (twice scipy's huber(Delta, z))."""
+    np.testing.assert_allclose(ref.huber_loss(z, 0.0, delta), 2 * huber(delta, z), rtol=1e-12, atol=1e-12)
+
+
+@given(z=zs)
+def test_loss_case2_quadratic(z):
+    """(2) eps = 0, Delta = inf: the quadratic (Gaussian) loss z^2."""
+    np.testing.assert_allclose(ref.huber_loss(z, 0.0, np.inf), z ** 2, rtol=1e-14)
+
+
+@given(z=zs, eps=st.floats(0.0, 5.0), gap=st.floats(1e-9, 1e-3))
+def test_loss_cases3_and_5_linear_limits(z, eps, gap):
+    """(3) eps = 0, (5) eps > 0, Delta -> eps: l / (2 (Delta - eps)) -> max(|z| - eps, 0) (Laplace /
+    insensitive linear loss); the error is at most (Delta - eps) / 2."""
+    delta = eps + gap
+    gap = delta - eps                       # the gap as represented
+    scaled = ref.huber_loss(z, eps, delta) / (2 * gap)
+    target = np.maximum(np.abs(z) - eps, 0)
+    assert np.all(np.abs(scaled - target) <= gap / 2 + 1e-9 * (1 + np.abs(target)))
+
+
+@given(z=zs, eps=st.floats(1e-3, 5.0))
+def test_loss_case4_insensitive_quadratic(z, eps):
+    """(4) 0 < eps, Delta = inf: max(|z| - eps, 0)^2."""
+    np.testing.assert_allclose(ref.huber_loss(z, eps, np.inf), np.maximum(np.abs(z) - eps, 0) ** 2, rtol=1e-13)
+
+
+@given(z=zs, eps=st.floats(0.0, 2.0), gap=st.floats(0.05, 3.0))
+def test_loss_continuous_differentiable_and_convex(z, eps, gap):
+    """l is C^1 (value and derivative continuous at |z| = eps and Delta) and its derivative is monotone."""
+    delta = eps + gap
+    for c in (eps, delta, -eps, -delta):
+        lo, hi = ref.huber_loss(np.array([c - 1e-9, c + 1e-9]), eps, delta)
+        assert abs(lo - hi) < 1e-7
+        dlo, dhi = ref.huber_derivative(np.array([c - 1e-9, c + 1e-9]), eps, delta)
+        assert abs(dlo - dhi) < 1e-7
+    zz = np.sort(z)
+    assert np.all(np.diff(ref.huber_derivative(zz, eps, delta)) >= -1e-12)
+
+
+def _away_from_kinks(r, eps, delta, h):
+    kinks = np.array([eps, delta, -eps, -delta])
+    kinks = kinks[np.isfinite(kinks)]
+    return np.min(np.abs(r[:, None] - kinks[None, :])) > 10 * h
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**16), eps=st.sampled_from([0.0, 0.05, 0.2]), delta=st.sampled_from([0.3, 1.0, np.inf]),
+       lam=st.sampled_from([1e-3, 1e-1]), m=st.integers(1, 6))
+def test_gradient_and_hessian_match_finite_differences(seed, eps, delta, lam, m):
+    """Eqs. (22) and (23) against central differences of (18) and (22), away from the kinks."""
+    X, y, spec = _problem(n=40, seed=seed)
+    rng = np.random.default_rng(seed)
+    P = rng.choice(40, m, replace=False)
+    K_P = kernel_block(spec, X, X[P])
+    K_PP = K_P[P]
+    beta = rng.normal(size=m)
+    h = 1e-6
+    r = K_P @ beta - y
+    if not _away_from_kinks(r, eps, delta, h * (1 + np.abs(K_P).sum(1).max())):
+        return
+    f = lambda b: ref.objective(K_P @ b - y, b, K_PP, lam, eps, delta)  # noqa: E731
+    g = lambda b: ref.gradient(K_P, K_PP, b, K_P @ b - y, lam, eps, delta)  # noqa: E731
+    I = np.eye(m)
+    fd_grad = np.array([(f(beta + h * I[k]) - f(beta - h * I[k])) / (2 * h) for k in range(m)])
+    np.testing.assert_allclose(g(beta), fd_grad, rtol=1e-5, atol=1e-5)
+    fd_hess = np.array([(g(beta + h * I[k]) - g(beta - h * I[k])) / (2 * h) for k in range(m)])
+    np.testing.assert_allclose(ref.generalized_hessian(K_P, K_PP, r, lam, eps, delta), fd_hess, rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**16), eps=st.sampled_from([0.0, 0.1, 0.4]), delta=st.sampled_from([0.5, 2.0, np.inf]),
+       n=st.integers(1, 80))
+def test_line_search_is_exact(seed, eps, delta, n):
+    """The line search of (24) returns the minimiser of the 1-D piecewise quadratic (bounded scalar search)."""
+    rng = np.random.default_rng(seed)
+    r, u = rng.normal(size=n), rng.normal(size=n)
+    lam, beta, d = 0.1, rng.normal(size=2), rng.normal(size=2)
+    phi = lambda t: ref.huber_loss(r + t * u, eps, delta).sum() + lam * ((beta + t * d) ** 2).sum()  # noqa: E731
+    t = ref.line_search(r, u, float(beta @ d), float(d @ d), lam, eps, delta)
+    assert t >= 0
+    best = minimize_scalar(phi, bounds=(0, max(10.0, 2 * t)), method="bounded", options={"xatol": 1e-12})
+    assert phi(t) <= best.fun + 1e-10 * (1 + abs(best.fun))
+    assert phi(t) <= phi(0.0) + 1e-12
+
+
+@given(seed=st.integers(0, 2**16), m=st.integers(1, 12), sign=st.sampled_from([1.0, -1.0]))
+def test_cholesky_rank_one_update_and_append(seed, m, sign):
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(m + 1, 3 * m + 3))
+    H = A @ A.T + np.eye(m + 1)
+    L = np.linalg.cholesky(H[:m, :m])
+    l, piv2 = ref.chol_append(L, H[:m, m], H[m, m])
+    full = np.zeros((m + 1, m + 1))
+    full[:m, :m], full[m, :m], full[m, m] = L, l, np.sqrt(piv2)
+    np.testing.assert_allclose(full, np.linalg.cholesky(H), atol=1e-10)
+    x = rng.normal(size=m) * (0.3 if sign < 0 else 1.0)
+    target = H[:m, :m] + sign * np.outer(x, x)
+    L2 = L.copy()
+    ok = ref.chol_rank1(L2, x, sign)
+    if np.all(np.linalg.eigvalsh(target) > 1e-8):
+        assert ok
+        np.testing.assert_allclose(L2 @ L2.T, target, atol=1e-9)
+
+
+# ------------------------------------------------------------------ the SSVR-SRS solver
+def test_full_basis_with_infinite_delta_equals_independent_qp_solution():
+    """All n basis functions and Delta = inf: (8) is a QP; cvxopt solves it independently."""
+    from cvxopt import matrix, solvers
+
+    X, y, spec = _problem(n=30, seed=1, gamma=5.0)
+    n, lam, eps = len(y), 1e-2, 0.05
+    K = kernel_block(spec, X, X)
+    # variables (beta, xi+, xi-): min lam beta'K beta + |xi+|^2 + |xi-|^2,  K beta - y - eps <= xi+,  y - K beta - eps <= xi-
+    Pm = np.zeros((3 * n, 3 * n))
+    Pm[:n, :n] = 2 * lam * K
+    Pm[n:, n:] = 2 * np.eye(2 * n)
+    I, Z = np.eye(n), np.zeros((n, n))
+    G = np.block([[K, -I, Z], [-K, Z, -I]])
+    h = np.concatenate([y + eps, eps - y])
+    solvers.options.update(show_progress=False, abstol=1e-12, reltol=1e-12, feastol=1e-12)
+    sol = solvers.qp(matrix(Pm), matrix(np.zeros(3 * n)), matrix(G), matrix(h))
+    b_qp = np.array(sol["x"]).ravel()[:n]
+    obj_qp = ref.primal_objective(K, b_qp, y, lam, eps, np.inf)
+    for solver in (ref.ssvr_srs, fast.ssvr_srs):
+        res = solver(X, y, spec, n, lam=lam, epsilon=eps, delta=np.inf, n_candidates=n, tol=0.0, random_state=0)
+        assert len(res.basis) == n and res.stop_reason == "n_basis"
+        beta = np.zeros(n)
+        beta[res.basis] = res.beta
+        obj = ref.primal_objective(K, beta, y, lam, eps, np.inf)
+        assert abs(obj - obj_qp) <= 1e-5 * obj_qp
+        np.testing.assert_allclose(K @ beta, K @ b_qp, atol=1e-3)
+        assert res.objective_history[-1] == pytest.approx(obj, rel=1e-9)
+
+
+@settings(max_examples=max(10, N_EXAMPLES // 3), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), eps=st.sampled_from([0.0, 0.05, 0.3]), gap=st.sampled_from([0.1, 0.5, np.inf]),
+       lam=st.sampled_from([1e-5, 1e-3, 1e-1]), selection=st.sampled_from(["srs", "random"]),
+       n_candidates=st.sampled_from([1, 7, 100]))
+def test_objective_never_increases_as_bases_are_added(seed, eps, gap, lam, selection, n_candidates):
+    X, y, spec = _problem(n=70, seed=seed)
+    for solver in (ref.ssvr_srs, fast.ssvr_srs):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            res = solver(X, y, spec, 25, lam=lam, epsilon=eps, delta=eps + gap, n_candidates=n_candidates,
+                         selection=selection, random_state=seed)
+        hist = np.concatenate([[ref.huber_loss(-y, eps, eps + gap).sum()], res.objective_history])
+        assert np.all(np.diff(hist) <= 1e-12 * hist[:-1])
+        assert len(set(res.basis.tolist())) == len(res.basis)
+
+
+problems = st.fixed_dictionaries({
+    "kernel": st.sampled_from(["rbf", "laplacian", "poly", "linear"]),
+    "n": st.integers(5, 120),
+    "d": st.integers(2, 5),
+    "seed": st.integers(0, 2**16),
+    "eps": st.sampled_from([0.0, 0.05, 0.3]),
+    "gap": st.sampled_from([0.05, 0.3, np.inf]),
+    "lam": st.sampled_from([1e-4, 1e-2, 1.0]),
+    "selection": st.sampled_from(["srs", "random"]),
+    "n_candidates": st.sampled_from([1, 5, 100]),
+    "frac": st.floats(0.05, 0.6),
+})
+
+
+@settings(max_examples=N_EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(p=problems)
+def test_fast_equals_ref(p):
+    rng = np.random.default_rng(p["seed"])
+    X = rng.normal(size=(p["n"], p["d"]))
+    y = X @ rng.normal(size=p["d"]) + np.sin(X[:, 0]) + 0.1 * rng.normal(size=p["n"])
+    opts = {"gamma": 0.5} if p["kernel"] != "linear" else {}
+    if p["kernel"] == "poly":
+        opts.update(degree=2, coef0=1.0)
+    spec = make_kernel_spec(X, p["kernel"], **opts)
+    m = max(1, int(p["frac"] * p["n"]))
+    kw = dict(lam=p["lam"], epsilon=p["eps"], delta=p["eps"] + p["gap"], n_candidates=p["n_candidates"],
+              selection=p["selection"], random_state=p["seed"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        a = ref.ssvr_srs(X, y, spec, m, **kw)
+        b = fast.ssvr_srs(X, y, spec, m, **kw)
+    assume(a.n_rejected == 0 and b.n_rejected == 0)
+    np.testing.assert_array_equal(a.basis, b.basis)
+    assert a.stop_reason == b.stop_reason and a.n_rejected == b.n_rejected
+    np.testing.assert_allclose(a.objective_history, b.objective_history, rtol=OBJ_RTOL, atol=1e-12)
+    if len(a.basis):
+        K = kernel_block(spec, X, X[a.basis])
+        assert np.max(np.abs(K @ a.beta - K @ b.beta)) <= PRED_TOL * max(1.0, np.abs(y).max())
+
+
+def test_random_state_determinism_and_rsvm_differs():
+    X, y, spec = _problem(n=200, seed=3)
+    a = fast.ssvr_srs(X, y, spec, 20, random_state=5)
+    b = fast.ssvr_srs(X, y, spec, 20, random_state=5)
+    np.testing.assert_array_equal(a.basis, b.basis)
+    np.testing.assert_array_equal(a.beta, b.beta)
+    c = fast.ssvr_srs(X, y, spec, 20, random_state=5, selection="random")
+    assert not np.array_equal(a.basis, c.basis)
+
+
+def test_srs_selects_the_best_candidate_of_the_criterion():
+    """With |O| >= n every unused point is a candidate: the first pick maximises (16) over all points."""
+    X, y, spec = _problem(n=50, seed=4)
+    res = ref.ssvr_srs(X, y, spec, 1, n_candidates=50, epsilon=0.05, delta=0.3)
+    K = kernel_block(spec, X, X)
+    g = ref.huber_derivative(-y, 0.05, 0.3)
+    crit = (g @ K) ** 2 / ((g @ g) * (K * K).sum(0))
+    assert crit[res.basis[0]] == pytest.approx(crit.max(), rel=1e-9)
+
+
+def test_newton_bound_warns():
+    X, y, spec = _problem(n=80, seed=2)
+    for solver in (ref.ssvr_srs, fast.ssvr_srs):
+        with pytest.warns(ConvergenceWarning, match="max_newton"):
+            solver(X, y, spec, 10, max_newton=1, epsilon=0.01, delta=0.05, random_state=0)
+
+
+def test_no_n_by_n_matrix_and_duplicates_are_rejected():
+    """Duplicated points give identical kernel columns: the dependency rule discards them."""
+    X, y, spec = _problem(n=20, seed=6)
+    X2, y2 = np.vstack([X, X]), np.concatenate([y, y])
+    for solver in (ref.ssvr_srs, fast.ssvr_srs):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            res = solver(X2, y2, spec, 40, n_candidates=100, tol=0.0, random_state=0)
+        assert len(res.basis) <= 20
+        assert len(np.unique(X2[res.basis], axis=0)) == len(res.basis)
+
+
+# ------------------------------------------------------------------ the estimator
+@parametrize_with_checks([SparseSVR(random_state=0), SparseSVR(random_state=0, impl="ref")])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+def test_estimator_fast_equals_ref_and_fits(impl):
+    X, y = friedman(600, which=3, random_state=0)
+    X = (X - X.min(0)) / (X.max(0) - X.min(0)) * 2 - 1
+    est = SparseSVR(n_basis=30, lam=1e-3, epsilon=0.0, gamma=1.0, random_state=0, impl=impl).fit(X, y)
+    other = SparseSVR(n_basis=30, lam=1e-3, epsilon=0.0, gamma=1.0, random_state=0,
+                      impl="ref" if impl == "fast" else "fast").fit(X, y)
+    np.testing.assert_array_equal(est.basis_indices_, other.basis_indices_)
+    np.testing.assert_allclose(est.predict(X), other.predict(X), atol=PRED_TOL * np.abs(y).max())
+    assert est.coef_.shape == (30,) and est.basis_vectors_.shape == (30, 4)
+    assert np.all(np.diff(est.objective_history_) <= 0)
+    assert est.score(X, y) > 0.5
+
+
+@pytest.mark.parametrize("params, exc, name", [
+    (dict(n_basis=0), ValueError, "n_basis"), (dict(n_basis=11), ValueError, "n_basis"),
+    (dict(n_basis=2.5), TypeError, "n_basis"), (dict(lam=0.0), ValueError, "lam"),
+    (dict(lam=-1.0), ValueError, "lam"), (dict(lam=np.nan), ValueError, "lam"),
+    (dict(epsilon=-0.1), ValueError, "epsilon"), (dict(epsilon=np.inf), ValueError, "epsilon"),
+    (dict(epsilon=0.3, delta=0.3), ValueError, "delta"), (dict(epsilon=0.5, delta=0.3), ValueError, "delta"),
+    (dict(n_candidates=0), ValueError, "n_candidates"), (dict(selection="best"), ValueError, "selection"),
+    (dict(impl="gpu"), ValueError, "impl"), (dict(tol=-1.0), ValueError, "tol"),
+    (dict(max_newton=0), ValueError, "max_newton"), (dict(gamma=-1.0), ValueError, "gamma"),
+    (dict(kernel="sigmoid"), ValueError, "kernel"), (dict(lam="big"), TypeError, "lam"),
+    (dict(fit_intercept="yes"), TypeError, "fit_intercept"),
+])
+def test_bad_parameters(params, exc, name):
+    X, y, _ = _problem(n=10)
+    with pytest.raises(exc, match=name):
+        SparseSVR(**params).fit(X, y)
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+def test_bad_data(impl):
+    X, y, _ = _problem(n=10)
+    for bad in (np.nan, np.inf):
+        Xb = X.copy()
+        Xb[0, 0] = bad
+        with pytest.raises(ValueError, match="X"):
+            SparseSVR(impl=impl).fit(Xb, y)
+        yb = y.copy()
+        yb[0] = bad
+        with pytest.raises(ValueError, match="y|Input"):
+            SparseSVR(impl=impl).fit(X, yb)
+    with pytest.raises(ValueError, match="constant"):
+        SparseSVR(impl=impl).fit(X, np.ones(10))
+    with pytest.raises(ValueError, match="inconsistent|samples"):
+        SparseSVR(impl=impl).fit(X, y[:-1])
+    est = SparseSVR(impl=impl, n_basis=5).fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        est.predict(X[:, :1])
+
+
+# ------------------------------------------------------------------ baselines
+@pytest.mark.parametrize("seed", range(4))
+def test_exact_svr_matches_libsvm(seed):
+    """The tutorial-style SMO epsilon-SVR and nu-SVR reach LIBSVM's dual objective and predictions."""
+    rng = np.random.default_rng(seed)
+    n, d = 70, 3
+    X = rng.normal(size=(n, d))
+    y = np.sin(X[:, 0]) + 0.3 * rng.normal(size=n)
+    C = [0.5, 3.0, 10.0, 1.0][seed]
+    spec = make_kernel_spec(X, "rbf", gamma=0.5)
+    K = kernel_block(spec, X, X)
+    ours = fit_svr(X, y, spec, C=C, epsilon=0.2)
+    lib = SVR(C=C, epsilon=0.2, gamma=0.5, tol=1e-10).fit(X, y)
+    dl = np.zeros(n)
+    dl[lib.support_] = lib.dual_coef_[0]
+    dual_lib = -0.5 * dl @ K @ dl - 0.2 * np.abs(dl).sum() + y @ dl
+    assert ours.converged and ours.gap <= 1e-8 * (abs(ours.primal_objective) + 1)
+    assert ours.dual_objective == pytest.approx(dual_lib, rel=1e-7, abs=1e-9)
+    assert ours.dual_objective <= ours.primal_objective + 1e-12
+    np.testing.assert_allclose(ours.predict(K), lib.predict(X), atol=1e-4)
+    nu = [0.2, 0.5, 0.8, 0.4][seed]
+    ours = nu_svr(K, y, C=C, nu=nu)
+    lib = NuSVR(C=C, nu=nu, gamma=0.5, tol=1e-10).fit(X, y)
+    dl = np.zeros(n)
+    dl[lib.support_] = lib.dual_coef_[0]
+    assert ours.converged
+    assert ours.dual_objective == pytest.approx(-0.5 * dl @ K @ dl + y @ dl, rel=1e-7, abs=1e-9)
+    assert abs(ours.alpha.sum() + ours.alpha_star.sum() - C * nu * n) <= 1e-8 * C * n
+    np.testing.assert_allclose(ours.predict(K), lib.predict(X), atol=1e-4)
+    # nu bounds the fraction of errors from above and of support vectors from below (tutorial Thm.)
+    resid = np.abs(ours.predict(K) - y)
+    assert np.mean(resid > ours.epsilon + 1e-6) <= nu + 1e-9
+    assert np.mean(ours.coef != 0) >= nu - 1e-9
+
+
+def test_exact_svr_rejects_bad_input_and_warns_at_bound():
+    X, y, spec = _problem(n=20)
+    K = kernel_block(spec, X, X)
+    with pytest.raises(ValueError, match="C"):
+        epsilon_svr(K, y, C=0.0)
+    with pytest.raises(ValueError, match="epsilon"):
+        epsilon_svr(K, y, epsilon=-1.0)
+    with pytest.raises(ValueError, match="nu"):
+        nu_svr(K, y, nu=1.5)
+    with pytest.warns(ConvergenceWarning):
+        epsilon_svr(K, y, C=100.0, epsilon=0.0, max_iter=3)
+
+
+def test_rss_reaches_the_svr_when_all_support_vectors_are_selected():
+    """(25) is a projection: once the reduced set spans w, RSS reproduces the SVR exactly."""
+    X, y, spec = _problem(n=60, seed=0)
+    svr = SVR(C=10.0, epsilon=0.05, gamma=3.0).fit(X, y)
+    errors = []
+
+    def cb(P, alpha):
+        f = kernel_block(spec, X, X[P]) @ alpha + svr.intercept_[0]
+        errors.append(np.abs(f - svr.predict(X)).max())
+
+    res = rss_from_svr(svr, X, spec, 60, n_candidates=60, random_state=0, callback=cb)
+    assert set(svr.support_) <= set(res.basis.tolist())
+    assert errors[-1] < 1e-6
+    assert np.all(np.diff(res.explained) >= -1e-9)    # (25) never increases as vectors are added
+
+
+@pytest.mark.slow
+def test_ssvr_close_to_svr_with_few_basis_functions():
+    """Friedman3 (3:1 SNR): 100 SSVR-SRS basis functions get within 3% of a full SVR's test RMSE."""
+    X, y = friedman(4000, which=3, random_state=0)
+    Xt, yt = friedman(2000, which=3, random_state=1)
+    lo, hi = X.min(0), X.max(0)
+    X, Xt = (X - lo) / (hi - lo) * 2 - 1, (Xt - lo) / (hi - lo) * 2 - 1
+    svr = SVR(C=10.0, epsilon=0.05, gamma=1.0).fit(X, y)
+    rmse_svr = np.sqrt(np.mean((svr.predict(Xt) - yt) ** 2))
+    est = SparseSVR(n_basis=100, lam=1e-3, epsilon=0.05, gamma=1.0, random_state=0, tol=0.0).fit(X, y)
+    rmse = np.sqrt(np.mean((est.predict(Xt) - yt) ** 2))
+    assert rmse <= 1.03 * rmse_svr
+    assert est.n_basis_ <= len(svr.support_) // 10
