@@ -41,6 +41,8 @@ include "_kernels.pxi"
 # rows gathered per dsyrk call when W changes
 cdef Py_ssize_t GATHER = 256
 cdef Py_ssize_t C_RANK1_RATIO = RANK1_RATIO
+# below this many kernel-coordinate operations the candidate scoring runs on one thread
+cdef Py_ssize_t PARALLEL_MIN_WORK = 2_000_000
 cdef double C_JITTER_RTOL = JITTER_RTOL
 
 
@@ -106,12 +108,13 @@ cdef inline double qval(signed char z, double y, double eps, double delta) noexc
 cdef void score_candidates(const Kern* K, const double* X, const double* sda, Py_ssize_t n,
                            const Py_ssize_t* O, Py_ssize_t nO, const double* g, const double* beta,
                            const Py_ssize_t* P, Py_ssize_t m, double lam,
-                           double* num, double* knorm2) noexcept nogil:
-    """num_j = g_bar'K_bar_j and knorm2_j = |K_bar_j|^2 of eq. (16) for the candidates O."""
+                           double* num, double* knorm2, int nthreads) noexcept nogil:
+    """num_j = g_bar'K_bar_j and knorm2_j = |K_bar_j|^2 of eq. (16) for the candidates O, in parallel
+    over the candidates (each candidate's sums run serially, so results do not depend on nthreads)."""
     cdef Py_ssize_t j, i, p, o
     cdef double* buf
     cdef double sg, sk, sp, sq, v
-    with parallel():
+    with parallel(num_threads=nthreads):
         buf = <double*> malloc(n * sizeof(double))
         for j in prange(nO, schedule="dynamic"):
             o = O[j]
@@ -215,16 +218,18 @@ cdef class _Fit:
     def objective(self):
         return self.loss + self.lam * self._quad(self.beta, self.beta)
 
-    def scores(self, Py_ssize_t[::1] O, double[::1] g):
+    def scores(self, Py_ssize_t[::1] O, double[::1] g, int nthreads):
         """(num, |K_bar_j|^2) of eq. (16) for the candidates O."""
-        nO = O.shape[0]
+        cdef Py_ssize_t nO = O.shape[0]
+        if nO * self.n * self.d < PARALLEL_MIN_WORK:
+            nthreads = 1
         num = np.empty(nO)
         kn = np.empty(nO)
         cdef double[::1] numv = num, knv = kn
         cdef double* bptr = self.beta
         with nogil:
             score_candidates(&self.K, self.X, self.sda, self.n, &O[0], nO, &g[0], bptr, self.P, self.m,
-                             self.lam, &numv[0], &knv[0])
+                             self.lam, &numv[0], &knv[0], nthreads)
         return num, kn
 
     cdef double _quad(self, const double* a, const double* b) noexcept nogil:
@@ -505,8 +510,12 @@ cdef class _Fit:
 
 
 def ssvr_srs(X, y, spec, n_basis, lam=1e-2, epsilon=0.1, delta=0.3, n_candidates=100, selection="srs",
-             tol=0.0, max_newton=50, random_state=None, callback=None):
+             tol=0.0, max_newton=50, random_state=None, callback=None, n_jobs=None):
     """Same signature and result as :func:`refimpl.ssvr.ssvr_srs` (SSVR-SRS, 002 Table 1, or RSVM).
+
+    ``n_jobs``: OpenMP threads of the candidate scoring (None: OpenMP's default, -1: all CPUs);
+    the results do not depend on it.  On a machine already busy with other work, 1 can be faster:
+    threads waiting at the end of a parallel region spin on the cores the others need.
 
     BLAS runs single-threaded during the fit: its calls here are small (m x m) or memory-bound
     (one pass over K_P), and threaded BLAS next to the OpenMP candidate scoring oversubscribes
@@ -516,11 +525,20 @@ def ssvr_srs(X, y, spec, n_basis, lam=1e-2, epsilon=0.1, delta=0.3, n_candidates
 
     with threadpool_limits(limits=1, user_api="blas"):
         return _ssvr_srs(X, y, spec, n_basis, lam, epsilon, delta, n_candidates, selection, tol, max_newton,
-                         random_state, callback)
+                         random_state, callback, _threads(n_jobs))
+
+
+def _threads(n_jobs):
+    import os
+    if n_jobs is None:
+        return int(os.environ.get("OMP_NUM_THREADS", "0") or 0) or (os.cpu_count() or 1)
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0 or n_jobs < -1:
+        raise ValueError(f"n_jobs must be None, -1 or a positive integer, got {n_jobs!r}")
+    return (os.cpu_count() or 1) if n_jobs == -1 else int(n_jobs)
 
 
 def _ssvr_srs(X, y, spec, n_basis, lam, epsilon, delta, n_candidates, selection, tol, max_newton, random_state,
-              callback):
+              callback, nthreads):
     X = np.ascontiguousarray(X, dtype=np.float64)
     y = np.ascontiguousarray(y, dtype=np.float64)
     n = X.shape[0]
@@ -546,7 +564,7 @@ def _ssvr_srs(X, y, spec, n_basis, lam, epsilon, delta, n_candidates, selection,
             if len(O) == 0:
                 break
             if selection == "srs":
-                num, kn = fit.scores(O, g)
+                num, kn = fit.scores(O, g, nthreads)
                 gg = float(g @ g + 4.0 * lam * lam * (beta @ beta))
                 den = gg * kn
                 with np.errstate(divide="ignore", invalid="ignore"):

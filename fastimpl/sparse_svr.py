@@ -66,6 +66,9 @@ class SparseSVR(RegressorMixin, BaseEstimator):
         Bound on finite Newton iterations per sub-problem (a ConvergenceWarning says when it binds).
     random_state : None, int, RandomState or Generator
     impl : {'fast', 'ref'}, default='fast'
+    n_jobs : int or None, default=None
+        OpenMP threads for the candidate scoring of ``impl='fast'`` (None: OpenMP's default; -1: all
+        CPUs; ignored by 'ref').  The fitted model does not depend on it.
 
     Attributes
     ----------
@@ -83,7 +86,7 @@ class SparseSVR(RegressorMixin, BaseEstimator):
 
     def __init__(self, *, n_basis=None, lam=1e-2, epsilon=0.1, delta=0.3, kernel="rbf", gamma="beta", degree=3,
                  coef0=0.0, normalize=False, n_candidates=100, selection="srs", fit_intercept=True, tol=1e-6,
-                 max_newton=50, random_state=None, impl="fast"):
+                 max_newton=50, random_state=None, impl="fast", n_jobs=None):
         self.n_basis = n_basis
         self.lam = lam
         self.epsilon = epsilon
@@ -100,6 +103,7 @@ class SparseSVR(RegressorMixin, BaseEstimator):
         self.max_newton = max_newton
         self.random_state = random_state
         self.impl = impl
+        self.n_jobs = n_jobs
 
     def fit(self, X, y, callback=None):
         """Fit on (X, y).  ``callback(basis_indices, beta)`` is called after every basis function
@@ -116,7 +120,8 @@ class SparseSVR(RegressorMixin, BaseEstimator):
         b = float(y.mean()) if self.fit_intercept else 0.0
         res = solve(X, y - b, self.kernel_spec_, n_basis, lam=self.lam, epsilon=self.epsilon, delta=self.delta,
                     n_candidates=self.n_candidates, selection=self.selection, tol=self.tol,
-                    max_newton=self.max_newton, random_state=self.random_state, callback=callback)
+                    max_newton=self.max_newton, random_state=self.random_state, callback=callback,
+                    n_jobs=self.n_jobs)
         self.basis_indices_ = res.basis
         self.basis_vectors_ = X[res.basis]
         self.coef_ = res.beta

@@ -379,13 +379,14 @@ def _update_factor(K_P, H, L, changed, w_new, m):
 
 
 def ssvr_srs(X, y, spec, n_basis, lam=1e-2, epsilon=0.1, delta=0.3, n_candidates=100, selection="srs",
-             tol=0.0, max_newton=50, random_state=None, callback=None):
+             tol=0.0, max_newton=50, random_state=None, callback=None, n_jobs=None):
     """SSVR-SRS (002 Table 1) or RSVM (``selection='random'``) on (X, y) with kernel ``spec``.
 
     Parameters follow the paper: ``lam`` = lambda of (8), ``epsilon`` and ``delta`` = eps and Delta
     of the loss (7), ``n_candidates`` = |O| (17), ``n_basis`` = m.  The loop stops at ``n_basis``
     functions, when the relative decrease of L from the last function is <= ``tol``, or when no
-    usable candidate is left.  ``callback(P, beta_P)`` is called after every addition.
+    usable candidate is left.  ``callback(P, beta_P)`` is called after every addition.  ``n_jobs``
+    is accepted for signature parity with the fast implementation and ignored.
     """
     from .meb import make_rng
 
