@@ -51,16 +51,19 @@ class ImplicitSurface:
 
     Parameters
     ----------
-    sigmas : sequence of 3 floats, default (0.3, 0.1, 0.03)
+    sigmas : sequence of 3 floats, default (0.15, 0.07, 0.035)
         Laplacian kernel widths (k = exp(-||x - y|| / sigma)) of the three levels, as fractions of the
         bounding-box diagonal of the points (which are centred and scaled to a unit diagonal first).
         Level 1 (largest sigma) fits y = 1 on every point; levels 2 and 3 fit the residual
         1 - f_prev on the points.
-    C, mu : float, default 1.0 and 1e-6
-        The L2-SVR parameters of eq. (6) for every level.  Each level fits its targets divided by
-        their RMS (the residuals shrink from level to level), so C and mu mean the same at every
-        level.  mu (the mean slack) controls sparsity: smaller mu, fewer support vectors.  C
-        below ~1 lets the tube width epsbar absorb the constant target (f shrinks towards 0).
+    C : float or 3 floats, default (1, 100, 300)
+        The L2-SVR C of eq. (6), per level.  Each level fits its targets divided by their RMS (the
+        residuals shrink from level to level).  Level 1 needs C >~ 1 (below, the tube width absorbs
+        the constant target and f shrinks towards 0); the residual levels need C ~ 100 or more to
+        fit anything.  Larger C: tighter fit, more core vectors, slower.
+    mu : float or 3 floats, default 1e-6
+        The mean slack of eq. (6)-(9).  Keep it below the residual level (else epsbar = -mu/2 and
+        every point becomes a support vector).
     eps : float, default 1e-6
         The (1+eps) tolerance of the core-set loop (the paper's value).
     sample_size : int or None, default 59
@@ -68,7 +71,8 @@ class ImplicitSurface:
     n_confirm : int, default 30
         Clean samples needed to stop (see :class:`~fastimpl.CVR`).
     resolution : int, default 128
-        Grid cells along the longest side of the (padded) bounding box for :meth:`mesh`.
+        Grid cells along the longest side of the (padded) bounding box for :meth:`mesh` (rounded up
+        to a multiple of the narrow band's block on every axis).
     narrow_band : bool, default True
         Evaluate f at full resolution only near the surface (:func:`refimpl.surface.sample_grid`).
     random_state : None, int
