@@ -19,6 +19,7 @@ import numbers
 import time
 
 import numpy as np
+from sklearn.base import BaseEstimator
 
 from refimpl import surface as _ref
 from refimpl.meb import make_rng
@@ -46,8 +47,11 @@ def _check_points(points, name="points"):
     return np.ascontiguousarray(P)
 
 
-class ImplicitSurface:
+class ImplicitSurface(BaseEstimator):
     """A 3-D point cloud modelled as the one-set f^-1(1) of three multi-scale Laplacian CVRs (000 Sec. 4.2).
+
+    scikit-learn style (``get_params``/``set_params``/``clone`` work); ``fit(points)`` takes the (n, 3)
+    surface points only -- there are no targets.
 
     Parameters
     ----------

@@ -734,8 +734,11 @@ def render(path, verts, faces, views=((15, -60), (15, 30)), up="z", size=5.0, ti
             polys = tri[order][:, :, [0, 2]]
             col = plt.cm.bone(0.25 + 0.7 * shade[order])
             ax.add_collection(PolyCollection(polys, facecolors=col, edgecolors="none", antialiased=False))
-        ax.set_xlim(-lim, lim)
-        ax.set_ylim(-lim, lim)
+        if len(P):  # frame each view on its own projection
+            (x0, y0), (x1, y1) = P[:, [0, 2]].min(0), P[:, [0, 2]].max(0)
+            half = 0.52 * max(x1 - x0, y1 - y0)
+            ax.set_xlim((x0 + x1) / 2 - half, (x0 + x1) / 2 + half)
+            ax.set_ylim((y0 + y1) / 2 - half, (y0 + y1) / 2 + half)
         ax.set_aspect("equal")
         ax.axis("off")
         ax.set_title(f"elev {elev}°, azim {azim}°", fontsize=9)

@@ -14,6 +14,7 @@ cells; full = all 50,000 points, 192 cells (the Table 2 reproduction, target: fi
 """
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -83,7 +84,9 @@ JOB = FitJob(_prepare, _fit, _evaluate)
 def run(ctx: Context) -> ExperimentResult:
     from refimpl.surface import DEFAULT_C, DEFAULT_MU, DEFAULT_SIGMAS
     n_points, resolution = ctx.sizes[0]
+    load0 = os.getloadavg()[0]
     res = measure_fit(JOB, n_points, ctx.seed or SEED, str(ctx.out), resolution, trace_memory=False)
+    load = (load0, os.getloadavg()[0])
     if "error" in res:
         raise RuntimeError(f"surface experiment failed: {res['error']}")
     levels = res.pop("levels")
@@ -116,10 +119,14 @@ def run(ctx: Context) -> ExperimentResult:
            f"{res['f_minus_1_on_points_max']:.2e}.")
     target = ""
     if res["n_points"] >= 50_000:
-        ok = res["fit_time"] <= FIT_TARGET_S
-        target = (f"\n\nTarget: the three-level fit on the 50,000-point bunny in <= {FIT_TARGET_S:g} s: "
-                  f"**{'met' if ok else 'NOT met'}** ({res['fit_time']:.1f} s wall clock, "
-                  f"{res['fit_cpu_time']:.1f} s CPU over all threads).")
+        # Table 2 reports CPU time; the wall clock is given too, with the machine's load, since the
+        # cores may be shared with other jobs
+        ok_cpu, ok_wall = res["fit_cpu_time"] <= FIT_TARGET_S, res["fit_time"] <= FIT_TARGET_S
+        target = (f"\n\nTarget: the three-level fit on the 50,000-point bunny in <= {FIT_TARGET_S:g} s "
+                  f"(Table 2 measures CPU time): CPU time {res['fit_cpu_time']:.1f} s "
+                  f"(**{'met' if ok_cpu else 'NOT met'}**); wall clock {res['fit_time']:.1f} s "
+                  f"({'within' if ok_wall else 'over'} {FIT_TARGET_S:g} s) with the 1-minute load average "
+                  f"at {load[0]:.1f} before / {load[1]:.1f} after the run on {os.cpu_count()} CPUs.")
     params = (f"σ = {tuple(DEFAULT_SIGMAS)} × bounding-box diagonal, C = {tuple(DEFAULT_C)}, "
               f"μ = {DEFAULT_MU:g}, eps = 1e-6, 59 random candidates per iteration, seed {ctx.seed or SEED}.")
     summary = ("Table 2 (Stanford bunny):\n\n" + to_markdown(table2, floatfmt=".4g") +

@@ -169,7 +169,7 @@ def test_sphere_fit_passes_through_held_out_points(sphere_fit):
 
 @pytest.mark.parametrize("narrow_band", [True, False])
 def test_sphere_mesh_is_a_closed_sphere(sphere_fit, narrow_band, tmp_path):
-    sphere_fit.narrow_band = narrow_band
+    sphere_fit.set_params(narrow_band=narrow_band)
     verts, faces = sphere_fit.mesh(resolution=40)
     assert len(faces) > 500
     radii = np.linalg.norm(verts - CENTER, axis=1)
