@@ -60,7 +60,7 @@ class ImplicitSurface(BaseEstimator):
         bounding-box diagonal of the points (which are centred and scaled to a unit diagonal first).
         Level 1 (largest sigma) fits y = 1 on every point; levels 2 and 3 fit the residual
         1 - f_prev on the points.
-    C : float or 3 floats, default (1, 100, 300)
+    C : float or 3 floats, default (1, 100, 150)
         The L2-SVR C of eq. (6), per level.  Each level fits its targets divided by their RMS (the
         residuals shrink from level to level).  Level 1 needs C >~ 1 (below, the tube width absorbs
         the constant target and f shrinks towards 0); the residual levels need C ~ 100 or more to

@@ -22,7 +22,7 @@ def bunny(n):
 
 
 class BunnySurface:
-    """ImplicitSurface (defaults: sigmas 0.3/0.1/0.05 of the diagonal, C 1/200/600, mu 1e-6), fast engine."""
+    """ImplicitSurface (defaults: sigmas 0.15/0.07/0.035 of the diagonal, C 1/100/150, mu 1e-6), fast engine."""
 
     param_names = ["n_points"]
     params = [[5_000, 50_000]]
