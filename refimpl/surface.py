@@ -23,10 +23,12 @@ The scheme of the paper (after Schölkopf, Giesen & Spalinger 2005, as cited the
   - Level 1 needs C >~ 1: the one-set costs ||w||^2 + b^2 ~ 1 and the tube 2 C epsbar, so below
     C ~ 1 the tube width absorbs the constant target (epsbar -> 1, f -> 0: the degenerate
     solution the penalised bias is meant to avoid).  At C = 1 epsbar is a few 1e-3 and f exceeds 1
-    inside the bunny by about 1e-2 (sigma 0.3), falling below 1 outside.  Larger C fits tighter with many more core vectors.
+    inside the bunny by about 1e-2 (sigma 0.3), falling below 1 outside.  Larger C fits tighter
+    with many more core vectors.
   - The residual levels fit zero-mean, rough targets: with C = 1 their tube covers everything
     (epsbar ~ 1.5, nothing fitted); C = 100-300 cuts the residual RMS 2-6x per level (C3 = 300
-    instead of 150: residual RMS 4.1e-4 instead of 6.4e-4, 31% more CPU time on the 50,000-point bunny).
+    instead of 150: residual RMS 4.1e-4 instead of 6.4e-4, 31% more CPU time on the 50,000-point
+    bunny).
   - mu is the mean slack (eq. (9)).  If it exceeds the natural residual, epsbar = -mu/2 and every
     point is a support vector on both sides (kernel ridge regression); mu = 1e-6 keeps epsbar > 0
     and the model sparse.  Smaller mu barely changes the model and slows the QP.
