@@ -131,10 +131,12 @@ def active_set_nonneg(H, ops, tol=1e-9, max_changes=None):
                 d = target - cur
                 neg = np.flatnonzero(d < 0)
                 ratios = cur[neg] / -d[neg]
-                k = int(neg[np.argmin(ratios)])
-                a[F] = np.maximum(cur + ratios.min() * d, 0.0)
-                a[F[k]] = 0.0
-                F = [f for f in F if a[f] > 0]
+                step = ratios.min()
+                blocking = set(int(j) for j in neg[ratios <= step])   # they reach 0 at the step
+                a[F] = np.maximum(cur + step * d, 0.0)
+                for j in blocking:
+                    a[F[j]] = 0.0
+                F = [f for j, f in enumerate(F) if j not in blocking]
                 continue
             a[:] = 0.0
             a[F] = target
