@@ -29,7 +29,7 @@ from scipy.linalg.cython_lapack cimport dpotrf, dpotrs
 
 from sklearn.exceptions import ConvergenceWarning
 
-from refimpl.meb import (AUTO_MAX_FREE, MEBResult, initial_pair, inner_tolerance, kkt_gap, make_rng, margin_scale,
+from refimpl.meb import (auto_max_free, MEBResult, initial_pair, inner_tolerance, kkt_gap, make_rng, margin_scale,
                          smo_step_bound, stop_accepts, validate_engine_params, warn_if_radius_too_coarse,
                          warn_if_smo_capped)
 from refimpl.progress import Progress
@@ -784,7 +784,7 @@ def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_s
     validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm, solver, stop)
     cdef bint use_active_set = solver != "smo"
     cdef bint auto = solver == "auto"
-    cdef Py_ssize_t auto_max_free = AUTO_MAX_FREE
+    cdef Py_ssize_t max_free = auto_max_free(stop)
     eps_ = float(eps)
     rng = make_rng(random_state)
     if sample_size is not None and sample_size >= n:
@@ -804,7 +804,7 @@ def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_s
     R2 = eng.radius2()
     inner_tol = float(tol) if tol is not None else inner_tolerance(stop, eps_, R2, margin_scale(problem, R2))
     bound_steps = smo_step_bound(eng.size)
-    if auto and use_active_set and eng.count_support() > auto_max_free:
+    if auto and use_active_set and eng.count_support() > max_free:
         use_active_set = False  # refimpl.meb: one-way switch to SMO
     with nogil:
         steps = _solve(eng, inner_tol, bound_steps, use_active_set)
@@ -851,7 +851,7 @@ def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_s
         inner_tol = tighten * (float(tol) if tol is not None else
                                inner_tolerance(stop, eps_, R2, margin_scale(problem, R2)))
         bound_steps = smo_step_bound(eng.size)
-        if auto and use_active_set and eng.count_support() > auto_max_free:
+        if auto and use_active_set and eng.count_support() > max_free:
             use_active_set = False  # refimpl.meb: one-way switch to SMO
         with nogil:
             steps = _solve(eng, inner_tol, bound_steps, use_active_set)

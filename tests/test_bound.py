@@ -14,6 +14,9 @@ import pytest
 
 from conftest import FORMULATIONS, engine, exact_meb, random_problem
 
+# the bound tests run 'radius' at coarse eps on purpose; its accuracy warning is tested on its own below
+pytestmark = pytest.mark.filterwarnings("ignore:stop='radius' with eps")
+
 NUM_TOL = 1e-9
 EPSILONS = (1e-1, 1e-2, 1e-3, 1e-4)
 KERNELS = [("rbf", {"gamma": 0.5}), ("laplacian", {"gamma": 0.7}), ("poly", {"gamma": 0.5, "coef0": 1.0, "degree": 2})]
@@ -65,3 +68,51 @@ def test_small_eps_recovers_exact_solution(formulation, kernel, opts, solver, im
     center_dist2 = float(diff @ problem.block(np.arange(n), np.arange(n)) @ diff)
     assert center_dist2 <= ((1 + eps) ** 2 - 1) * res.radius2 + 1e-9 * hi
     assert abs(res.radius2 - lo) <= 3 * eps * lo + 1e-9 * hi
+
+
+@pytest.mark.parametrize("formulation", FORMULATIONS)
+@pytest.mark.parametrize("kernel,opts", KERNELS[:2], ids=[k for k, _ in KERNELS[:2]])
+@pytest.mark.parametrize("eps", (1e-1, 1e-3))
+@pytest.mark.parametrize("stop", ["margin", "gap"])
+def test_margin_relative_rules(formulation, kernel, opts, eps, stop, impl, exact_cache):
+    """Under full scans the rules of refimpl.meb.STOPS hold for the whole set, against the exact r*:
+
+    * 'margin': r*^2 - R^2 <= r_cert^2 - R^2 <= ((1+eps)^2 - 1) S, S the margin term |R^2 - c0|;
+    * 'gap': the certified LIBSVM-style gap (max_{alpha>0} g - min g) / (2 S) <= eps, and the FW gap
+      r_cert^2 - R^2 it bounds is at most 2 eps S.
+    R_tau^2 <= r*^2 holds under every rule (weak duality).
+    """
+    key = (formulation, kernel)
+    if key not in exact_cache:
+        problem = random_problem(formulation, kernel, m=150, seed=3, **opts)
+        exact_cache[key] = (problem, exact_meb(problem))
+    problem, (lo, hi, _) = exact_cache[key]
+    res = engine(impl)(problem, eps, sample_size=None, random_state=0, stop=stop)
+    assert res.converged and res.stop == stop
+    S = res.margin_scale
+    c0 = problem.constant_term
+    assert S == pytest.approx(abs(res.radius2 - c0) if c0 is not None else res.radius2, rel=1e-12)
+    assert res.radius2 <= hi * (1 + NUM_TOL)
+    slack = 1e-9 * hi  # the exact bracket's own width
+    if stop == "margin":
+        assert res.r_cert2 - res.radius2 <= ((1 + eps) ** 2 - 1) * S + slack
+        assert lo - res.radius2 <= ((1 + eps) ** 2 - 1) * S + slack
+    else:
+        assert res.kkt_gap <= eps * (1 + 1e-9) + slack / S
+        assert res.r_cert2 - res.radius2 <= 2 * eps * S + slack
+
+
+def test_radius_rule_warns_when_eps_swamps_the_margin(impl):
+    """Loosli & Canu: at large C the margin term is tiny against R^2 ~ kappa + 1 + 1/C; the 'radius'
+    rule then says so, and the 'margin' rule (which measures eps against it) does not."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    problem = random_problem("two_class", "rbf", m=120, C=1e6, seed=2, gamma=0.2)
+    with pytest.warns(ConvergenceWarning, match="margin term"):
+        res = engine(impl)(problem, 1e-3, sample_size=None, random_state=0, stop="radius")
+    assert ((1 + 1e-3) ** 2 - 1) * res.radius2 > 0.1 * res.margin_scale
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        res = engine(impl)(problem, 1e-3, sample_size=None, random_state=0, stop="margin")
+    assert res.r_cert2 - res.radius2 <= ((1 + 1e-3) ** 2 - 1) * res.margin_scale * (1 + 1e-9)
