@@ -129,7 +129,8 @@ def run(ctx: Context) -> ExperimentResult:
                   f"({'within' if ok_wall else 'over'} {FIT_TARGET_S:g} s) with the 1-minute load average "
                   f"at {load[0]:.1f} before / {load[1]:.1f} after the run on {os.cpu_count()} CPUs.")
     params = (f"σ = {tuple(DEFAULT_SIGMAS)} × bounding-box diagonal, C = {tuple(DEFAULT_C)}, "
-              f"μ = {DEFAULT_MU:g}, eps = 1e-6, 59 random candidates per iteration, seed {ctx.seed or SEED}.")
+              f"μ = {DEFAULT_MU:g}, eps = 1e-6 with the paper's (1+eps)-ball stop rule (stop='radius'), "
+              f"59 random candidates per iteration, seed {ctx.seed or SEED}.")
     summary = ("Table 2 (Stanford bunny):\n\n" + to_markdown(table2, floatfmt=".4g") +
                "\n\nPer level:\n\n" + to_markdown(per_level, floatfmt=".4g") +
                "\n\nMesh (marching cubes on f - 1, narrow band):\n\n" + to_markdown(mesh, floatfmt=".3g") +
