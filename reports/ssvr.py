@@ -128,9 +128,9 @@ def run_dataset(name, mode, seed):
 
     for rep in range(REPEATS[mode]):
         rs = seed * 100 + rep
-        for method, lam, sel in [(f"SSVR-SRS (lambda={lam3:g})", lam3, "srs"),
-                                 (f"SSVR-SRS (lambda={LAM_TABLE4:g})", LAM_TABLE4, "srs"),
-                                 (f"RSVM (lambda={lam3:g})", lam3, "random")]:
+        for method, lam, sel in [("SSVR-SRS (lambda of Table 3)", lam3, "srs"),
+                                 (f"SSVR-SRS (lambda={LAM_TABLE4:g}, Table 4)", LAM_TABLE4, "srs"),
+                                 ("RSVM (lambda of Table 3)", lam3, "random")]:
             est = SparseSVR(n_basis=m_max, lam=lam, epsilon=eps, delta=DELTA, gamma=gamma,
                             n_candidates=N_CANDIDATES, selection=sel, fit_intercept=False, tol=0.0,
                             random_state=rs)
@@ -147,7 +147,7 @@ def run_dataset(name, mode, seed):
             t0 = time.perf_counter()
             SparseSVR(n_basis=m_max, lam=lam3, epsilon=eps, delta=DELTA, gamma=gamma, n_candidates=N_CANDIDATES,
                       fit_intercept=False, tol=0.0, random_state=rs, impl="ref").fit(X, y)
-            times.append(dict(method=f"SSVR-SRS (lambda={lam3:g})", rep=rep, fit_time=time.perf_counter() - t0,
+            times.append(dict(method="SSVR-SRS (lambda of Table 3)", rep=rep, fit_time=time.perf_counter() - t0,
                               impl="ref"))
     cur = pd.DataFrame(curves).groupby(["method", "m"], as_index=False)["rmse"].agg(["mean", "std"]).reset_index()
     cur = cur.rename(columns={"mean": "rmse", "std": "rmse_std"})
@@ -249,23 +249,32 @@ SPEED_SIZES = {"tiny": [300], "quick": [3000, 10000, 30000], "full": [3000, 1000
 SPEED_M = {"tiny": 10, "quick": 100, "full": 240}
 
 
-def _prepare_speed(impl, n, m, seed):
+#: variant -> (impl, n_jobs): the fast implementation with OpenMP's default team and with one
+#: thread (on a machine shared with other jobs the single thread can be the faster one), and the
+#: reference (NumPy with its default BLAS threads)
+SPEED_VARIANTS = {"fast": ("fast", None), "fast (1 thread)": ("fast", 1), "ref": ("ref", None)}
+
+
+def _prepare_speed(variant, n, m, seed):
     from refimpl.datasets import friedman
     X, y = friedman(int(n), which=3, random_state=seed)
     lo, hi = X.min(0), X.max(0)
-    return impl, m, seed, 2 * (X - lo) / (hi - lo) - 1, y
+    impl, n_jobs = SPEED_VARIANTS[variant]
+    return impl, n_jobs, m, seed, 2 * (X - lo) / (hi - lo) - 1, y
 
 
 def _fit_speed(data):
     from fastimpl import SparseSVR
-    impl, m, seed, X, y = data
+    impl, n_jobs, m, seed, X, y = data
     return SparseSVR(n_basis=m, lam=1e-3, epsilon=0.05, delta=DELTA, gamma=1.0, n_candidates=N_CANDIDATES,
-                     fit_intercept=False, tol=0.0, random_state=seed, impl=impl).fit(X, y)
+                     fit_intercept=False, tol=0.0, random_state=seed, impl=impl, n_jobs=n_jobs).fit(X, y)
 
 
 def _evaluate_speed(model, data):
+    import os
     return dict(n_basis=int(model.n_basis_), objective=float(model.objective_history_[-1]),
-                basis_hash=int(np.sum(model.basis_indices_ * np.arange(1, model.n_basis_ + 1)) % 1_000_003))
+                basis_hash=int(np.sum(model.basis_indices_ * np.arange(1, model.n_basis_ + 1)) % 1_000_003),
+                newton_per_basis=float(np.mean(model.newton_iterations_)), load_avg_1min=os.getloadavg()[0])
 
 
 SPEED_JOB = FitJob(_prepare_speed, _fit_speed, _evaluate_speed)
@@ -273,30 +282,40 @@ SPEED_JOB = FitJob(_prepare_speed, _fit_speed, _evaluate_speed)
 
 @experiment("ssvr_speed", "SSVR-SRS fast vs. ref on Friedman3 (fresh processes)", sizes=SPEED_SIZES)
 def run_speed(ctx: Context) -> ExperimentResult:
+    import os
     m = SPEED_M[ctx.mode]
     rows = []
-    tasks = [(impl, n) for n in ctx.sizes for impl in ("fast", "ref")]
-    for impl, n in progress(tasks, "ssvr_speed", ctx.progress):
-        res = measure_fit(SPEED_JOB, impl, n, m, ctx.seed, trace_memory=False)
-        rows.append(dict(impl=impl, n=int(n), m=m, **res))
+    tasks = [(v, n) for n in ctx.sizes for v in SPEED_VARIANTS]
+    for variant, n in progress(tasks, "ssvr_speed", ctx.progress):
+        res = measure_fit(SPEED_JOB, variant, n, m, ctx.seed, trace_memory=False)
+        rows.append(dict(variant=variant, n=int(n), m=m, **res))
     df = pd.DataFrame(rows)
-    for col in ("fit_time", "fit_cpu_time", "objective", "basis_hash", "maxrss_delta_mb", "error"):
+    for col in ("fit_time", "fit_cpu_time", "objective", "basis_hash", "load_avg_1min", "error"):
         if col not in df:
             df[col] = np.nan
-    wide = df.pivot_table(index=["n", "m"], columns="impl", values=["fit_time", "objective", "basis_hash"])
-    out = pd.DataFrame({"n": [i[0] for i in wide.index], "m": [i[1] for i in wide.index]})
-    for col in ("fit_time", "objective", "basis_hash"):
-        for impl in ("fast", "ref"):
-            out[f"{col} [{impl}]"] = wide[(col, impl)].values if (col, impl) in wide else np.nan
-    out["speed-up ref/fast"] = out["fit_time [ref]"] / out["fit_time [fast]"]
-    out["same basis"] = out["basis_hash [fast]"] == out["basis_hash [ref]"]
-    out["objective rel. diff"] = (out["objective [fast]"] - out["objective [ref]"]).abs() / out["objective [ref]"]
     df.to_csv(ctx.out / "ssvr_speed.csv", index=False)
-    table = to_markdown(out[["n", "m", "fit_time [fast]", "fit_time [ref]", "speed-up ref/fast", "same basis",
-                             "objective rel. diff"]], floatfmt=".4g")
-    notes = "".join(f"\n- {r.impl} n={r.n}: failed: {r.error}" for r in df[df["error"].notna()].itertuples())
+    out = []
+    for n, g in df.groupby("n"):
+        t = g.set_index("variant")
+        row = dict(n=int(n), m=m)
+        for v in SPEED_VARIANTS:
+            row[f"time {v} (s)"] = float(t["fit_time"].get(v, np.nan))
+        ref_t = row["time ref (s)"]
+        row["speed-up ref/fast"] = ref_t / row["time fast (s)"]
+        row["speed-up ref/fast (1 thread)"] = ref_t / row["time fast (1 thread) (s)"]
+        hashes = t["basis_hash"].dropna().unique()
+        objs = t["objective"].dropna()
+        row["same basis"] = bool(len(hashes) == 1)
+        row["objective rel. diff"] = float((objs.max() - objs.min()) / objs.min()) if len(objs) else np.nan
+        row["load avg"] = float(t["load_avg_1min"].mean())
+        out.append(row)
+    out = pd.DataFrame(out)
+    table = to_markdown(out, floatfmt=".4g")
+    notes = "".join(f"\n- {r.variant} n={r.n}: failed: {r.error}" for r in df[df["error"].notna()].itertuples())
     md = (f"Friedman3 (inputs scaled to [-1, 1]), gamma=1, lambda=1e-3, eps=0.05, Delta=0.3, |O|=100, "
-          f"m={m} basis functions, seed {ctx.seed}; wall-clock seconds of one fit in a fresh process.\n\n{table}\n")
+          f"m={m} basis functions, seed {ctx.seed}; wall-clock seconds of one fit in a fresh process on "
+          f"{os.cpu_count()} CPUs.  'load avg' is the machine's 1-minute load average after the fits: above "
+          f"the CPU count, other jobs were competing for the cores and every time is inflated.\n\n{table}\n")
     with open(ctx.out / "ssvr_speed.md", "w") as f:
         f.write("# SSVR-SRS: fast vs. ref\n\n" + md + notes)
     return ExperimentResult(outputs=["ssvr_speed.md", "ssvr_speed.csv"], summary_md=md, notes=notes)
