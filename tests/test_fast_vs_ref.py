@@ -7,6 +7,7 @@ its gap test passes; alpha, R^2 and decision values are therefore compared with 
 RADIUS_RTOL and DEC_TOL, far below what the eps-relative stopping rule itself allows (alpha sums to 1).
 """
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +15,9 @@ from fastimpl._engine import fit_meb as fit_fast, kernel_expansion as expand_fas
 from refimpl.kernels import kernel_expansion as expand_ref, make_kernel_spec
 from refimpl.meb import fit_meb as fit_ref
 from conftest import random_problem
+
+# random problems run every stop rule at coarse eps; the 'radius' accuracy warning is tested in test_bound
+pytestmark = pytest.mark.filterwarnings("ignore:stop='radius' with eps")
 
 ALPHA_TOL = 1e-6
 DEC_TOL = 1e-7
@@ -32,6 +36,7 @@ problems = st.fixed_dictionaries({
     # 64 bytes keeps only a 2 x 2 block of Q cached: the fast engine recomputes the rest
     "cache_size": st.sampled_from([64, 200 * 2**20]),
     "solver": st.sampled_from(["smo", "active_set", "auto"]),
+    "stop": st.sampled_from(["radius", "margin", "gap"]),
 })
 
 
@@ -43,7 +48,7 @@ def test_same_core_set_and_coefficients(p):
         opts.update(coef0=1.0, degree=2)
     problem = random_problem(p["formulation"], p["kernel"], m=p["m"], d=p["d"], C=p["C"], seed=p["seed"],
                              normalize=p["normalize"], **opts)
-    kw = dict(sample_size=p["sample_size"], random_state=p["seed"], solver=p["solver"])
+    kw = dict(sample_size=p["sample_size"], random_state=p["seed"], solver=p["solver"], stop=p["stop"])
     a = fit_ref(problem, p["eps"], **kw)
     b = fit_fast(problem, p["eps"], cache_size=p["cache_size"], **kw)
     for res in (a, b):  # the center is a convex combination of the core vectors (001 eq. (3))
@@ -53,6 +58,7 @@ def test_same_core_set_and_coefficients(p):
     assert a.n_iter == b.n_iter
     assert abs(a.radius2 - b.radius2) <= RADIUS_RTOL * max(1.0, abs(a.radius2))
     assert abs(a.r_cert2 - b.r_cert2) <= RADIUS_RTOL * max(1.0, abs(a.r_cert2))
+    assert abs(a.margin_scale - b.margin_scale) <= RADIUS_RTOL * max(1.0, a.margin_scale)
 
 
 @settings(max_examples=40, deadline=None)
