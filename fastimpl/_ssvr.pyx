@@ -558,11 +558,9 @@ def _ssvr_srs(X, y, spec, n_basis, lam, epsilon, delta, n_candidates, selection,
             stop = "zero_gradient"
             break
         added = False
-        while not added:
-            O = np.ascontiguousarray(draw_candidates(rng, available, n_candidates if selection == "srs" else 1),
-                                     dtype=np.intp)
-            if len(O) == 0:
-                break
+        O = np.ascontiguousarray(draw_candidates(rng, available, n_candidates if selection == "srs" else 1),
+                                 dtype=np.intp)
+        if len(O):
             if selection == "srs":
                 num, kn = fit.scores(O, g, nthreads)
                 gg = float(g @ g + 4.0 * lam * lam * (beta @ beta))
@@ -603,8 +601,9 @@ def _ssvr_srs(X, y, spec, n_basis, lam, epsilon, delta, n_candidates, selection,
         warnings.warn(f"finite Newton reached max_newton={max_newton} iterations before its stopping rule "
                       "in at least one sub-problem", ConvergenceWarning)
     if stop == "no_candidates":
-        warnings.warn(f"SSVR-SRS stopped at {m} < n_basis={n_basis} basis functions: no candidate left "
-                      "that is linearly independent of the basis", UserWarning)
+        warnings.warn(f"SSVR-SRS stopped at {m} < n_basis={n_basis} basis functions: every candidate of the "
+                      "last draw was numerically dependent on the basis (the kernel's numerical rank is "
+                      "reached; a narrower kernel or fewer basis functions avoids this)", UserWarning)
     return SSVRResult(basis=np.array(basis, dtype=np.intp), beta=fit.beta_array(),
                       objective_history=np.array(history), newton_iterations=np.array(newton_its, dtype=np.intp),
                       converged=converged, n_rejected=n_rejected, stop_reason=stop)

@@ -29,7 +29,7 @@ Rules shared with :mod:`fastimpl._ssvr` (so that both select the same basis)
   ``(1 - TIE_RTOL)`` times the best score; scores <= ``SCORE_FLOOR`` count as 0 (:func:`pick`).
 * Dependency: a candidate whose new Cholesky pivot^2 is <= ``DEP_RTOL`` h_ss (it is numerically in
   the span of the current basis, e.g. a duplicate point) is discarded from Q for good and the next
-  candidate of O is taken.
+  candidate of O is taken; when all of O is dependent the loop stops (stop_reason 'no_candidates').
 * W changes: rank-one updates of L while ``16 c <= m`` (c changed points), else L is refactored
   from H, which is always maintained.
 """
@@ -414,11 +414,11 @@ def ssvr_srs(X, y, spec, n_basis, lam=1e-2, epsilon=0.1, delta=0.3, n_candidates
         if selection == "srs" and not (g.any() or beta.any()):
             stop = "zero_gradient"                          # g_bar = 0: beta is optimal for (8)
             break
+        # one round: the candidates of O in the order of pick(); if every one of them is numerically
+        # dependent on the basis, the kernel's numerical rank is reached and the loop stops
         s_idx, col = -1, None
-        while s_idx < 0:
-            O = draw_candidates(rng, available, n_candidates if selection == "srs" else 1)
-            if len(O) == 0:
-                break
+        O = draw_candidates(rng, available, n_candidates if selection == "srs" else 1)
+        if len(O):
             K_O = kernel_block(spec, X, X[O])               # n x |O| kernel columns
             scores = srs_scores(g, beta, K_O, K_O[basis], lam) if selection == "srs" else np.ones(len(O))
             excluded = np.zeros(len(O), dtype=bool)
@@ -471,8 +471,9 @@ def ssvr_srs(X, y, spec, n_basis, lam=1e-2, epsilon=0.1, delta=0.3, n_candidates
         warnings.warn(f"finite Newton reached max_newton={max_newton} iterations before its stopping rule "
                       "in at least one sub-problem", ConvergenceWarning)
     if stop == "no_candidates":
-        warnings.warn(f"SSVR-SRS stopped at {m} < n_basis={n_basis} basis functions: no candidate left "
-                      "that is linearly independent of the basis", UserWarning)
+        warnings.warn(f"SSVR-SRS stopped at {m} < n_basis={n_basis} basis functions: every candidate of the "
+                      "last draw was numerically dependent on the basis (the kernel's numerical rank is "
+                      "reached; a narrower kernel or fewer basis functions avoids this)", UserWarning)
     return SSVRResult(basis=np.array(basis, dtype=np.intp), beta=beta, objective_history=np.array(history),
                       newton_iterations=np.array(newton_its, dtype=np.intp), converged=converged,
                       n_rejected=n_rejected, stop_reason=stop)

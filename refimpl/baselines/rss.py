@@ -92,7 +92,7 @@ def reduced_set_selection(X, sv_index, sv_coef, intercept, spec, n_basis, n_cand
             m += 1
             added = True
         if not added:
-            continue
+            break              # every candidate of the round is dependent: numerical rank reached
         # alpha_P = K_PP^{-1} K_PS beta_S: the minimiser of (25) over the current reduced vectors
         zz = solve_triangular(L[:m, :m], KPS_beta[:m], lower=True, check_finite=False)
         alpha = solve_triangular(L[:m, :m].T, zz, lower=False, check_finite=False)
