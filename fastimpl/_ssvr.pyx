@@ -558,7 +558,7 @@ def _ssvr_srs(X, y, spec, n_basis, lam, epsilon, delta, n_candidates, selection,
             stop = "zero_gradient"
             break
         added = False
-        O = np.ascontiguousarray(draw_candidates(rng, available, n_candidates if selection == "srs" else 1),
+        O = np.ascontiguousarray(draw_candidates(rng, available, n_candidates),
                                  dtype=np.intp)
         if len(O):
             if selection == "srs":

@@ -17,7 +17,8 @@ with the insensitive Huber loss (7).  Each step
    and a change of the active matrix W is applied as rank-one up/downdates of L (O(m^2) each).
 
 RSVM (Lee & Mangasarian, the paper's ref. [5]) is the same loop with ``selection='random'``: the
-next basis function is a uniformly random unused point and the same primal solver refits beta_P.
+next basis function is a uniformly random unused point (the first of the random draw O that is not
+numerically dependent on the basis) and the same primal solver refits beta_P.
 
 No n x n matrix is formed: the state is the n x m block K_P of basis columns, K_PP, H and L.
 
@@ -49,7 +50,7 @@ TIE_RTOL = 1e-10
 #: normalised squared gradients (16) at or below this are rounding noise and count as 0
 SCORE_FLOOR = 1e-12
 #: a candidate with Cholesky pivot^2 <= DEP_RTOL * h_ss is numerically dependent on the basis
-DEP_RTOL = 1e-10
+DEP_RTOL = 1e-12
 #: first diagonal shift (relative to max diag H) when refactoring H fails to rounding
 JITTER_RTOL = 1e-13
 #: rank-one updates of L while RANK1_RATIO * (#changed points) <= m, else refactor from H
@@ -417,7 +418,7 @@ def ssvr_srs(X, y, spec, n_basis, lam=1e-2, epsilon=0.1, delta=0.3, n_candidates
         # one round: the candidates of O in the order of pick(); if every one of them is numerically
         # dependent on the basis, the kernel's numerical rank is reached and the loop stops
         s_idx, col = -1, None
-        O = draw_candidates(rng, available, n_candidates if selection == "srs" else 1)
+        O = draw_candidates(rng, available, n_candidates)
         if len(O):
             K_O = kernel_block(spec, X, X[O])               # n x |O| kernel columns
             scores = srs_scores(g, beta, K_O, K_O[basis], lam) if selection == "srs" else np.ones(len(O))

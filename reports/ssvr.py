@@ -245,8 +245,8 @@ def run(ctx: Context) -> ExperimentResult:
 
 
 # ---------------------------------------------------------------------------------------------- fast vs. ref
-SPEED_SIZES = {"tiny": [300], "quick": [3000, 10000, 30000], "full": [3000, 10000, 30000]}
-SPEED_M = {"tiny": 10, "quick": 100, "full": 240}
+SPEED_SIZES = {"tiny": [200], "quick": [3000, 10000, 30000], "full": [3000, 10000, 30000]}
+SPEED_M = {"tiny": 5, "quick": 100, "full": 240}
 
 
 #: variant -> (impl, n_jobs): the fast implementation with OpenMP's default team and with one
