@@ -20,6 +20,9 @@ Protocol (as in 002 Sec. 4.1 where it says how, documented choices where it does
   Table 3 (1e-2; 1e-3 on Friedman3) and Table 4 (1e-5), |O| = 100; RSS uses the SVR's expansion and
   bias and the same |O|.  Curves are averaged over ``repeats`` random runs (5 in the paper and in
   full mode, 1 in quick mode).
+* A curve may end before m_max: SSVR-SRS, RSVM and RSS stop when every candidate of a draw is
+  numerically dependent on the basis (pivot^2 <= 1e-12 of its scale), i.e. the Gaussian kernel's
+  numerical rank at the tuned width is reached; column ``m`` of the table is the size reached.
 * Times are wall-clock seconds of one fit in this process (SVR: final fit only; RSS: the selection
   only, on top of an SVR fit, which the paper's Table 5 includes).  The like-for-like fast vs. ref
   comparison at n = 30,000 is the separate experiment ``ssvr_speed`` (fresh processes).
