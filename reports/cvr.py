@@ -23,6 +23,8 @@ import pandas as pd
 from .common import Context, ExperimentResult, FitJob, experiment, measure_fit, progress, to_markdown
 
 EPS = 1e-6
+#: per-fit time limit (s); a fit that hits it is reported as failed with 'timeout'
+FIT_TIMEOUT = 1800
 TUNE_TRAIN, TUNE_VAL = 2000, 1000
 CVR_GRID = {"C": [1e2, 1e3, 1e4, 1e5], "mu": [0.01, 0.1]}
 SVR_GRID = {"C": [1.0, 10.0, 100.0, 1000.0], "epsilon_frac": [0.01, 0.1, 0.3]}  # epsilon = frac * std(y)
@@ -147,7 +149,7 @@ def run_dataset(ctx: Context, name: str, sizes) -> tuple[pd.DataFrame, dict]:
     tasks = [(meth, m) for m in sizes for meth, (_, cap) in METHODS.items() if m <= cap[ctx.mode]]
     for meth, m in progress(tasks, f"cvr:{name}", ctx.progress):
         params = p_svr if meth == "svr" else p_cvr
-        res = measure_fit(JOB, name, meth, m, ctx.seed, params, trace_memory=False)
+        res = measure_fit(JOB, name, meth, m, ctx.seed, params, trace_memory=False, timeout=FIT_TIMEOUT)
         rows.append(dict(dataset=name, method=METHODS[meth][0], m=int(m), **res))
     return pd.DataFrame(rows), dict(dataset=name, cvr=p_cvr, svr=p_svr, tune_time=tune_time)
 

@@ -1,0 +1,153 @@
+"""The Loosli-Canu experiment ("Comments on the Core Vector Machines", JMLR 2007), re-measured here.
+
+4 x 4 checkerboard at the paper's kernel width gamma = 1/beta (beta = mean squared pairwise
+distance, ``gamma='beta'``), C in {1e2, 1e4, 1e6}:
+
+* the paper's stopping rule (``stop='radius'``) with eps swept from 1e-2 to 1e-10;
+* the margin-relative rule (``stop='margin'``, the default, at the papers' eps = 1e-6) and LIBSVM's
+  maximal-violating-pair rule (``stop='gap'``, eps = 1e-3);
+* scikit-learn's SVC (LIBSVM, L1 loss) at tol = 1e-3, the KKT tolerance that ``stop='gap'`` with
+  eps = 1e-3 matches.
+
+Reported per fit: time, core-set size, #SV, test error (10,000 test points), certified ratio
+(r_cert/R)^2 and the certified KKT gap (max_{alpha>0} g - min g) / (2 rho) over all points (see
+``refimpl.meb.STOPS``).  A second table compares the core-set QP solvers on a large core set.
+Every fit runs in a fresh process with a time limit; a fit that hits it is reported as such.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .common import Context, ExperimentResult, FitJob, experiment, measure_fit, progress, to_markdown
+
+CS = [1e2, 1e4, 1e6]
+CS_MODE = {"tiny": [1e6], "quick": CS, "full": CS}
+RADIUS_EPS = {"tiny": [1e-6], "quick": [1e-2, 1e-4, 1e-6, 1e-8, 1e-10],
+              "full": [1e-2, 1e-4, 1e-6, 1e-8, 1e-10]}
+SIZES = {"tiny": [300], "quick": [2000], "full": [10_000]}
+TIMEOUT = {"tiny": 60, "quick": 120, "full": 900}
+N_TEST = 10_000
+#: solver comparison (table 2): a setting whose core set exceeds 2,000 vectors under stop='margin'
+SOLVER_SETTING = {"tiny": (300, 1e2), "quick": (3000, 1e4), "full": (10_000, 1e4)}
+
+
+def _prepare(kind, m, C, stop, eps, solver, seed):
+    from refimpl.datasets import checkerboard
+    X, y = checkerboard(int(m), random_state=seed)
+    Xt, yt = checkerboard(N_TEST, random_state=10_000 + seed)
+    return kind, C, stop, eps, solver, seed, X, y, Xt, yt
+
+
+def _fit(data):
+    kind, C, stop, eps, solver, seed, X, y, _, _ = data
+    if kind == "svc":
+        from sklearn.svm import SVC
+
+        from refimpl.kernels import beta_heuristic
+        return SVC(C=C, gamma=1.0 / beta_heuristic(X), tol=eps, cache_size=1000).fit(X, y)
+    from fastimpl import CVMClassifier
+    return CVMClassifier(C=C, gamma="beta", eps=eps, stop=stop, solver=solver, random_state=seed).fit(X, y)
+
+
+def _evaluate(model, data):
+    *_, Xt, yt = data
+    core = getattr(model, "core_set_", None)
+    return dict(test_error=1.0 - float(model.score(Xt, yt)), n_sv=int(len(model.support_)),
+                core_set_size=int(len(core)) if core is not None else np.nan,
+                certified_ratio=float(getattr(model, "certified_ratio_", np.nan)),
+                kkt_gap=float(getattr(model, "kkt_gap_", np.nan)),
+                n_iter=int(np.sum(getattr(model, "n_iter_", -1))))
+
+
+JOB = FitJob(_prepare, _fit, _evaluate)
+
+
+def _measure(ctx, kind, m, C, stop, eps, solver="auto"):
+    res = measure_fit(JOB, kind, m, C, stop, eps, solver, ctx.seed, trace_memory=False, timeout=TIMEOUT[ctx.mode])
+    label = "SVC (LIBSVM)" if kind == "svc" else f"CVM stop={stop}"
+    return dict(method=label, stop=stop if kind != "svc" else "libsvm", solver=solver, m=int(m), C=C, eps=eps, **res)
+
+
+@experiment("loosli_canu", "Loosli-Canu: stopping rules vs. accuracy at the paper's kernel width", sizes=SIZES)
+def run(ctx: Context) -> ExperimentResult:
+    m = ctx.sizes[0]
+    cs = CS_MODE[ctx.mode]
+    tasks = [("cvm", C, "radius", e) for C in cs for e in RADIUS_EPS[ctx.mode]]
+    tasks += [("cvm", C, "margin", 1e-6) for C in cs] + [("cvm", C, "gap", 1e-3) for C in cs]
+    tasks += [("svc", C, "svc", 1e-3) for C in cs]
+    rows = [_measure(ctx, kind, m, C, stop, eps) for kind, C, stop, eps in progress(tasks, "loosli_canu", ctx.progress)]
+    df = _frame(rows)
+    df.to_csv(ctx.out / "loosli_canu.csv", index=False)
+
+    m_s, C_s = SOLVER_SETTING[ctx.mode]
+    srows = [_measure(ctx, "cvm", m_s, C_s, "margin", 1e-6, solver) for solver in ("active_set", "smo")]
+    sdf = _frame(srows)
+    sdf.to_csv(ctx.out / "loosli_canu_solvers.csv", index=False)
+
+    table = _table(df)
+    stable = _table(sdf, solver=True)
+    notes = "".join(f"\n- {r.method} C={r.C:g} eps={r.eps:g} solver={r.solver}: {r.error}"
+                    for r in pd.concat([df, sdf]).itertuples() if isinstance(r.error, str))
+    summary = (f"Checkerboard, m = {m:,}, gamma = 1/beta, {N_TEST:,} test points, 59-point sampling.\n\n" + table
+               + f"\n\nCore-set QP solvers under stop='margin' (m = {m_s:,}, C = {C_s:g}, gamma = 1/beta):\n\n" + stable)
+    with open(ctx.out / "loosli_canu.md", "w") as f:
+        f.write("# Loosli-Canu experiment\n\n" + __doc__.split("\n\n", 1)[1] + "\n\n" + summary + "\n"
+                + (("\nFits that failed or hit the time limit:" + notes + "\n") if notes else ""))
+    plot(df, ctx.out / "loosli_canu.png", m)
+    return ExperimentResult(outputs=["loosli_canu.csv", "loosli_canu_solvers.csv", "loosli_canu.md", "loosli_canu.png"],
+                            summary_md=summary, notes=notes)
+
+
+def _frame(rows):
+    df = pd.DataFrame(rows)
+    for col in ("fit_time", "test_error", "n_sv", "core_set_size", "certified_ratio", "kkt_gap", "n_iter", "error"):
+        if col not in df:
+            df[col] = np.nan
+    return df
+
+
+def _table(df, solver=False):
+    cols = ["method"] + (["solver"] if solver else []) + ["C", "eps", "fit_time", "core_set_size", "n_sv",
+                                                          "test_error", "certified_ratio", "kkt_gap"]
+    show = df[cols].copy()
+    show["certified_ratio"] = show["certified_ratio"] - 1.0
+    show["fit_time"] = [f"> {t:g} (limit)" if isinstance(e, str) and "timeout" in e else t
+                        for t, e in zip(df["fit_time"].fillna(-1), df["error"])]
+    show = show.rename(columns={"fit_time": "fit time (s)", "core_set_size": "core set", "n_sv": "#SV",
+                                "test_error": "test error", "certified_ratio": "cert. ratio - 1",
+                                "kkt_gap": "KKT gap"})
+    return to_markdown(show, floatfmt=".3g")
+
+
+def plot(df, path, m):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = df[df["error"].isna()]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    colors = dict(zip(CS, ["C0", "C1", "C2"]))
+    for C in sorted(set(ok["C"])):
+        r = ok[(ok["C"] == C) & (ok["stop"] == "radius")].sort_values("eps")
+        kw = dict(color=colors[C], label=f"radius, C={C:g}")
+        axes[0].loglog(r["eps"], r["test_error"].clip(lower=1e-4), "o-", **kw)
+        axes[1].loglog(r["eps"], r["fit_time"], "o-", **kw)
+        axes[2].loglog(r["eps"], r["core_set_size"], "o-", **kw)
+        for stop, style in (("margin", "--"), ("gap", ":"), ("libsvm", "-.")):
+            s = ok[(ok["C"] == C) & (ok["stop"] == stop)]
+            if len(s):
+                lab = {"margin": "margin (eps=1e-6)", "gap": "gap (eps=1e-3)", "libsvm": "SVC tol=1e-3"}[stop]
+                axes[0].axhline(max(float(s["test_error"].iloc[0]), 1e-4), color=colors[C], ls=style,
+                                label=f"{lab}, C={C:g}")
+                axes[1].axhline(float(s["fit_time"].iloc[0]), color=colors[C], ls=style)
+    for ax, lab in zip(axes, ("test error", "fit time (s)", "core-set size")):
+        ax.set_xlabel("eps of stop='radius'")
+        ax.set_ylabel(lab)
+        ax.invert_xaxis()
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=7, ncol=2)
+    fig.suptitle(f"Checkerboard m={m:,}, gamma=1/beta: the paper's radius rule vs. eps, and the margin/gap rules")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
