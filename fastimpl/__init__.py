@@ -4,8 +4,9 @@ Every estimator takes ``impl='fast'`` (default, the compiled engine) or ``impl='
 (the readable NumPy reference in :mod:`refimpl`), with the same results.
 """
 from .estimators import CVDD, CVR, MEB, CVMClassifier
-from .sparse_svr import SparseSVR  # noqa: F401  (002: SSVR-SRS sparse SVR in the primal)
-from .mmda import MMDA  # noqa: F401  (004: maximum margin discriminant features)
+from .mmda import MMDA  # 004: maximum margin discriminant features
+from .sparse_svr import SparseSVR  # 002: SSVR-SRS sparse SVR in the primal
+from .surface import ImplicitSurface  # 000 Sec. 4.2 (scikit-image/matplotlib imported only by mesh/render)
 
-__all__ = ["CVDD", "CVR", "MEB", "CVMClassifier"]
+__all__ = ["CVDD", "CVR", "MEB", "CVMClassifier", "ImplicitSurface", "MMDA", "SparseSVR"]
 __version__ = "0.1.0"
