@@ -109,8 +109,9 @@ _COMMON_DOC = """
     solver : {'auto', 'active_set', 'smo'}, default='auto'
         Core-set QP solver: the exact active-set Newton method (10-100x fewer operations than SMO at
         large C; see :func:`refimpl.simplex_qp.active_set_simplex`), the paper's warm-started
-        second-order SMO (001 Sec. 4.1.4), or 'auto': active set while at most 1,000 core vectors
-        carry weight, SMO beyond (chosen by measurement, :data:`refimpl.meb.AUTO_MAX_FREE`).
+        second-order SMO (001 Sec. 4.1.4), or 'auto': active set while at most 1,000 (stop='radius')
+        or 8,000 (stop='margin'/'gap') core vectors carry weight, SMO beyond (chosen by measurement,
+        :func:`refimpl.meb.auto_max_free`).
     stop : {'margin', 'radius', 'gap'}, default='margin'
         The test that ends the core-set loop (:data:`refimpl.meb.STOPS`): the (1+eps) ball test with
         eps measured against the margin term instead of the whole radius ('margin', beyond the
@@ -478,6 +479,7 @@ class CVR(_MEBEstimatorMixin, RegressorMixin, BaseEstimator):
         _check_positive("C", self.C)
         _check_positive("mu", self.mu)
         self._validate_params_common(X.shape[0])
+        self.n_features_in_ = X.shape[1]
         self.kernel_spec_ = self._kernel_spec(X)
         C, mu = float(self.C), float(self.mu)
         problem = cvr.cvr_problem(X, y, self.kernel_spec_, C, mu)
