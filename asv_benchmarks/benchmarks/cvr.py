@@ -1,0 +1,51 @@
+"""CVR (000 Sec. 4.1) on Friedman #1 over (impl, m): time, core-set size, #SV, R^2 and RMSE on 2,000 test points."""
+import numpy as np
+
+from .common import M_GRID, CoreSetTracks, EstimatorBenchmark
+
+# C and mu as tuned by reports/cvr.py on a 2,000-point subset of Friedman #1 (gamma = 1/beta)
+C, MU, EPS = 1e4, 0.01, 1e-6
+
+
+def friedman1(m, seed):
+    from refimpl.datasets import friedman
+    return friedman(int(m), 1, random_state=seed)
+
+
+class CVRFriedman(CoreSetTracks, EstimatorBenchmark):
+    """CVR with the default stop rule; the reference only up to 1e4 (its NumPy SMO beyond 1,000 SVs)."""
+
+    params = (["ref", "fast"], M_GRID)
+    max_m = {"ref": 10_000, "fast": 100_000}
+    dataset = staticmethod(friedman1)
+
+    def setup_cache(self):
+        return self.prepare_cache()
+
+    def make_estimator(self, impl):
+        from fastimpl import CVR
+        return CVR(C=C, mu=MU, eps=EPS, random_state=0, impl=impl)
+
+    def track_test_rmse(self, cache, impl, m):
+        return float(np.sqrt(np.mean((self.model.predict(self.Xt) - self.yt) ** 2)))
+    track_test_rmse.unit = "rmse"
+
+
+class SVRFriedman(EstimatorBenchmark):
+    """sklearn.svm.SVR (LIBSVM) at the same kernel width, the CVR paper's baseline."""
+
+    params = (["libsvm"], M_GRID)
+    max_m = {"libsvm": 30_000}
+    dataset = staticmethod(friedman1)
+
+    def setup_cache(self):
+        return self.prepare_cache()
+
+    def make_estimator(self, impl):
+        from sklearn.svm import SVR
+        # gamma = 1/beta for 10 uniform features: beta = 2 * 10 / 12
+        return SVR(C=100.0, epsilon=0.5, gamma=0.6, cache_size=1000)
+
+    def track_test_rmse(self, cache, impl, m):
+        return float(np.sqrt(np.mean((self.model.predict(self.Xt) - self.yt) ** 2)))
+    track_test_rmse.unit = "rmse"
