@@ -68,6 +68,31 @@ def test_checkerboard_measurements(tiny_report):
     assert np.isfinite(fast["tracemalloc_peak_mb"]).all()
 
 
+def test_cvr_experiment(tiny_report):
+    df = pd.read_csv(tiny_report / "cvr.csv")
+    assert df["error"].isna().all(), df["error"].dropna().tolist()
+    assert set(df["method"]) == {"CVR (fast)", "CVR (ref)", "sklearn SVR"}
+    cvr = df[df["method"].str.startswith("CVR")].set_index("method")
+    # same seed, same problem: the two implementations select the same model
+    assert cvr.loc["CVR (fast)", "n_sv"] == cvr.loc["CVR (ref)", "n_sv"]
+    assert abs(cvr.loc["CVR (fast)", "rmse"] - cvr.loc["CVR (ref)", "rmse"]) <= 1e-6 * cvr.loc["CVR (ref)", "rmse"]
+    # footnote 10: RMSE / max y, with max y of Friedman #1 far above 1
+    assert (df["rmse_footnote10"] < df["rmse"]).all()
+    assert (cvr["core_set_size"] >= cvr["n_sv"]).all()
+
+
+def test_loosli_canu_experiment(tiny_report):
+    df = pd.read_csv(tiny_report / "loosli_canu.csv")
+    assert df["error"].isna().all(), df["error"].dropna().tolist()
+    assert {"radius", "margin", "gap", "libsvm"} <= set(df["stop"])
+    cvm = df[df["stop"] != "libsvm"]
+    assert (cvm["certified_ratio"] >= 1 - 1e-9).all() and (cvm["kkt_gap"] >= -1e-9).all()
+    solvers = pd.read_csv(tiny_report / "loosli_canu_solvers.csv")
+    assert set(solvers["solver"]) == {"active_set", "smo"}
+    # both solvers reach the same model on the same problem (only their speed differs)
+    assert solvers["error"].isna().all() and solvers["n_sv"].nunique() == 1
+
+
 def test_ratio_experiment_respects_bounds(tiny_report):
     df = pd.read_csv(tiny_report / "ratios.csv")
     assert set(df["formulation"]) == {"two_class", "one_class", "meb"}
