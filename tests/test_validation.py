@@ -29,7 +29,8 @@ def fit(est, X, y):
     ("sample_size", 0, ValueError, "sample_size"), ("max_iter", 0, ValueError, "max_iter"),
     ("impl", "gpu", ValueError, "impl"), ("degree", 0, ValueError, "degree"),
     ("n_confirm", -1, ValueError, "n_confirm"), ("tol", -1.0, ValueError, "tol"),
-    ("solver", "newton", ValueError, "solver"),
+    ("solver", "newton", ValueError, "solver"), ("stop", "duality", ValueError, "stop"),
+    ("stop", None, ValueError, "stop"),
 ])
 def test_bad_parameter_names_itself(Est, impl, param, value, exc, word):
     X, y = data()
