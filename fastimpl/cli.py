@@ -9,7 +9,7 @@ Subcommands
     bounded formulation (two-class L2-SVM, one-class L2-SVM, MEB), both implementations, several
     eps, ``sample_size=None``, against an exact QP solver (cvxopt).  Exit status 1 on any violation.
 ``fit DATA --model OUT.pkl [options]``
-    Fit a CVMClassifier / CVDD / MEB on a LIBSVM or CSV file and pickle it.
+    Fit a CVMClassifier / CVDD / MEB / CVR on a LIBSVM or CSV file and pickle it.
 ``predict MODEL DATA [--out FILE]``
     Predict with a pickled model; prints the accuracy on stderr when DATA carries labels.
 ``bench [ASV ARGS...]``
@@ -34,7 +34,7 @@ PROG = "corevector"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: relative slack of the verify checks (floating point of engine and exact solver)
 VERIFY_RTOL = 1e-7
-ESTIMATORS = ("cvm", "cvdd", "meb")
+ESTIMATORS = ("cvm", "cvdd", "meb", "cvr")
 FORMATS = ("libsvm", "csv")
 
 
@@ -57,12 +57,12 @@ def exact_meb(problem):
     return lower, upper
 
 
-FORMULATIONS = ("two_class", "one_class", "meb")
+FORMULATIONS = ("two_class", "one_class", "meb", "cvr")
 
 
 def make_problem(formulation, m, kernel, seed, C=10.0, d=3):
     """A random small problem of one formulation: Gaussian blobs in d dimensions, gamma='beta'."""
-    from refimpl import cvm
+    from refimpl import cvm, cvr
     from refimpl.kernels import make_kernel_spec
 
     rng = np.random.default_rng(seed)
@@ -79,6 +79,9 @@ def make_problem(formulation, m, kernel, seed, C=10.0, d=3):
         return cvm.one_class_problem(X, spec, C)
     if formulation == "meb":
         return cvm.svdd_problem(X, spec)
+    if formulation == "cvr":  # L2-SVR on a smooth target (000 eqs. (7)-(8), (15)): 2m augmented points
+        target = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.normal(size=m)
+        return cvr.cvr_problem(X, target, spec, C, 0.5)
     raise ValueError(f"unknown formulation {formulation!r}")
 
 
@@ -116,7 +119,10 @@ def verify_cases(grid="quick", seed=0, impls=("fast", "ref"), formulations=FORMU
         for impl in impls:
             fit_meb = get_fit_meb(impl)
             for eps in eps_grid:
-                res = fit_meb(problem, float(eps), sample_size=None, random_state=s, certify=True)
+                with warnings.catch_warnings():  # the bound is the radius rule's; its accuracy warning is moot here
+                    warnings.filterwarnings("ignore", message="stop='radius' with eps")
+                    res = fit_meb(problem, float(eps), sample_size=None, random_state=s, certify=True,
+                                  stop="radius")
                 yield check_case(dict(formulation=formulation, kernel=kernel, m=m, seed=s, impl=impl, eps=eps),
                                  res, lo, hi)
 
@@ -241,9 +247,9 @@ def _sample_size(value):
 
 
 def make_estimator(name, **params):
-    from fastimpl import CVDD, MEB, CVMClassifier
+    from fastimpl import CVDD, CVR, MEB, CVMClassifier
 
-    cls = {"cvm": CVMClassifier, "cvdd": CVDD, "meb": MEB}[name]
+    cls = {"cvm": CVMClassifier, "cvdd": CVDD, "meb": MEB, "cvr": CVR}[name]
     params = {k: v for k, v in params.items() if v is not UNSET}
     if name == "meb" and "C" in params:
         raise CLIError("--C does not apply to --estimator meb (the hard MEB has no C)")
@@ -253,12 +259,15 @@ def make_estimator(name, **params):
 def cmd_fit(args):
     fmt = _infer_format(args.data, args.format)
     X, y = load_data(args.data, fmt)
-    if args.estimator == "cvm" and y is None:
-        raise CLIError(f"{args.data}: the cvm estimator needs a target column")
+    supervised = args.estimator in ("cvm", "cvr")
+    if supervised and y is None:
+        raise CLIError(f"{args.data}: the {args.estimator} estimator needs a target column")
     params = {k: getattr(args, k, UNSET) for k in ("C", "gamma", "eps", "kernel", "impl", "random_state",
-                                                    "max_iter", "sample_size")}
+                                                    "max_iter", "sample_size", "stop", "mu")}
+    if args.estimator != "cvr" and params.get("mu", UNSET) is not UNSET:
+        raise CLIError("--mu applies to --estimator cvr only")
     est = make_estimator(args.estimator, **params)
-    if args.estimator == "cvm":
+    if supervised:
         est.fit(X, y)
     else:
         est.fit(X)
@@ -272,6 +281,8 @@ def cmd_fit(args):
     msg = f"fitted {type(est).__name__} on {X.shape[0]} x {X.shape[1]} ({fmt}): core set {n_core}"
     if args.estimator == "cvm":
         msg += f", training accuracy {est.score(X, y):.4f}"
+    elif args.estimator == "cvr":
+        msg += f", training R^2 {est.score(X, y):.4f}"
     print(msg + f" -> {out}", file=sys.stderr)
     return 0
 
@@ -320,6 +331,9 @@ def cmd_predict(args):
     if y is not None and hasattr(est, "classes_"):
         y = y.astype(est.classes_.dtype) if np.all(y == np.round(y)) else y
         print(f"accuracy {np.mean(pred == y):.4f} on {len(y)} samples", file=sys.stderr)
+    elif y is not None:  # a regressor (CVR): 000 footnote 10's errors
+        rmse = float(np.sqrt(np.mean((pred - y) ** 2)))
+        print(f"RMSE {rmse:.6g} (RMSE/max y {rmse / np.max(y):.6g}) on {len(y)} samples", file=sys.stderr)
     return 0
 
 
@@ -422,6 +436,9 @@ def build_parser():
                    help="candidates per iteration (default 59), or 'none' for full scans")
     f.add_argument("--max-iter", type=_positive_int, default=UNSET)
     f.add_argument("--random-state", type=int, default=UNSET)
+    f.add_argument("--stop", choices=("margin", "radius", "gap"), default=UNSET,
+                   help="stopping rule of the core-set loop (default margin; radius is the paper's)")
+    f.add_argument("--mu", type=_positive_float, default=UNSET, help="CVR's mu (expected error, default 0.1)")
     f.set_defaults(func=cmd_fit)
 
     q = sub.add_parser("predict", help="predict with a pickled model")

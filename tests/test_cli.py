@@ -241,3 +241,24 @@ def test_bench_builds_asv_command():
 def test_bench_missing_config_is_an_error(tmp_path, capsys):
     assert cli.main(["bench", "--config-dir", str(tmp_path)]) == 1
     assert "asv.conf.json" in capsys.readouterr().err
+
+
+def test_fit_and_predict_cvr_on_csv(tmp_path, capsys):
+    """corevector fit --estimator cvr / predict: the regression path end to end, with its errors."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(150, 2))
+    y = np.sin(X[:, 0]) + 0.05 * rng.normal(size=150)
+    data = tmp_path / "reg.csv"
+    np.savetxt(data, np.column_stack([X, y]), delimiter=",")
+    model = tmp_path / "cvr.pkl"
+    assert cli.main(["fit", str(data), "--model", str(model), "--estimator", "cvr", "--C", "1000", "--mu", "0.1",
+                     "--stop", "radius", "--random-state", "0"]) == 0
+    assert "training R^2" in capsys.readouterr().err
+    out = tmp_path / "pred.txt"
+    assert cli.main(["predict", str(model), str(data), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    pred = np.loadtxt(out)
+    rmse = float(np.sqrt(np.mean((pred - y) ** 2)))
+    assert f"RMSE {rmse:.6g}" in err and rmse < 0.3
+    # --mu is CVR's only
+    assert cli.main(["fit", str(data), "--model", str(model), "--estimator", "cvm", "--mu", "0.1"]) != 0
