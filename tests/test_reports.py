@@ -95,7 +95,7 @@ def test_loosli_canu_experiment(tiny_report):
 
 def test_ratio_experiment_respects_bounds(tiny_report):
     df = pd.read_csv(tiny_report / "ratios.csv")
-    assert set(df["formulation"]) == {"two_class", "one_class", "meb"}
+    assert set(df["formulation"]) == {"two_class", "one_class", "meb", "cvr"}
     assert set(df["kernel"]) == {"rbf", "laplacian"}
     assert set(df["impl"]) == {"fast", "ref"}
     assert df["ok"].all()
