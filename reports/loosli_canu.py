@@ -57,7 +57,8 @@ def _evaluate(model, data):
                 core_set_size=int(len(core)) if core is not None else np.nan,
                 certified_ratio=float(getattr(model, "certified_ratio_", np.nan)),
                 kkt_gap=float(getattr(model, "kkt_gap_", np.nan)),
-                n_iter=int(np.sum(getattr(model, "n_iter_", -1))))
+                n_iter=int(np.sum(getattr(model, "n_iter_", -1))),
+                kernel_evaluations=float(np.sum(getattr(model, "kernel_evaluations_", np.nan))))
 
 
 JOB = FitJob(_prepare, _fit, _evaluate)
@@ -101,7 +102,8 @@ def run(ctx: Context) -> ExperimentResult:
 
 def _frame(rows):
     df = pd.DataFrame(rows)
-    for col in ("fit_time", "test_error", "n_sv", "core_set_size", "certified_ratio", "kkt_gap", "n_iter", "error"):
+    for col in ("fit_time", "test_error", "n_sv", "core_set_size", "certified_ratio", "kkt_gap", "n_iter",
+                "kernel_evaluations", "error"):
         if col not in df:
             df[col] = np.nan
     return df
@@ -110,13 +112,15 @@ def _frame(rows):
 def _table(df, solver=False):
     cols = ["method"] + (["solver"] if solver else []) + ["C", "eps", "fit_time", "core_set_size", "n_sv",
                                                           "test_error", "certified_ratio", "kkt_gap"]
+    if solver:
+        cols.append("kernel_evaluations")
     show = df[cols].copy()
     show["certified_ratio"] = show["certified_ratio"] - 1.0
     show["fit_time"] = [f"> {t:g} (limit)" if isinstance(e, str) and "timeout" in e else t
                         for t, e in zip(df["fit_time"].fillna(-1), df["error"])]
     show = show.rename(columns={"fit_time": "fit time (s)", "core_set_size": "core set", "n_sv": "#SV",
                                 "test_error": "test error", "certified_ratio": "cert. ratio - 1",
-                                "kkt_gap": "KKT gap"})
+                                "kkt_gap": "KKT gap", "kernel_evaluations": "kernel evaluations"})
     return to_markdown(show, floatfmt=".3g")
 
 
