@@ -532,7 +532,7 @@ cdef class _Fit:
             # bitwise & | (no short-circuit branches): the same tests as refimpl.ssvr.line_search
             outward = (z * ui > 0) | (z == 0)
             quad = ((az > eps) & (az < delta)) | ((az == eps) & outward & (az < delta)) | ((az == delta) & (not outward))
-            slope += 2.0 * ui * ui if quad else 0.0
+            slope += (2.0 * ui * ui) * (<double> quad)     # a product, not a (mispredicted) branch
             # a breakpoint in (lo, hi) needs a boundary within the segment r + [lo, hi] u; the test below
             # is looser than that by far more than rounding (1e-12 relative), so it only skips the
             # divisions of points that cannot have one
@@ -542,8 +542,8 @@ cdef class _Fit:
             sl = 1e-12 * (fabs(ri) + fabs(ui) * hi + cmax)
             zlo -= sl
             zhi += sl
-            if not (((zlo <= eps) & (zhi >= -eps)) | ((zlo <= delta) & (zhi >= delta))
-                    | ((zlo <= -delta) & (zhi >= -delta))):
+            if not (((zlo <= eps) & (zhi >= eps)) | ((zlo <= -eps) & (zhi >= -eps))
+                    | ((zlo <= delta) & (zhi >= delta)) | ((zlo <= -delta) & (zhi >= -delta))):
                 continue
             for q in range(nbound):
                 is_eps = q < 2

@@ -308,6 +308,47 @@ def test_estimator_fast_equals_ref_and_fits(impl):
     assert est.score(X, y) > 0.5
 
 
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian", "poly"])
+@pytest.mark.parametrize("n", [37, 203])
+def test_fast_equals_ref_with_residuals_on_the_zone_boundaries(kernel, n):
+    """Targets exactly at +-eps and +-Delta (residuals r = -y on the kinks of the loss at beta = 0) and
+    an n that is not a multiple of the SIMD width: the SIMD candidate scoring, the branch-free zone
+    and loss updates and the line search's breakpoint filter must keep fast == ref."""
+    rng = np.random.default_rng(n)
+    eps, delta = 0.1, 0.4
+    X = rng.uniform(-1, 1, size=(n, 3))
+    y = np.sin(2 * X[:, 0]) + 0.3 * X[:, 1]
+    y[::3] = rng.choice([-delta, -eps, eps, delta, 0.0], size=len(y[::3]))
+    opts = {"gamma": 1.5} if kernel != "poly" else {"gamma": 0.5, "degree": 2, "coef0": 1.0}
+    spec = make_kernel_spec(X, kernel, **opts)
+    kw = dict(lam=1e-3, epsilon=eps, delta=delta, n_candidates=20, random_state=n)
+    m = 8 if kernel == "poly" else min(25, n // 2)      # degree-2 poly in 3 dimensions has rank 10
+    a = ref.ssvr_srs(X, y, spec, m, **kw)
+    b = fast.ssvr_srs(X, y, spec, m, n_jobs=1, **kw)
+    assert a.n_rejected == 0 and b.n_rejected == 0
+    np.testing.assert_array_equal(a.basis, b.basis)
+    np.testing.assert_array_equal(a.newton_iterations, b.newton_iterations)
+    np.testing.assert_allclose(a.objective_history, b.objective_history, rtol=OBJ_RTOL, atol=1e-12)
+
+
+def test_fast_scores_match_the_reference_criterion():
+    """The fused (SIMD) candidate scoring gives eq. (16)'s numerator and |K_bar_j|^2 to rounding."""
+    X, y, spec = _problem(n=301, d=4, seed=7)
+    fit = fast._Fit(X, y, spec, 10, 1e-2, 0.1, 0.3)
+    for s in (5, 17, 40):
+        assert fit.try_add(s)
+        fit.newton(50)
+    g = fit.residual_derivative()
+    beta = fit.beta_array()
+    O = np.arange(0, 301, 7, dtype=np.intp)
+    for nthreads in (1, 2):
+        num, kn = fit.scores(O, g, nthreads)
+        K_O = kernel_block(spec, X, X[O])
+        K_PO = K_O[[5, 17, 40]]
+        np.testing.assert_allclose(num, g @ K_O + 2e-2 * (beta @ K_PO), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(kn, (K_O ** 2).sum(0) + (K_PO ** 2).sum(0), rtol=1e-12)
+
+
 @pytest.mark.parametrize("params, exc, name", [
     (dict(n_basis=0), ValueError, "n_basis"), (dict(n_basis=11), ValueError, "n_basis"),
     (dict(n_basis=2.5), TypeError, "n_basis"), (dict(lam=0.0), ValueError, "lam"),
