@@ -67,8 +67,10 @@ class SparseSVR(RegressorMixin, BaseEstimator):
     random_state : None, int, RandomState or Generator
     impl : {'fast', 'ref'}, default='fast'
     n_jobs : int or None, default=None
-        OpenMP threads for the candidate scoring of ``impl='fast'`` (None: OpenMP's default; -1: all
-        CPUs; ignored by 'ref').  The fitted model does not depend on it.
+        OpenMP threads for the candidate scoring of ``impl='fast'`` (None: ``OMP_NUM_THREADS`` if set,
+        else all CPUs, or 1 when the 1-minute load average is already >= the CPU count, where
+        spin-waiting OpenMP threads slow the fit down; -1: all CPUs; ignored by 'ref').  The fitted
+        model does not depend on it.
 
     Attributes
     ----------
