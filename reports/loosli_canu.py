@@ -116,8 +116,10 @@ def _table(df, solver=False):
         cols.append("kernel_evaluations")
     show = df[cols].copy()
     show["certified_ratio"] = show["certified_ratio"] - 1.0
-    show["fit_time"] = [f"> {t:g} (limit)" if isinstance(e, str) and "timeout" in e else t
-                        for t, e in zip(df["fit_time"].fillna(-1), df["error"])]
+    # a fit stopped by the time limit shows the limit; the others their time, to 3 significant digits
+    show["fit_time"] = [f"> {e.split('after ')[-1]} (limit)" if isinstance(e, str) and "timeout" in e
+                        else ("failed" if isinstance(e, str) else f"{t:.3g}")
+                        for t, e in zip(df["fit_time"], df["error"])]
     show = show.rename(columns={"fit_time": "fit time (s)", "core_set_size": "core set", "n_sv": "#SV",
                                 "test_error": "test error", "certified_ratio": "cert. ratio - 1",
                                 "kkt_gap": "KKT gap", "kernel_evaluations": "kernel evaluations"})
