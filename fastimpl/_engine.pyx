@@ -903,10 +903,13 @@ def kernel_expansion(spec, SV, coef, X):
     if nx == 0 or ns == 0:
         return out
     sda = <double*> malloc(ns * sizeof(double))
+    # small expansions (e.g. a 59-point sample) run serially: starting threads would cost more,
+    # and far more on a loaded machine, where spin-waiting threads compete for the cores
+    cdef bint parallel = nx * ns >= PARALLEL_MIN_WORK
     with nogil:
         for t in range(ns):
             sda[t] = k_raw(&K, &sv[t, 0], &sv[t, 0]) if (K.normalize and K.code >= 2) else 1.0
-        for i in prange(nx, schedule="static"):
+        for i in prange(nx, schedule="static", use_threads_if=parallel):
             # one scratch row per test point keeps the loop body thread-private
             buf = <double*> malloc(ns * sizeof(double))
             dax = k_raw(&K, &x[i, 0], &x[i, 0]) if (K.normalize and K.code >= 2) else 1.0
