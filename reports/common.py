@@ -133,10 +133,21 @@ def measure_fit(job: FitJob, *args, trace_memory=True, timeout=None):
     q = ctx.Queue()
     p = ctx.Process(target=_child, args=(q, job, args, trace_memory))
     p.start()
-    try:
-        status, payload = q.get(timeout=timeout)
-    except Exception:  # queue.Empty on timeout
-        status, payload = "error", f"timeout after {timeout} s"
+    import queue as _queue
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    status, payload = None, None
+    while status is None:
+        try:
+            status, payload = q.get(timeout=1.0)
+        except _queue.Empty:
+            if not p.is_alive():  # the child died without reporting (e.g. killed): don't wait for the timeout
+                try:
+                    status, payload = q.get(timeout=1.0)
+                except _queue.Empty:
+                    status, payload = "error", f"fit process exited with code {p.exitcode} without a result"
+            elif deadline is not None and time.monotonic() > deadline:
+                status, payload = "error", f"timeout after {timeout} s"
     p.join(5)
     if p.is_alive():
         p.terminate()
