@@ -408,7 +408,7 @@ def build_parser():
     sub.required = True
 
     r = sub.add_parser("report", help="regenerate the experiment report (reports/)")
-    r.add_argument("--quick", action="store_true", help="smaller sizes (a few minutes)")
+    r.add_argument("--quick", action="store_true", help="smaller sizes (about 15 minutes on 2 cores)")
     r.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
     r.add_argument("--out", help="output folder (default reports/output)")
     r.add_argument("--only", nargs="+", help="run only these experiments")

@@ -46,7 +46,7 @@ def load_experiments():
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m reports.run", description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="smaller sizes: a few minutes on 2 cores")
+    p.add_argument("--quick", action="store_true", help="smaller sizes: about 15 minutes on 2 cores")
     p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # for the test suite
     p.add_argument("--out", default=str(DEFAULT_OUT), help="output folder (default reports/output)")
     p.add_argument("--only", nargs="+", action="extend", metavar="NAME", help="run only these experiments")
