@@ -888,8 +888,11 @@ cdef double _gmax_support(_Engine eng):
     return gmax - eng.c0
 
 
-def kernel_expansion(spec, SV, coef, X):
-    """f(x) = sum_t coef_t k(sv_t, x) for each row of X (same as refimpl.kernels.kernel_expansion)."""
+def kernel_expansion(spec, SV, coef, X, Py_ssize_t min_parallel_work=-1):
+    """f(x) = sum_t coef_t k(sv_t, x) for each row of X (same as refimpl.kernels.kernel_expansion).
+
+    Parallel over X only from ``min_parallel_work`` kernel evaluations on (default: the engine's
+    PARALLEL_MIN_WORK); the result does not depend on it, each row's sum is formed the same way."""
     cdef const double[:, ::1] sv = np.ascontiguousarray(SV, dtype=np.float64)
     cdef const double[::1] c = np.ascontiguousarray(coef, dtype=np.float64)
     cdef const double[:, ::1] x = np.ascontiguousarray(X, dtype=np.float64)
@@ -905,7 +908,7 @@ def kernel_expansion(spec, SV, coef, X):
     sda = <double*> malloc(ns * sizeof(double))
     # small expansions (e.g. a 59-point sample) run serially: starting threads would cost more,
     # and far more on a loaded machine, where spin-waiting threads compete for the cores
-    cdef bint parallel = nx * ns >= PARALLEL_MIN_WORK
+    cdef bint parallel = nx * ns >= (PARALLEL_MIN_WORK if min_parallel_work < 0 else min_parallel_work)
     with nogil:
         for t in range(ns):
             sda[t] = k_raw(&K, &sv[t, 0], &sv[t, 0]) if (K.normalize and K.code >= 2) else 1.0

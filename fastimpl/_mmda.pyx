@@ -18,6 +18,8 @@ from libc.stdlib cimport malloc, free
 
 from refimpl.constrained_meb import ConstrainedOps
 
+from fastimpl import _engine
+
 cnp.import_array()
 
 cdef double TIE = 1e-12   # refimpl.simplex_qp.TIE
@@ -114,46 +116,9 @@ def kernel_matrix(spec, A, B):
 
 
 def kernel_expansion(spec, SV, coef, X):
-    """f(x) = sum_t coef_t k(sv_t, x) for each row of X (same as refimpl.kernels.kernel_expansion);
-    parallel over X only when the work pays for starting the threads (the 59-point samples do not)."""
-    cdef const double[:, ::1] sv = np.ascontiguousarray(SV, dtype=np.float64)
-    cdef const double[::1] c = np.ascontiguousarray(coef, dtype=np.float64)
-    cdef const double[:, ::1] x = np.ascontiguousarray(X, dtype=np.float64)
-    cdef Py_ssize_t nx = x.shape[0], ns = sv.shape[0], d = x.shape[1], i, t
-    cdef cnp.ndarray[double, ndim=1, mode="c"] out = np.zeros(nx)
-    cdef double[::1] o = out
-    cdef Kern K = make_kern(spec, d)
-    cdef double* sda
-    cdef double* buf
-    cdef double s, dax
-    if nx == 0 or ns == 0:
-        return out
-    sda = <double*> malloc(ns * sizeof(double))
-    with nogil:
-        for t in range(ns):
-            sda[t] = k_raw(&K, &sv[t, 0], &sv[t, 0]) if (K.normalize and K.code >= 2) else 1.0
-        if nx * ns >= PARALLEL_MIN_WORK:
-            for i in prange(nx, schedule="static"):
-                buf = <double*> malloc(ns * sizeof(double))
-                dax = k_raw(&K, &x[i, 0], &x[i, 0]) if (K.normalize and K.code >= 2) else 1.0
-                k_row(&K, &sv[0, 0], sda, ns, &x[i, 0], dax, buf)
-                s = 0.0
-                for t in range(ns):
-                    s = s + c[t] * buf[t]
-                o[i] = s
-                free(buf)
-        else:
-            buf = <double*> malloc(ns * sizeof(double))
-            for i in range(nx):
-                dax = k_raw(&K, &x[i, 0], &x[i, 0]) if (K.normalize and K.code >= 2) else 1.0
-                k_row(&K, &sv[0, 0], sda, ns, &x[i, 0], dax, buf)
-                s = 0.0
-                for t in range(ns):
-                    s = s + c[t] * buf[t]
-                o[i] = s
-            free(buf)
-    free(sda)
-    return out
+    """f(x) = sum_t coef_t k(sv_t, x): the engine's expansion, parallel only from this module's larger
+    PARALLEL_MIN_WORK (the 59-point samples of the constrained loop do not pay for threads)."""
+    return _engine.kernel_expansion(spec, SV, coef, X, PARALLEL_MIN_WORK)
 
 
 class FastConstrainedOps(ConstrainedOps):
