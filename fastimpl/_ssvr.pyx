@@ -305,6 +305,10 @@ cdef void score_candidates_simd(const Kern* K, const double* X, const double* Xt
     cdef int lap = 1 if K.code == 1 else 0
     for j in prange(nO, schedule="dynamic", num_threads=nthreads):
         o = O[j]
+        # sg and sk are written through their addresses only: without an assignment here Cython
+        # would leave them shared between the threads (a data race that changed the selected basis)
+        sg = 0.0
+        sk = 0.0
         cv_ssvr_col(SIMD_OK, Xt, n, K.d, &X[o * K.d], K.gamma, lap, g, &sg, &sk)
         sp = 0.0
         sq = 0.0

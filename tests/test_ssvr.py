@@ -349,6 +349,37 @@ def test_fast_scores_match_the_reference_criterion():
         np.testing.assert_allclose(kn, (K_O ** 2).sum(0) + (K_PO ** 2).sum(0), rtol=1e-12)
 
 
+def test_parallel_scoring_is_thread_count_independent():
+    """Above the parallel threshold (|O| n d >= 2e6) the candidates are scored by several threads;
+    each candidate's sums must stay private to its thread, so scores, basis and coefficients are
+    the same bit for bit with one thread or two.  (A shared accumulator once changed the selected
+    basis at n = 30k; short columns and many candidates make such a race show up within a few calls.)"""
+    n, d = 600, 4
+    X, y, spec = _problem(n=n, d=d, seed=11)
+    fit = fast._Fit(X, y, spec, 4, 1e-2, 0.1, 0.3)
+    for s in (3, 90, 450):
+        assert fit.try_add(s)
+        fit.newton(50)
+    g = fit.residual_derivative()
+    O = np.tile(np.arange(n, dtype=np.intp), 6)
+    assert len(O) * n * d >= 2_000_000
+    ref_num, ref_kn = fit.scores(O, g, 1)
+    K_O = kernel_block(spec, X, X[O])
+    np.testing.assert_allclose(ref_num, g @ K_O + 2e-2 * (fit.beta_array() @ K_O[[3, 90, 450]]),
+                               rtol=1e-10, atol=1e-10)
+    for _ in range(20):
+        num, kn = fit.scores(O, g, 2)
+        np.testing.assert_array_equal(num, ref_num)
+        np.testing.assert_array_equal(kn, ref_kn)
+    n = 6000
+    Xf, yf = friedman(n, which=3, random_state=2)
+    Xf = 2 * (Xf - Xf.min(0)) / (Xf.max(0) - Xf.min(0)) - 1
+    models = [SparseSVR(n_basis=12, lam=1e-3, epsilon=0.05, delta=0.3, gamma=1.0, n_candidates=100,
+                        random_state=0, n_jobs=j).fit(Xf, yf) for j in (1, 2)]
+    np.testing.assert_array_equal(models[0].basis_indices_, models[1].basis_indices_)
+    np.testing.assert_array_equal(models[0].coef_, models[1].coef_)
+
+
 @pytest.mark.parametrize("params, exc, name", [
     (dict(n_basis=0), ValueError, "n_basis"), (dict(n_basis=11), ValueError, "n_basis"),
     (dict(n_basis=2.5), TypeError, "n_basis"), (dict(lam=0.0), ValueError, "lam"),
