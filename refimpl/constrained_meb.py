@@ -130,6 +130,7 @@ class ConstrainedOps:
         self.problem = problem
         self.base = problem.base
         self.n_eval = 0
+        self._proj = None            # Phi~'U~ of all points, filled at its first use
 
     # -- overridable numerics
     def raw_block(self, A, B):
@@ -162,19 +163,31 @@ class ConstrainedOps:
         return K
 
     def proj_rows(self, idx):
-        """[u~_q'phi~(z_l)] = y_l u_q'phi(x_l), (len(idx), s): rows of Phi~'U~ (eq. (30))."""
+        """[u~_q'phi~(z_l)] = y_l u_q'phi(x_l), (len(idx), s): rows of Phi~'U~ (eq. (30)).
+
+        The u's are fixed during a fit, so these rows are computed once for all m points, at the
+        first use, in blocks of SCAN_BLOCK (m n_e kernel evaluations: the cost of the one full scan
+        that the final certificate makes anyway); the sampled scans of eq. (40) then read them
+        instead of evaluating the expansions of the u's again at every iteration.
+        """
         idx = np.asarray(idx, dtype=np.intp)
         P = self.problem.proj
         if P.s == 0:
             return np.zeros((len(idx), 0))
-        self.n_eval += len(idx) * P.X.shape[0]
-        return self.raw_block(self.base.X[idx], P.X) @ P.B * self.sign(idx)[:, None]
+        if self._proj is None:
+            b = self.base
+            self._proj = np.empty((b.n, P.s))
+            for start in range(0, b.n, SCAN_BLOCK):
+                blk = np.arange(start, min(start + SCAN_BLOCK, b.n))
+                self._proj[blk] = self.raw_block(b.X[blk], P.X) @ P.B * self.sign(blk)[:, None]
+            self.n_eval += b.n * P.X.shape[0]
+        return self._proj[idx]
 
     def gx(self, idx, S, alpha, gamma):
         """(G x)_l = (K~ alpha)_l + y_l (U'phi(x_l))'gamma for the candidates ``idx`` (eqs. (23), (40)).
 
-        One kernel expansion over the support and the expansion points of the u's:
-        y_l [ sum_j alpha_j y_j (k(x_j, x_l) + beta_b) + sum_e (B gamma)_e k(e, x_l) ] + c alpha_l [l in S].
+        One kernel expansion over the support, and the rows of Phi~'U~ for the projection term:
+        y_l sum_j alpha_j y_j (k(x_j, x_l) + beta_b) + c alpha_l [l in S] + (Phi~'U~ gamma)_l.
         """
         b = self.base
         idx = np.asarray(idx, dtype=np.intp)
@@ -182,19 +195,12 @@ class ConstrainedOps:
         sv = alpha > 0
         Ssv, asv = S[sv], alpha[sv]
         a_s = asv * self.sign(Ssv)
-        pts = [b.X[Ssv]]
-        coef = [a_s]
-        P = self.problem.proj
-        if P.s:
-            pts.append(P.X)
-            coef.append(P.B @ gamma)
-        pts = np.concatenate(pts)
-        coef = np.concatenate(coef)
+        SV = b.X[Ssv]
         out = np.empty(len(idx))
         for start in range(0, len(idx), SCAN_BLOCK):
             blk = idx[start:start + SCAN_BLOCK]
-            out[start:start + SCAN_BLOCK] = self.expansion(pts, coef, b.X[blk])
-        self.n_eval += len(idx) * len(pts)
+            out[start:start + SCAN_BLOCK] = self.expansion(SV, a_s, b.X[blk])
+        self.n_eval += len(idx) * len(Ssv)
         out += b.label_bias * a_s.sum()
         out *= self.sign(idx)
         if b.diag_add and len(Ssv):
@@ -204,19 +210,22 @@ class ConstrainedOps:
             pos[pos >= len(srt)] = 0
             hit = srt[pos] == idx
             out[hit] += b.diag_add * asv[order[pos[hit]]]
+        if self.problem.s:
+            out += self.proj_rows(idx) @ gamma
         return out
 
 
 class _CoreSetState:
     """x = [gamma; alpha] (a fixed permutation of the paper's [alpha; gamma]: the s gamma's first,
     so that a new core vector is appended without moving anything), G_t of eq. (38) in a growing
-    buffer, and g = G_t x - b."""
+    buffer, and g = G_t x - b; the core set S in a growing index buffer."""
 
     def __init__(self, ops: ConstrainedOps, s: int):
         self.ops = ops
         self.s = s
-        self.S: list[int] = []
+        self.t = 0                   # core vectors
         cap = s + 64
+        self._S = np.zeros(cap, dtype=np.intp)
         self.G = np.zeros((cap, cap))
         self.G[:s, :s] = np.eye(s)   # U~'U~ = U'U = I (orthonormal directions, Lemma 2)
         self.x = np.zeros(cap)
@@ -225,8 +234,12 @@ class _CoreSetState:
         self.lin = np.zeros(cap)     # eta_l = k~(z_l, z_l) + Delta_l of the core vectors
 
     @property
+    def S(self):
+        return self._S[:self.t]
+
+    @property
     def n(self):
-        return self.s + len(self.S)
+        return self.s + self.t
 
     def _grow(self):
         cap = 2 * self.G.shape[0]
@@ -242,19 +255,23 @@ class _CoreSetState:
         bounded = np.zeros(cap, dtype=bool)
         bounded[:n] = self.bounded[:n]
         self.bounded = bounded
+        S = np.zeros(cap, dtype=np.intp)
+        S[:self.t] = self.S
+        self._S = S
 
     def add(self, z: int):
         """Append z with alpha_z = 0: its row of K~ and of Phi~'U~, and g_z = (G x)_z - 1."""
         if self.n == self.G.shape[0]:
             self._grow()
         s, n = self.s, self.n
-        row = self.ops.kt_block([z], self.S + [z])[0]
+        self._S[self.t] = z
+        self.t += 1
+        row = self.ops.kt_block([z], self.S)[0]
         p = self.ops.proj_rows([z])[0]
         self.G[n, :s] = p
         self.G[:s, n] = p
         self.G[n, s:n + 1] = row
         self.G[s:n + 1, n] = row
-        self.S.append(z)
         self.bounded[n] = True
         self.x[n] = 0.0
         self.lin[n] = float(self.ops.base.linear_term([z])[0])
@@ -403,7 +420,7 @@ def fit_constrained_meb(problem: ConstrainedMEBProblem, eps: float, *, sample_si
     gamma_t = st.gamma.copy() / A
     scale = cc                               # Appendix II: [alpha; gamma] = [a~; g~] / (x~'G x~)
     return ConstrainedMEBResult(
-        core_set=np.asarray(st.S, dtype=np.intp), alpha=alpha_t, radius2=R2, margin=cc, r_cert2=r_cert2,
+        core_set=st.S.copy(), alpha=alpha_t, radius2=R2, margin=cc, r_cert2=r_cert2,
         certified_ratio=r_cert2 / R2 if R2 > 0 else float("nan"), n_iter=n_iter, converged=converged,
         history=history, kernel_evaluations=int(ops.n_eval), gamma_tilde=gamma_t,
         alpha_mmda=alpha_t / scale, gamma_mmda=gamma_t / scale,
