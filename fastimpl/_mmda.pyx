@@ -28,6 +28,76 @@ cdef Py_ssize_t PARALLEL_MIN_WORK = 1000000
 
 include "_kernels.pxi"
 
+cdef extern from *:
+    """
+    /* Gaussian / Laplacian kernel values of one point x against n packed points, stored by
+     * coordinate (svT[e * n + j]): buf[j] = exp(mg * r_j), r_j = ||sv_j - x||^2 (or its sqrt).
+     * Each r_j is summed over the coordinates in order, as k_row does, so the values are those
+     * of k_row; the loop over j vectorises (4 coordinates per pass over buf).  On x86-64 with
+     * GCC/clang an AVX2 copy is chosen at run time (4-wide subtract/multiply/add, no FMA, so the
+     * same IEEE results, and libmvec's 4-wide exp). */
+    #include <math.h>
+    #include <stddef.h>
+    #define CV_RADIAL_BODY \
+        ptrdiff_t e = 0, j; \
+        for (j = 0; j < n; j++) buf[j] = 0.0; \
+        for (; e + 4 <= d; e += 4) { \
+            const double *c0 = svT + e * n, *c1 = c0 + n, *c2 = c1 + n, *c3 = c2 + n; \
+            const double x0 = x[e], x1 = x[e + 1], x2 = x[e + 2], x3 = x[e + 3]; \
+            for (j = 0; j < n; j++) { \
+                double a = buf[j], u; \
+                u = c0[j] - x0; a += u * u; \
+                u = c1[j] - x1; a += u * u; \
+                u = c2[j] - x2; a += u * u; \
+                u = c3[j] - x3; a += u * u; \
+                buf[j] = a; \
+            } \
+        } \
+        for (; e < d; e++) { \
+            const double *c0 = svT + e * n; \
+            const double x0 = x[e]; \
+            for (j = 0; j < n; j++) { double u = c0[j] - x0; buf[j] += u * u; } \
+        } \
+        if (laplace) { for (j = 0; j < n; j++) buf[j] = mg * sqrt(buf[j]); } \
+        else { for (j = 0; j < n; j++) buf[j] = mg * buf[j]; } \
+        cv_vexp(buf, n);
+
+    static void cv_radial_row_base(const double *restrict svT, ptrdiff_t n, ptrdiff_t d,
+                                   const double *restrict x, double mg, int laplace, double *restrict buf)
+    { CV_RADIAL_BODY }
+
+    #if defined(__GNUC__) && defined(__x86_64__)
+    __attribute__((target("avx2")))
+    static void cv_radial_row_avx2(const double *restrict svT, ptrdiff_t n, ptrdiff_t d,
+                                   const double *restrict x, double mg, int laplace, double *restrict buf)
+    { CV_RADIAL_BODY }
+    static int cv_use_avx2 = -1;
+    static int cv_radial_init(void)
+    {
+        __builtin_cpu_init();
+        cv_use_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+        return cv_use_avx2;
+    }
+    static void cv_radial_row(const double *svT, ptrdiff_t n, ptrdiff_t d, const double *x, double mg,
+                              int laplace, double *buf)
+    {
+        if (cv_use_avx2 > 0) cv_radial_row_avx2(svT, n, d, x, mg, laplace, buf);
+        else cv_radial_row_base(svT, n, d, x, mg, laplace, buf);
+    }
+    #else
+    static int cv_radial_init(void) { return 0; }
+    static void cv_radial_row(const double *svT, ptrdiff_t n, ptrdiff_t d, const double *x, double mg,
+                              int laplace, double *buf)
+    { cv_radial_row_base(svT, n, d, x, mg, laplace, buf); }
+    #endif
+    """
+    int cv_radial_init() noexcept nogil
+    void cv_radial_row(const double* svT, Py_ssize_t n, Py_ssize_t d, const double* x, double mg,
+                       int laplace, double* buf) noexcept nogil
+
+#: 1 when the radial kernel rows run the AVX2 copy (see cv_radial_row)
+RADIAL_AVX2 = cv_radial_init()
+
 
 def sor_solve(double[:, :] G, double[::1] g, double[::1] x, bounded, double omega, double tol,
               long long max_steps):
@@ -121,8 +191,119 @@ def kernel_expansion(spec, SV, coef, X):
     return _engine.kernel_expansion(spec, SV, coef, X, PARALLEL_MIN_WORK)
 
 
+def constrained_gx(spec, const double[:, ::1] X, const signed char[::1] sign, const Py_ssize_t[::1] idx,
+                   const Py_ssize_t[::1] S, const double[::1] alpha, double label_bias, double diag_add,
+                   const double[:, ::1] proj, const double[::1] gamma, Py_ssize_t[::1] pos):
+    """(G x)_l of ``refimpl.constrained_meb.ConstrainedOps.gx`` for the candidates ``idx``, in one pass.
+
+    X : (m, d) all points (rows read in place, no gathers);  sign : (m,) s_l, or empty for all +1;
+    S, alpha : the core set and its alpha (only alpha > 0 enters);  proj : (m, s) rows of Phi~'U~
+    (``ConstrainedOps.proj_table``), gamma : (s,);  pos : (m,) scratch, all -1 on entry and on exit
+    (the position of each support vector in the packed support, for the c alpha_l [l in S] term).
+
+    Per candidate: y_l [sum_j a_j y_j k(x_j, x_l) + beta_b sum_j a_j y_j] + c alpha_l + proj_l'gamma.
+    For the Gaussian and Laplacian kernels the support is packed by coordinate (d x n_sv), so that
+    the squared distances of one candidate to all support vectors accumulate coordinate by
+    coordinate in a vectorised loop (``cv_radial_row``: each distance summed in the same order as
+    ``k_row``), then one vector exp.  Returns ``(out, n_sv)``.
+    """
+    cdef Py_ssize_t m = X.shape[0], d = X.shape[1], nq = idx.shape[0], nt = S.shape[0]
+    cdef Py_ssize_t ns = gamma.shape[0], i, j, e, t, l, q, nsv = 0
+    cdef cnp.ndarray[double, ndim=1, mode="c"] out_arr = np.empty(nq)
+    cdef double[::1] out = out_arr
+    cdef Kern K = make_kern(spec, d)
+    cdef bint has_sign = sign.shape[0] > 0
+    cdef bint radial = K.code <= 1
+    cdef double* svx          # packed support: (d, nsv) for radial kernels, else (nsv, d)
+    cdef double* coef
+    cdef double* sva
+    cdef double* sda
+    cdef double* buf
+    cdef const double* xl
+    cdef double asum = 0.0, ssum, v, dax, mg = -K.gamma
+    if nt != alpha.shape[0] or (has_sign and sign.shape[0] != m) or pos.shape[0] != m \
+            or (ns and (proj.shape[0] != m or proj.shape[1] != ns)):
+        raise ValueError("constrained_gx: inconsistent shapes")
+    for t in range(nt):
+        if alpha[t] > 0:
+            nsv += 1
+    svx = <double*> malloc((nsv * d + 1) * sizeof(double))
+    coef = <double*> malloc((nsv + 1) * sizeof(double))
+    sva = <double*> malloc((nsv + 1) * sizeof(double))
+    sda = <double*> malloc((nsv + 1) * sizeof(double))
+    cdef bint parallel = nq * nsv >= PARALLEL_MIN_WORK
+    with nogil:
+        j = 0
+        for t in range(nt):
+            if alpha[t] > 0:
+                l = S[t]
+                sva[j] = alpha[t]
+                coef[j] = alpha[t] * (<double> sign[l] if has_sign else 1.0)
+                asum += coef[j]
+                pos[l] = j
+                if radial:
+                    for e in range(d):
+                        svx[e * nsv + j] = X[l, e]
+                else:
+                    for e in range(d):
+                        svx[j * d + e] = X[l, e]
+                sda[j] = k_raw(&K, &X[l, 0], &X[l, 0]) if (K.normalize and K.code >= 2) else 1.0
+                j += 1
+        for i in prange(nq, schedule="static", use_threads_if=parallel):
+            l = idx[i]
+            xl = &X[l, 0]
+            buf = <double*> malloc((nsv + 1) * sizeof(double))
+            if radial:
+                cv_radial_row(svx, nsv, d, xl, mg, K.code, buf)
+            else:
+                dax = k_raw(&K, xl, xl) if (K.normalize and K.code >= 2) else 1.0
+                k_row(&K, svx, sda, nsv, xl, dax, buf)
+            ssum = 0.0
+            for j in range(nsv):
+                ssum = ssum + coef[j] * buf[j]
+            v = ssum + label_bias * asum
+            if has_sign:
+                v = v * <double> sign[l]
+            if diag_add != 0.0 and pos[l] >= 0:
+                v = v + diag_add * sva[pos[l]]
+            for q in range(ns):
+                v = v + proj[l, q] * gamma[q]
+            out[i] = v
+            free(buf)
+        for t in range(nt):
+            pos[S[t]] = -1
+    free(svx)
+    free(coef)
+    free(sva)
+    free(sda)
+    return out_arr, int(nsv)
+
+
 class FastConstrainedOps(ConstrainedOps):
     """``refimpl.constrained_meb.ConstrainedOps`` with its numerics in C."""
+
+    def __init__(self, problem):
+        super().__init__(problem)
+        b = self.base
+        self._X = np.ascontiguousarray(b.X, dtype=np.float64)
+        self._sign = np.zeros(0, dtype=np.int8) if b.sign is None else np.ascontiguousarray(b.sign, dtype=np.int8)
+        self._pos = np.full(b.n, -1, dtype=np.intp)
+        self._no_proj = np.zeros((0, 0))
+        self._no_gamma = np.zeros(0)
+
+    def gx(self, idx, S, alpha, gamma):
+        """``ConstrainedOps.gx`` by :func:`constrained_gx` (one C pass, no temporaries per candidate)."""
+        b = self.base
+        idx = np.ascontiguousarray(idx, dtype=np.intp)
+        S = np.ascontiguousarray(S, dtype=np.intp)
+        if self.problem.s:
+            proj, gamma = self.proj_table(), np.ascontiguousarray(gamma, dtype=np.float64)
+        else:
+            proj, gamma = self._no_proj, self._no_gamma
+        out, nsv = constrained_gx(b.kernel, self._X, self._sign, idx, S, np.ascontiguousarray(alpha, dtype=np.float64),
+                                  float(b.label_bias), float(b.diag_add), proj, gamma, self._pos)
+        self.n_eval += len(idx) * nsv
+        return out
 
     def dense_block(self, A, B):
         return kernel_matrix(self.base.kernel, A, B)

@@ -171,17 +171,20 @@ class ConstrainedOps:
         instead of evaluating the expansions of the u's again at every iteration.
         """
         idx = np.asarray(idx, dtype=np.intp)
-        P = self.problem.proj
-        if P.s == 0:
+        if self.problem.s == 0:
             return np.zeros((len(idx), 0))
+        return self.proj_table()[idx]
+
+    def proj_table(self):
+        """Phi~'U~ for all points, (n, s): computed at the first call (see ``proj_rows``)."""
         if self._proj is None:
-            b = self.base
+            b, P = self.base, self.problem.proj
             self._proj = np.empty((b.n, P.s))
             for start in range(0, b.n, SCAN_BLOCK):
                 blk = np.arange(start, min(start + SCAN_BLOCK, b.n))
                 self._proj[blk] = self.raw_block(b.X[blk], P.X) @ P.B * self.sign(blk)[:, None]
             self.n_eval += b.n * P.X.shape[0]
-        return self._proj[idx]
+        return self._proj
 
     def gx(self, idx, S, alpha, gamma):
         """(G x)_l = (K~ alpha)_l + y_l (U'phi(x_l))'gamma for the candidates ``idx`` (eqs. (23), (40)).

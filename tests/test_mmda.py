@@ -182,6 +182,36 @@ def test_eps_to_zero_gives_the_exact_mmda_features(impl):
     assert errs[1] <= errs[0]
 
 
+# ------------------------------------------------------------------ the (G x)_l scans in C
+@settings(max_examples=max(5, EXAMPLES // 4), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), s=st.integers(0, 3), kernel=st.sampled_from(["rbf", "laplacian", "poly", "linear"]),
+       t=st.integers(1, 40), nq=st.integers(1, 80))
+def test_fast_gx_equals_reference_gx(seed, s, kernel, t, nq):
+    """FastConstrainedOps.gx (one C pass) equals ConstrainedOps.gx (NumPy) to round-off, with the
+    projection term (s > 0), the diagonal term c alpha_l of candidates in the core set, zero alphas,
+    repeated candidates, and the same kernel-evaluation count."""
+    from fastimpl._mmda import FastConstrainedOps
+    from refimpl.constrained_meb import ConstrainedOps
+    problem, X, *_ = projected_problem(m=60, s=s if kernel != "linear" else min(s, 1), seed=seed, kernel=kernel)
+    rng = np.random.default_rng(seed)
+    S = rng.choice(60, t, replace=False)
+    alpha = rng.random(t) * 2
+    alpha[rng.random(t) < 0.3] = 0.0
+    gamma = rng.normal(size=problem.s)
+    idx = np.concatenate([rng.integers(0, 60, nq), S[: nq // 4]])
+    ref, fast = ConstrainedOps(problem), FastConstrainedOps(problem)
+    a = ref.gx(idx, S, alpha, gamma)
+    b = fast.gx(idx, S, alpha, gamma)
+    # the Laplacian's sqrt amplifies the round-off of the reference's ||a||^2 + ||b||^2 - 2a'b at
+    # distance ~0 (a candidate against itself): sqrt(||a||^2 1e-16) ~ 1e-8 in the exponent
+    rtol = 1e-6 if kernel == "laplacian" else 1e-12
+    np.testing.assert_allclose(b, a, rtol=0, atol=rtol * max(1.0, np.abs(a).max()))
+    assert fast.n_eval == ref.n_eval
+    # the scratch position map is left clean for the next call
+    assert np.all(fast._pos == -1)
+    np.testing.assert_allclose(fast.gx(idx, S, alpha, gamma), b, rtol=0, atol=0)
+
+
 # ------------------------------------------------------------------ fast == ref
 @settings(max_examples=max(5, EXAMPLES // 4), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**16), n_classes=st.integers(2, 3), m=st.integers(20, 70),
