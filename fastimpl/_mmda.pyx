@@ -191,27 +191,13 @@ def kernel_expansion(spec, SV, coef, X):
     return _engine.kernel_expansion(spec, SV, coef, X, PARALLEL_MIN_WORK)
 
 
-def constrained_gx(spec, const double[:, ::1] X, const signed char[::1] sign, const Py_ssize_t[::1] idx,
-                   const Py_ssize_t[::1] S, const double[::1] alpha, double label_bias, double diag_add,
-                   const double[:, ::1] proj, const double[::1] gamma, Py_ssize_t[::1] pos):
-    """(G x)_l of ``refimpl.constrained_meb.ConstrainedOps.gx`` for the candidates ``idx``, in one pass.
-
-    X : (m, d) all points (rows read in place, no gathers);  sign : (m,) s_l, or empty for all +1;
-    S, alpha : the core set and its alpha (only alpha > 0 enters);  proj : (m, s) rows of Phi~'U~
-    (``ConstrainedOps.proj_table``), gamma : (s,);  pos : (m,) scratch, all -1 on entry and on exit
-    (the position of each support vector in the packed support, for the c alpha_l [l in S] term).
-
-    Per candidate: y_l [sum_j a_j y_j k(x_j, x_l) + beta_b sum_j a_j y_j] + c alpha_l + proj_l'gamma.
-    For the Gaussian and Laplacian kernels the support is packed by coordinate (d x n_sv), so that
-    the squared distances of one candidate to all support vectors accumulate coordinate by
-    coordinate in a vectorised loop (``cv_radial_row``: each distance summed in the same order as
-    ``k_row``), then one vector exp.  Returns ``(out, n_sv)``.
-    """
+cdef Py_ssize_t _gx_core(Kern* K, const double[:, ::1] X, const signed char[::1] sign,
+                         const Py_ssize_t[::1] idx, const Py_ssize_t[::1] S, const double[::1] alpha,
+                         double label_bias, double diag_add, const double[:, ::1] proj,
+                         const double[::1] gamma, Py_ssize_t[::1] pos, double* out) except -1:
+    """Fills out[i] = (G x)_{idx[i]} (see :func:`constrained_gx`); returns the support size."""
     cdef Py_ssize_t m = X.shape[0], d = X.shape[1], nq = idx.shape[0], nt = S.shape[0]
     cdef Py_ssize_t ns = gamma.shape[0], i, j, e, t, l, q, nsv = 0
-    cdef cnp.ndarray[double, ndim=1, mode="c"] out_arr = np.empty(nq)
-    cdef double[::1] out = out_arr
-    cdef Kern K = make_kern(spec, d)
     cdef bint has_sign = sign.shape[0] > 0
     cdef bint radial = K.code <= 1
     cdef double* svx          # packed support: (d, nsv) for radial kernels, else (nsv, d)
@@ -224,7 +210,12 @@ def constrained_gx(spec, const double[:, ::1] X, const signed char[::1] sign, co
     if nt != alpha.shape[0] or (has_sign and sign.shape[0] != m) or pos.shape[0] != m \
             or (ns and (proj.shape[0] != m or proj.shape[1] != ns)):
         raise ValueError("constrained_gx: inconsistent shapes")
+    for i in range(nq):
+        if idx[i] < 0 or idx[i] >= m:
+            raise IndexError("constrained_gx: candidate index out of range")
     for t in range(nt):
+        if S[t] < 0 or S[t] >= m:
+            raise IndexError("constrained_gx: core index out of range")
         if alpha[t] > 0:
             nsv += 1
     svx = <double*> malloc((nsv * d + 1) * sizeof(double))
@@ -247,7 +238,7 @@ def constrained_gx(spec, const double[:, ::1] X, const signed char[::1] sign, co
                 else:
                     for e in range(d):
                         svx[j * d + e] = X[l, e]
-                sda[j] = k_raw(&K, &X[l, 0], &X[l, 0]) if (K.normalize and K.code >= 2) else 1.0
+                sda[j] = k_raw(K, &X[l, 0], &X[l, 0]) if (K.normalize and K.code >= 2) else 1.0
                 j += 1
         for i in prange(nq, schedule="static", use_threads_if=parallel):
             l = idx[i]
@@ -256,8 +247,8 @@ def constrained_gx(spec, const double[:, ::1] X, const signed char[::1] sign, co
             if radial:
                 cv_radial_row(svx, nsv, d, xl, mg, K.code, buf)
             else:
-                dax = k_raw(&K, xl, xl) if (K.normalize and K.code >= 2) else 1.0
-                k_row(&K, svx, sda, nsv, xl, dax, buf)
+                dax = k_raw(K, xl, xl) if (K.normalize and K.code >= 2) else 1.0
+                k_row(K, svx, sda, nsv, xl, dax, buf)
             ssum = 0.0
             for j in range(nsv):
                 ssum = ssum + coef[j] * buf[j]
@@ -276,7 +267,62 @@ def constrained_gx(spec, const double[:, ::1] X, const signed char[::1] sign, co
     free(coef)
     free(sva)
     free(sda)
-    return out_arr, int(nsv)
+    return nsv
+
+
+def constrained_gx(spec, const double[:, ::1] X, const signed char[::1] sign, const Py_ssize_t[::1] idx,
+                   const Py_ssize_t[::1] S, const double[::1] alpha, double label_bias, double diag_add,
+                   const double[:, ::1] proj, const double[::1] gamma, Py_ssize_t[::1] pos):
+    """(G x)_l of ``refimpl.constrained_meb.ConstrainedOps.gx`` for the candidates ``idx``, in one pass.
+
+    X : (m, d) all points (rows read in place, no gathers);  sign : (m,) s_l, or empty for all +1;
+    S, alpha : the core set and its alpha (only alpha > 0 enters);  proj : (m, s) rows of Phi~'U~
+    (``ConstrainedOps.proj_table``), gamma : (s,);  pos : (m,) scratch, all -1 on entry and on exit
+    (the position of each support vector in the packed support, for the c alpha_l [l in S] term).
+
+    Per candidate: y_l [sum_j a_j y_j k(x_j, x_l) + beta_b sum_j a_j y_j] + c alpha_l + proj_l'gamma.
+    For the Gaussian and Laplacian kernels the support is packed by coordinate (d x n_sv), so that
+    the squared distances of one candidate to all support vectors accumulate coordinate by
+    coordinate in a vectorised loop (``cv_radial_row``: each distance summed in the same order as
+    ``k_row``), then one vector exp.  Returns ``(out, n_sv)``.
+    """
+    cdef Kern K = make_kern(spec, X.shape[1])
+    cdef cnp.ndarray[double, ndim=1, mode="c"] out = np.empty(idx.shape[0])
+    nsv = _gx_core(&K, X, sign, idx, S, alpha, label_bias, diag_add, proj, gamma, pos, &out[0] if idx.shape[0] else NULL)
+    return out, int(nsv)
+
+
+def constrained_furthest(spec, const double[:, ::1] X, const signed char[::1] sign, const Py_ssize_t[::1] idx,
+                         const Py_ssize_t[::1] S, const double[::1] alpha, double label_bias, double diag_add,
+                         const double[:, ::1] proj, const double[::1] gamma, Py_ssize_t[::1] pos,
+                         const double[::1] lin, double A, double cc):
+    """``ConstrainedOps.furthest``: d_l^2 = c'c - 2 (G x)_l / A + eta_l (same operations in the same
+    order as the NumPy expression) for the candidates, and the first one within a relative TIE of
+    the largest.  lin : (m,) eta_l of all points.  Returns ``(index, d^2, n_sv)``."""
+    cdef Py_ssize_t nq = idx.shape[0], i, k = 0
+    cdef Kern K = make_kern(spec, X.shape[1])
+    cdef double best, v
+    cdef double* g
+    if nq == 0:
+        raise ValueError("constrained_furthest: no candidates")
+    if lin.shape[0] != X.shape[0]:
+        raise ValueError("constrained_furthest: inconsistent shapes")
+    g = <double*> malloc(nq * sizeof(double))
+    try:
+        nsv = _gx_core(&K, X, sign, idx, S, alpha, label_bias, diag_add, proj, gamma, pos, g)
+        for i in range(nq):
+            g[i] = cc - 2.0 * g[i] / A + lin[idx[i]]
+        best = g[0]
+        for i in range(1, nq):
+            if g[i] > best:
+                best = g[i]
+        for i in range(nq):
+            if g[i] >= best - TIE * fabs(best):
+                k = i
+                break
+    finally:
+        free(g)
+    return int(idx[k]), float(best), int(nsv)
 
 
 class FastConstrainedOps(ConstrainedOps):
@@ -290,20 +336,32 @@ class FastConstrainedOps(ConstrainedOps):
         self._pos = np.full(b.n, -1, dtype=np.intp)
         self._no_proj = np.zeros((0, 0))
         self._no_gamma = np.zeros(0)
+        self._lin = None
 
-    def gx(self, idx, S, alpha, gamma):
-        """``ConstrainedOps.gx`` by :func:`constrained_gx` (one C pass, no temporaries per candidate)."""
+    def _args(self, idx, S, alpha, gamma):
         b = self.base
-        idx = np.ascontiguousarray(idx, dtype=np.intp)
-        S = np.ascontiguousarray(S, dtype=np.intp)
         if self.problem.s:
             proj, gamma = self.proj_table(), np.ascontiguousarray(gamma, dtype=np.float64)
         else:
             proj, gamma = self._no_proj, self._no_gamma
-        out, nsv = constrained_gx(b.kernel, self._X, self._sign, idx, S, np.ascontiguousarray(alpha, dtype=np.float64),
-                                  float(b.label_bias), float(b.diag_add), proj, gamma, self._pos)
-        self.n_eval += len(idx) * nsv
+        return (b.kernel, self._X, self._sign, np.ascontiguousarray(idx, dtype=np.intp),
+                np.ascontiguousarray(S, dtype=np.intp), np.ascontiguousarray(alpha, dtype=np.float64),
+                float(b.label_bias), float(b.diag_add), proj, gamma, self._pos)
+
+    def gx(self, idx, S, alpha, gamma):
+        """``ConstrainedOps.gx`` by :func:`constrained_gx` (one C pass, no temporaries per candidate)."""
+        out, nsv = constrained_gx(*self._args(idx, S, alpha, gamma))
+        self.n_eval += len(out) * nsv
         return out
+
+    def furthest(self, idx, S, alpha, gamma, A, cc):
+        """``ConstrainedOps.furthest`` by :func:`constrained_furthest` (eta_l of all points read from
+        a table made once, ``base.linear_term`` of every point)."""
+        if self._lin is None:
+            self._lin = np.ascontiguousarray(self.base.linear_term(np.arange(self.base.n)), dtype=np.float64)
+        z, d2, nsv = constrained_furthest(*self._args(idx, S, alpha, gamma), self._lin, float(A), float(cc))
+        self.n_eval += len(idx) * nsv
+        return z, d2
 
     def dense_block(self, A, B):
         return kernel_matrix(self.base.kernel, A, B)

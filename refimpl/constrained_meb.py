@@ -186,6 +186,15 @@ class ConstrainedOps:
             self.n_eval += b.n * P.X.shape[0]
         return self._proj
 
+    def furthest(self, idx, S, alpha, gamma, A, cc):
+        """(index, squared distance) of the candidate furthest from the center (23) of x~ = x / A,
+        A = 1'alpha, c'c = cc:  d_l^2 = c'c - 2 (G x)_l / A + eta_l.  Near-ties within a relative TIE
+        go to the first candidate, as in ``refimpl.meb``."""
+        d2 = cc - 2.0 * self.gx(idx, S, alpha, gamma) / A + self.base.linear_term(idx)
+        best = float(d2.max())
+        k = int(np.flatnonzero(d2 >= best - TIE * abs(best))[0])
+        return int(idx[k]), best
+
     def gx(self, idx, S, alpha, gamma):
         """(G x)_l = (K~ alpha)_l + y_l (U'phi(x_l))'gamma for the candidates ``idx`` (eqs. (23), (40)).
 
@@ -296,22 +305,11 @@ class _CoreSetState:
         return A, xGx
 
     def ball(self):
-        """(c'c, R^2) of the normalised solution x~ = x / 1'alpha (eqs. (35), (22))."""
+        """(1'alpha, c'c, R^2) of the normalised solution x~ = x / 1'alpha (eqs. (35), (22))."""
         A, xGx = self.sums()
         cc = xGx / (A * A)
         R2 = float(self.lin[self.s:self.n] @ self.alpha) / A - cc
-        return cc, R2
-
-
-def _furthest(ops, st, idx):
-    """(index, squared distance) of the candidate furthest from the center (23); near-ties
-    within a relative TIE go to the first candidate, as in ``refimpl.meb``."""
-    A, _ = st.sums()
-    cc, _ = st.ball()
-    d2 = cc - 2.0 * ops.gx(idx, st.S, st.alpha, st.gamma) / A + ops.base.linear_term(idx)
-    best = float(d2.max())
-    k = int(np.flatnonzero(d2 >= best - TIE * abs(best))[0])
-    return int(idx[k]), best
+        return A, cc, R2
 
 
 def fit_constrained_meb(problem: ConstrainedMEBProblem, eps: float, *, sample_size=59, n_confirm=30,
@@ -357,8 +355,7 @@ def fit_constrained_meb(problem: ConstrainedMEBProblem, eps: float, *, sample_si
     tighten = [1.0]
 
     def solve():
-        A, _ = st.sums()
-        _, R2 = st.ball()
+        A, _, R2 = st.ball()
         # tol (like the engine's) is on squared distances; |g| = (d^2 gap) 1'alpha / 2
         inner_tol = tighten[0] * (tol if tol is not None else eps * max(R2, np.finfo(float).tiny)) * A / 2.0
         bound = sor_step_bound(st.n)
@@ -378,7 +375,7 @@ def fit_constrained_meb(problem: ConstrainedMEBProblem, eps: float, *, sample_si
     last_scan = None
     clean = 0
     while True:
-        _, R2 = st.ball()
+        A, cc, R2 = st.ball()
         if clean == 0:
             history["core_set_size"].append(len(st.S))
             history["radius"].append(float(np.sqrt(max(R2, 0.0))))
@@ -386,7 +383,7 @@ def fit_constrained_meb(problem: ConstrainedMEBProblem, eps: float, *, sample_si
             history["sor_steps"].append(steps)
             history["sor_capped"].append(bool(sor_stats[2]))
         idx = all_idx if sample_size is None else rng.integers(0, n, size=sample_size)
-        z, d2 = _furthest(ops, st, idx)
+        z, d2 = ops.furthest(idx, st.S, st.alpha, st.gamma, A, cc)
         if d2 <= (1.0 + eps) ** 2 * R2:     # step 2
             clean += 1
             if sample_size is None or clean > n_confirm:
@@ -411,14 +408,13 @@ def fit_constrained_meb(problem: ConstrainedMEBProblem, eps: float, *, sample_si
         warnings.warn(f"the final core-set QP stopped at the SOR step bound before reaching tol "
                       f"({sor_stats[1]} of {sor_stats[0]} QPs did); the certified ratio reports the result",
                       ConvergenceWarning, stacklevel=2)
-    cc, R2 = st.ball()
+    A, cc, R2 = st.ball()
     if certify:
         if last_scan is None:
-            _, last_scan = _furthest(ops, st, all_idx)
+            _, last_scan = ops.furthest(all_idx, st.S, st.alpha, st.gamma, A, cc)
         r_cert2 = float(last_scan)
     else:
         r_cert2 = float("nan")
-    A, _ = st.sums()
     alpha_t = st.alpha.copy() / A            # (35)
     gamma_t = st.gamma.copy() / A
     scale = cc                               # Appendix II: [alpha; gamma] = [a~; g~] / (x~'G x~)

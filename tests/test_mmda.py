@@ -189,7 +189,7 @@ def test_eps_to_zero_gives_the_exact_mmda_features(impl):
 def test_fast_gx_equals_reference_gx(seed, s, kernel, t, nq):
     """FastConstrainedOps.gx (one C pass) equals ConstrainedOps.gx (NumPy) to round-off, with the
     projection term (s > 0), the diagonal term c alpha_l of candidates in the core set, zero alphas,
-    repeated candidates, and the same kernel-evaluation count."""
+    repeated candidates, and the same kernel-evaluation count; and so does ``furthest``."""
     from fastimpl._mmda import FastConstrainedOps
     from refimpl.constrained_meb import ConstrainedOps
     problem, X, *_ = projected_problem(m=60, s=s if kernel != "linear" else min(s, 1), seed=seed, kernel=kernel)
@@ -210,6 +210,14 @@ def test_fast_gx_equals_reference_gx(seed, s, kernel, t, nq):
     # the scratch position map is left clean for the next call
     assert np.all(fast._pos == -1)
     np.testing.assert_allclose(fast.gx(idx, S, alpha, gamma), b, rtol=0, atol=0)
+    # the furthest candidate: same d^2 (to round-off) and the same one unless two are within round-off
+    A = max(alpha.sum(), 1e-3)
+    cc = float(rng.random()) + 0.1
+    za, da = ref.furthest(idx, S, alpha, gamma, A, cc)
+    zb, db = fast.furthest(idx, S, alpha, gamma, A, cc)
+    assert abs(da - db) <= 10 * rtol * max(1.0, abs(da), np.abs(a).max() / A)
+    d2 = cc - 2.0 * a / A + problem.base.linear_term(idx)
+    assert za == zb or abs(d2[list(idx).index(zb)] - da) <= 10 * rtol * max(1.0, abs(da), np.abs(a).max() / A)
 
 
 # ------------------------------------------------------------------ fast == ref
