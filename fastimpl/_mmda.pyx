@@ -62,6 +62,22 @@ cdef extern from *:
         else { for (j = 0; j < n; j++) buf[j] = mg * buf[j]; } \
         cv_vexp(buf, n);
 
+    /* sum_j c[j] b[j] with four partial sums (j mod 4), added as (s0 + s1) + (s2 + s3): four
+     * independent chains instead of one dependent one (the order is fixed, the result deterministic). */
+    static double cv_dot4(const double *restrict c, const double *restrict b, ptrdiff_t n)
+    {
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        ptrdiff_t j = 0;
+        for (; j + 4 <= n; j += 4) {
+            s0 += c[j] * b[j];
+            s1 += c[j + 1] * b[j + 1];
+            s2 += c[j + 2] * b[j + 2];
+            s3 += c[j + 3] * b[j + 3];
+        }
+        for (; j < n; j++) s0 += c[j] * b[j];
+        return (s0 + s1) + (s2 + s3);
+    }
+
     static void cv_radial_row_base(const double *restrict svT, ptrdiff_t n, ptrdiff_t d,
                                    const double *restrict x, double mg, int laplace, double *restrict buf)
     { CV_RADIAL_BODY }
@@ -92,6 +108,7 @@ cdef extern from *:
     #endif
     """
     int cv_radial_init() noexcept nogil
+    double cv_dot4(const double* c, const double* b, Py_ssize_t n) noexcept nogil
     void cv_radial_row(const double* svT, Py_ssize_t n, Py_ssize_t d, const double* x, double mg,
                        int laplace, double* buf) noexcept nogil
 
@@ -206,7 +223,7 @@ cdef Py_ssize_t _gx_core(Kern* K, const double[:, ::1] X, const signed char[::1]
     cdef double* sda
     cdef double* buf
     cdef const double* xl
-    cdef double asum = 0.0, ssum, v, dax, mg = -K.gamma
+    cdef double asum = 0.0, v, dax, mg = -K.gamma
     if nt != alpha.shape[0] or (has_sign and sign.shape[0] != m) or pos.shape[0] != m \
             or (ns and (proj.shape[0] != m or proj.shape[1] != ns)):
         raise ValueError("constrained_gx: inconsistent shapes")
@@ -249,10 +266,7 @@ cdef Py_ssize_t _gx_core(Kern* K, const double[:, ::1] X, const signed char[::1]
             else:
                 dax = k_raw(K, xl, xl) if (K.normalize and K.code >= 2) else 1.0
                 k_row(K, svx, sda, nsv, xl, dax, buf)
-            ssum = 0.0
-            for j in range(nsv):
-                ssum = ssum + coef[j] * buf[j]
-            v = ssum + label_bias * asum
+            v = cv_dot4(coef, buf, nsv) + label_bias * asum
             if has_sign:
                 v = v * <double> sign[l]
             if diag_add != 0.0 and pos[l] >= 0:
