@@ -163,27 +163,28 @@ class ConstrainedOps:
         return K
 
     def proj_rows(self, idx):
-        """[u~_q'phi~(z_l)] = y_l u_q'phi(x_l), (len(idx), s): rows of Phi~'U~ (eq. (30)).
-
-        The u's are fixed during a fit, so these rows are computed once for all m points, at the
-        first use, in blocks of SCAN_BLOCK (m n_e kernel evaluations: the cost of the one full scan
-        that the final certificate makes anyway); the sampled scans of eq. (40) then read them
-        instead of evaluating the expansions of the u's again at every iteration.
-        """
+        """[u~_q'phi~(z_l)] = y_l u_q'phi(x_l), (len(idx), s): rows of Phi~'U~ (eq. (30))."""
         idx = np.asarray(idx, dtype=np.intp)
-        if self.problem.s == 0:
+        P = self.problem.proj
+        if P.s == 0:
             return np.zeros((len(idx), 0))
-        return self.proj_table()[idx]
+        self.n_eval += len(idx) * P.X.shape[0]
+        return self.raw_block(self.base.X[idx], P.X) @ P.B * self.sign(idx)[:, None]
 
     def proj_table(self):
-        """Phi~'U~ for all points, (n, s): computed at the first call (see ``proj_rows``)."""
+        """``proj_rows`` of all n points, (n, s), for the scans of ``gx``.
+
+        The u's are fixed during a fit, so these rows are computed once, at the first scan, in
+        blocks of SCAN_BLOCK (n n_e kernel evaluations: the cost of the one full scan that the final
+        certificate makes anyway); the sampled scans then read them instead of evaluating the
+        expansions of the u's again at every iteration.  (G_t's entries still come from
+        ``proj_rows``, one core vector at a time, as before.)
+        """
         if self._proj is None:
-            b, P = self.base, self.problem.proj
-            self._proj = np.empty((b.n, P.s))
+            b = self.base
+            self._proj = np.empty((b.n, self.problem.s))
             for start in range(0, b.n, SCAN_BLOCK):
-                blk = np.arange(start, min(start + SCAN_BLOCK, b.n))
-                self._proj[blk] = self.raw_block(b.X[blk], P.X) @ P.B * self.sign(blk)[:, None]
-            self.n_eval += b.n * P.X.shape[0]
+                self._proj[start:start + SCAN_BLOCK] = self.proj_rows(np.arange(start, min(start + SCAN_BLOCK, b.n)))
         return self._proj
 
     def furthest(self, idx, S, alpha, gamma, A, cc):
@@ -223,7 +224,7 @@ class ConstrainedOps:
             hit = srt[pos] == idx
             out[hit] += b.diag_add * asv[order[pos[hit]]]
         if self.problem.s:
-            out += self.proj_rows(idx) @ gamma
+            out += self.proj_table()[idx] @ gamma
         return out
 
 
