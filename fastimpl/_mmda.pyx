@@ -359,6 +359,32 @@ def constrained_furthest(spec, const double[:, ::1] X, const signed char[::1] si
     return int(idx[k]), float(best), int(nsv)
 
 
+def finish_kt_block(double[:, ::1] K, const Py_ssize_t[::1] rows, const Py_ssize_t[::1] cols,
+                    const signed char[::1] sign, double label_bias, double diag_add):
+    """In place, the bookkeeping of ``ConstrainedOps.kt_block`` on the raw kernel block K:
+    K_ij = (K_ij + beta_b) (s_i s_j) [+ (c if rows_i == cols_j else 0) when c != 0], the same
+    floating-point operations as the NumPy code (so the same bits).  sign empty means all +1."""
+    cdef Py_ssize_t nr = K.shape[0], nc = K.shape[1], i, j
+    cdef bint has_sign = sign.shape[0] > 0
+    cdef double si, sj
+    if rows.shape[0] != nr or cols.shape[0] != nc:
+        raise ValueError("finish_kt_block: inconsistent shapes")
+    for i in range(nr):
+        if has_sign and not (0 <= rows[i] < sign.shape[0]):
+            raise IndexError("finish_kt_block: row index out of range")
+    for j in range(nc):
+        if has_sign and not (0 <= cols[j] < sign.shape[0]):
+            raise IndexError("finish_kt_block: column index out of range")
+    with nogil:
+        for i in range(nr):
+            si = <double> sign[rows[i]] if has_sign else 1.0
+            for j in range(nc):
+                sj = <double> sign[cols[j]] if has_sign else 1.0
+                K[i, j] = (K[i, j] + label_bias) * (si * sj)
+                if diag_add != 0.0:
+                    K[i, j] = K[i, j] + (diag_add if rows[i] == cols[j] else 0.0)
+
+
 class FastConstrainedOps(ConstrainedOps):
     """``refimpl.constrained_meb.ConstrainedOps`` with its numerics in C."""
 
@@ -371,6 +397,22 @@ class FastConstrainedOps(ConstrainedOps):
         self._no_proj = np.zeros((0, 0))
         self._no_gamma = np.zeros(0)
         self._lin = None
+
+    def linear_term(self, idx):
+        """eta_l from a table of all points made once per fit (the same elementwise values)."""
+        if self._lin is None:
+            self._lin = np.ascontiguousarray(self.base.linear_term(np.arange(self.base.n)), dtype=np.float64)
+        return self._lin[idx]
+
+    def kt_block(self, rows, cols):
+        """``ConstrainedOps.kt_block``: the same NumPy raw block, the bookkeeping in C."""
+        rows = np.ascontiguousarray(rows, dtype=np.intp)
+        cols = np.ascontiguousarray(cols, dtype=np.intp)
+        b = self.base
+        self.n_eval += len(rows) * len(cols)
+        K = np.ascontiguousarray(self.raw_block(b.X[rows], b.X[cols]), dtype=np.float64)
+        finish_kt_block(K, rows, cols, self._sign, float(b.label_bias), float(b.diag_add))
+        return K
 
     def _args(self, idx, S, alpha, gamma):
         b = self.base
@@ -392,7 +434,7 @@ class FastConstrainedOps(ConstrainedOps):
         """``ConstrainedOps.furthest`` by :func:`constrained_furthest` (eta_l of all points read from
         a table made once, ``base.linear_term`` of every point)."""
         if self._lin is None:
-            self._lin = np.ascontiguousarray(self.base.linear_term(np.arange(self.base.n)), dtype=np.float64)
+            self.linear_term(idx[:0])
         z, d2, nsv = constrained_furthest(*self._args(idx, S, alpha, gamma), self._lin, float(A), float(cc))
         self.n_eval += len(idx) * nsv
         return z, d2

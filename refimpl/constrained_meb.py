@@ -119,11 +119,12 @@ class ConstrainedMEBResult(MEBResult):
 class ConstrainedOps:
     """The numeric kernels of the loop: kernel blocks, projections, and (G x)_l scans (NumPy).
 
-    ``fastimpl._mmda.FastConstrainedOps`` overrides ``expansion`` (the distance scans), ``sor`` and
-    ``dense_block`` (the m x m matrices of the baselines).  ``raw_block``, which fills the entries of
-    G_t, is the same NumPy code in both: SOR then sees bit-identical matrices in both
-    implementations and takes the same steps (a one-ulp difference in G_t could otherwise make it
-    stop one step earlier or later, a difference of the order of its tolerance).
+    ``fastimpl._mmda.FastConstrainedOps`` overrides the scans (``gx``, ``furthest``), ``sor``,
+    ``dense_block`` (the m x m matrices of the baselines), ``linear_term`` (a per-fit table) and the
+    bookkeeping of ``kt_block``.  ``raw_block``, which fills the entries of G_t, is the same NumPy
+    code in both: SOR then sees bit-identical matrices in both implementations and takes the same
+    steps (a one-ulp difference in G_t could otherwise make it stop one step earlier or later, a
+    difference of the order of its tolerance).
     """
 
     def __init__(self, problem: ConstrainedMEBProblem):
@@ -144,6 +145,10 @@ class ConstrainedOps:
 
     def sor(self, G, g, x, bounded, omega, tol, max_steps):
         return sor_solve(G, g, x, bounded, omega, tol, max_steps)
+
+    def linear_term(self, idx):
+        """eta_l = k~(z_l, z_l) + Delta_l (``MEBProblem.linear_term``)."""
+        return self.base.linear_term(idx)
 
     # -- shared formulas
     def sign(self, idx):
@@ -191,7 +196,7 @@ class ConstrainedOps:
         """(index, squared distance) of the candidate furthest from the center (23) of x~ = x / A,
         A = 1'alpha, c'c = cc:  d_l^2 = c'c - 2 (G x)_l / A + eta_l.  Near-ties within a relative TIE
         go to the first candidate, as in ``refimpl.meb``."""
-        d2 = cc - 2.0 * self.gx(idx, S, alpha, gamma) / A + self.base.linear_term(idx)
+        d2 = cc - 2.0 * self.gx(idx, S, alpha, gamma) / A + self.linear_term(idx)
         best = float(d2.max())
         k = int(np.flatnonzero(d2 >= best - TIE * abs(best))[0])
         return int(idx[k]), best
@@ -287,7 +292,7 @@ class _CoreSetState:
         self.G[s:n + 1, n] = row
         self.bounded[n] = True
         self.x[n] = 0.0
-        self.lin[n] = float(self.ops.base.linear_term([z])[0])
+        self.lin[n] = float(self.ops.linear_term([z])[0])
         self.g[n] = float(self.G[n, :n] @ self.x[:n]) - 1.0
 
     @property

@@ -210,6 +210,9 @@ def test_fast_gx_equals_reference_gx(seed, s, kernel, t, nq):
     # the scratch position map is left clean for the next call
     assert np.all(fast._pos == -1)
     np.testing.assert_allclose(fast.gx(idx, S, alpha, gamma), b, rtol=0, atol=0)
+    # G_t's entries: the same bits (SOR takes the same steps in both implementations)
+    np.testing.assert_array_equal(fast.kt_block(idx[:5], S), ref.kt_block(idx[:5], S))
+    np.testing.assert_array_equal(fast.linear_term(idx), ref.linear_term(idx))
     # the furthest candidate: same d^2 (to round-off) and the same one unless two are within round-off
     A = max(alpha.sum(), 1e-3)
     cc = float(rng.random()) + 0.1
