@@ -177,13 +177,12 @@ class ConstrainedOps:
         return self.raw_block(self.base.X[idx], P.X) @ P.B * self.sign(idx)[:, None]
 
     def proj_table(self):
-        """``proj_rows`` of all n points, (n, s), for the scans of ``gx``.
+        """``proj_rows`` of all n points, (n, s), for the scans of ``gx`` and the rows of G_t.
 
-        The u's are fixed during a fit, so these rows are computed once, at the first scan, in
+        The u's are fixed during a fit, so these rows are computed once, at the first use, in
         blocks of SCAN_BLOCK (n n_e kernel evaluations: the cost of the one full scan that the final
-        certificate makes anyway); the sampled scans then read them instead of evaluating the
-        expansions of the u's again at every iteration.  (G_t's entries still come from
-        ``proj_rows``, one core vector at a time, as before.)
+        certificate makes anyway); the sampled scans and the new core vectors then read them
+        instead of evaluating the expansions of the u's again at every iteration.
         """
         if self._proj is None:
             b = self.base
@@ -285,7 +284,7 @@ class _CoreSetState:
         self._S[self.t] = z
         self.t += 1
         row = self.ops.kt_block([z], self.S)[0]
-        p = self.ops.proj_rows([z])[0]
+        p = self.ops.proj_table()[z] if s else np.zeros(0)
         self.G[n, :s] = p
         self.G[:s, n] = p
         self.G[n, s:n + 1] = row
