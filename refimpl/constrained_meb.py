@@ -61,6 +61,9 @@ from .sor import sor_solve, sor_step_bound
 
 #: rows per block in full scans (bounds temporary memory independently of m)
 SCAN_BLOCK = 4096
+#: rows per block of ``ConstrainedOps.proj_table``: NumPy's n_e-wide temporaries stay in cache
+#: (8x faster than 4096-row blocks for n_e = 1000, where they are 33 MB each)
+PROJ_BLOCK = 256
 
 
 @dataclass
@@ -180,15 +183,15 @@ class ConstrainedOps:
         """``proj_rows`` of all n points, (n, s), for the scans of ``gx`` and the rows of G_t.
 
         The u's are fixed during a fit, so these rows are computed once, at the first use, in
-        blocks of SCAN_BLOCK (n n_e kernel evaluations: the cost of the one full scan that the final
+        blocks of PROJ_BLOCK (n n_e kernel evaluations: the cost of the one full scan that the final
         certificate makes anyway); the sampled scans and the new core vectors then read them
         instead of evaluating the expansions of the u's again at every iteration.
         """
         if self._proj is None:
             b = self.base
             self._proj = np.empty((b.n, self.problem.s))
-            for start in range(0, b.n, SCAN_BLOCK):
-                self._proj[start:start + SCAN_BLOCK] = self.proj_rows(np.arange(start, min(start + SCAN_BLOCK, b.n)))
+            for start in range(0, b.n, PROJ_BLOCK):
+                self._proj[start:start + PROJ_BLOCK] = self.proj_rows(np.arange(start, min(start + PROJ_BLOCK, b.n)))
         return self._proj
 
     def furthest(self, idx, S, alpha, gamma, A, cc):
