@@ -1,14 +1,20 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""MMDA(CVM) numerics in C: SOR on the core-set sub-problem and kernel blocks.
+"""MMDA(CVM) numerics in C: SOR on the core-set sub-problem, the distance scans and kernel blocks.
 
 * :func:`sor_solve` is Algorithm 3 of 004_41bfd2b98060112a.txt (``refimpl.sor.sor_solve``) with
   the same arithmetic in the same order and the same tie rule, so its steps match the reference;
+* :func:`constrained_gx` and :func:`constrained_furthest` are the (G x)_l scans of eqs. (23), (40)
+  (``ConstrainedOps.gx`` / ``furthest``) in one pass over the candidates: rows of X read in place,
+  the support packed by coordinate, the Gaussian/Laplacian kernel rows vectorised
+  (``cv_radial_row``, with an AVX2 copy chosen at run time), the projection term from the per-fit
+  table ``ConstrainedOps.proj_table``;
 * :func:`kernel_matrix` fills |A| x |B| kernel blocks row by row under ``nogil`` with OpenMP
-  ``prange`` (the rows of new core vectors, the projections U'phi(x), the dense matrices of the
-  baselines and the ``transform`` of new data);
-* :func:`kernel_expansion` computes the (G x)_l scans of eq. (23) without forming kernel blocks;
-* :class:`FastConstrainedOps` plugs them (and SOR) into the constrained core-set loop of ``refimpl.constrained_meb`` (the loop itself is
-  shared, so both implementations make the same random draws and decisions).
+  ``prange`` (the dense matrices of the baselines and the ``transform`` of new data), the radial
+  kernels by the same ``cv_radial_row``;
+* :func:`kernel_expansion` is the engine's expansion with this module's parallel threshold;
+* :class:`FastConstrainedOps` plugs them (and SOR) into the constrained core-set loop of
+  ``refimpl.constrained_meb`` (the loop itself is shared, so both implementations make the same
+  random draws and decisions; G_t's entries come from the same NumPy code in both).
 """
 import numpy as np
 cimport numpy as cnp
