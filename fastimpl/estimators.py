@@ -86,6 +86,21 @@ class _MEBEstimatorMixin:
                     converged=result.converged, kernel_evaluations=result.kernel_evaluations,
                     kkt_gap=result.kkt_gap, margin_scale=result.margin_scale)
 
+    def _set_diagnostics(self, result):
+        """The fitted diagnostics every single-ball estimator reports (core set, radius, certificate,
+        history, ...)."""
+        diag = self._diagnostics(result)
+        self.core_set_ = diag["core_set"]
+        self.n_iter_ = diag["n_iter"]
+        self.radius_ = diag["radius"]
+        self.certified_ratio_ = diag["certified_ratio"]
+        # r_cert covers every training point; it is the radius the fitted ball is used with
+        self.certified_radius_ = float(np.sqrt(result.r_cert2)) if np.isfinite(result.r_cert2) else self.radius_
+        self.history_ = diag["history"]
+        self.converged_ = diag["converged"]
+        self.kernel_evaluations_ = diag["kernel_evaluations"]
+        self.kkt_gap_ = diag["kkt_gap"]
+
 
 _COMMON_DOC = """
     eps : float, default=1e-6
@@ -182,17 +197,7 @@ class MEB(_MEBEstimatorMixin, OutlierMixin, BaseEstimator):
         return self
 
     def _set_fitted(self, X, result, model):
-        diag = self._diagnostics(result)
-        self.core_set_ = diag["core_set"]
-        self.n_iter_ = diag["n_iter"]
-        self.radius_ = diag["radius"]
-        self.certified_ratio_ = diag["certified_ratio"]
-        # r_cert covers every training point; it is the radius the fitted ball is used with
-        self.certified_radius_ = float(np.sqrt(result.r_cert2)) if np.isfinite(result.r_cert2) else self.radius_
-        self.history_ = diag["history"]
-        self.converged_ = diag["converged"]
-        self.kernel_evaluations_ = diag["kernel_evaluations"]
-        self.kkt_gap_ = diag["kkt_gap"]
+        self._set_diagnostics(result)
         self.support_ = model.support
         self.support_vectors_ = X[model.support]
         self.center_coef_ = model.coef
@@ -485,16 +490,7 @@ class CVR(_MEBEstimatorMixin, RegressorMixin, BaseEstimator):
         problem = cvr.cvr_problem(X, y, self.kernel_spec_, C, mu)
         result = self._run(problem)
         model = cvr.recover(problem, result, y, C, mu)
-        diag = self._diagnostics(result)
-        self.core_set_ = diag["core_set"]
-        self.n_iter_ = diag["n_iter"]
-        self.radius_ = diag["radius"]
-        self.certified_ratio_ = diag["certified_ratio"]
-        self.certified_radius_ = float(np.sqrt(result.r_cert2)) if np.isfinite(result.r_cert2) else self.radius_
-        self.history_ = diag["history"]
-        self.converged_ = diag["converged"]
-        self.kernel_evaluations_ = diag["kernel_evaluations"]
-        self.kkt_gap_ = diag["kkt_gap"]
+        self._set_diagnostics(result)
         self.support_ = model.support
         self.support_vectors_ = X[model.support]
         self.dual_coef_ = model.coef[None, :]
