@@ -41,6 +41,17 @@ cdef double TIE = 1e-12   # refimpl.simplex_qp.TIE: near-ties go to the lowest i
 cdef double PIVOT_RTOL = 1e-12  # refimpl.simplex_qp.PIVOT_RTOL: smallest accepted Cholesky pivot^2 / Q_aa
 # below this many kernel evaluations a scan runs serially: thread start-up would cost more
 cdef Py_ssize_t PARALLEL_MIN_WORK = 20000
+#: the active set's gradient refresh runs in parallel from this many multiply-adds on
+cdef Py_ssize_t GRAD_PARALLEL_MIN_WORK = 2_000_000
+
+
+def _set_grad_parallel_min_work(Py_ssize_t work):
+    """Set the active set's parallel threshold; returns the old one (tests use 0 to force the
+    parallel gradient refresh on small problems)."""
+    global GRAD_PARALLEL_MIN_WORK
+    old = GRAD_PARALLEL_MIN_WORK
+    GRAD_PARALLEL_MIN_WORK = work
+    return old
 cdef Py_ssize_t SCAN_CHUNK = 2048
 
 
@@ -528,6 +539,27 @@ cdef class _Engine:
                 for t in range(self.size):
                     self.grad[t] += d * row[t]
 
+    cdef void _inactive_gradient_parallel(self, double lam) noexcept nogil:
+        """grad_t = 2 (Q_tF alpha_F) - l_t for t outside F and lambda on F, rows read from the cache."""
+        cdef Py_ssize_t t, a, nf = self.nf, qcap = self.qcap
+        cdef double d
+        cdef const double* row
+        cdef double* grad = self.grad
+        cdef const double* alpha = self.alpha
+        cdef const Py_ssize_t* F = self.F
+        cdef const char* inF = self.inF
+        cdef const double* Q = self.Q
+        cdef const double* l = self.l
+        for t in prange(self.size, schedule="static"):
+            if inF[t]:
+                grad[t] = lam
+            else:
+                row = &Q[t * qcap]
+                d = 0.0
+                for a in range(nf):
+                    d = d + row[F[a]] * alpha[F[a]]
+                grad[t] = 2.0 * d - l[t]
+
     cdef Py_ssize_t active_set(self, double tol, Py_ssize_t max_changes) noexcept nogil:
         """Exact active-set Newton solver for the core-set QP (refimpl.simplex_qp.active_set_simplex):
         same ratio test, entering rule and stopping gap.  The free set F and the Cholesky factor of
@@ -615,15 +647,20 @@ cdef class _Engine:
                     return n_changes
                 continue
             # at the free-set optimum g_F = lambda exactly; only the |S| - |F| inactive entries need Q
-            for t in range(size):
-                if self.inF[t]:
-                    grad[t] = lam
-                else:
-                    row = self.qrow(t, self.rowbuf_j)
-                    d = 0.0
-                    for a in range(nf):
-                        d += row[self.F[a]] * alpha[self.F[a]]
-                    grad[t] = 2.0 * d - self.l[t]
+            if size <= self.qcap and (size - nf) * nf >= GRAD_PARALLEL_MIN_WORK:
+                # every row is cached (qrow only reads): the rows are independent and each sum runs
+                # in the same order on one thread, so the result does not depend on the team size
+                self._inactive_gradient_parallel(lam)
+            else:
+                for t in range(size):
+                    if self.inF[t]:
+                        grad[t] = lam
+                    else:
+                        row = self.qrow(t, self.rowbuf_j)
+                        d = 0.0
+                        for a in range(nf):
+                            d += row[self.F[a]] * alpha[self.F[a]]
+                        grad[t] = 2.0 * d - self.l[t]
             self.grad_stats(&gmin, &gmax, &gabs)
             i = self.most_violating(gmin, gabs)
             gap = gmax - grad[i]
