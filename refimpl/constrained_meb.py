@@ -61,7 +61,7 @@ from .sor import sor_solve, sor_step_bound
 
 #: rows per block in full scans (bounds temporary memory independently of m)
 SCAN_BLOCK = 4096
-#: rows per block of ``ConstrainedOps.proj_table``: NumPy's n_e-wide temporaries stay in cache
+#: rows per block of ``ConstrainedOps.proj_rows``: NumPy's n_e-wide temporaries stay in cache
 #: (8x faster than 4096-row blocks for n_e = 1000, where they are 33 MB each)
 PROJ_BLOCK = 256
 
@@ -171,13 +171,18 @@ class ConstrainedOps:
         return K
 
     def proj_rows(self, idx):
-        """[u~_q'phi~(z_l)] = y_l u_q'phi(x_l), (len(idx), s): rows of Phi~'U~ (eq. (30))."""
+        """[u~_q'phi~(z_l)] = y_l u_q'phi(x_l), (len(idx), s): rows of Phi~'U~ (eq. (30)), in blocks of
+        PROJ_BLOCK rows (also for the m rows of the dense baselines)."""
         idx = np.asarray(idx, dtype=np.intp)
         P = self.problem.proj
         if P.s == 0:
             return np.zeros((len(idx), 0))
         self.n_eval += len(idx) * P.X.shape[0]
-        return self.raw_block(self.base.X[idx], P.X) @ P.B * self.sign(idx)[:, None]
+        out = np.empty((len(idx), P.s))
+        for start in range(0, len(idx), PROJ_BLOCK):
+            blk = idx[start:start + PROJ_BLOCK]
+            out[start:start + PROJ_BLOCK] = self.raw_block(self.base.X[blk], P.X) @ P.B * self.sign(blk)[:, None]
+        return out
 
     def proj_table(self):
         """``proj_rows`` of all n points, (n, s), for the scans of ``gx`` and the rows of G_t.
@@ -188,10 +193,7 @@ class ConstrainedOps:
         instead of evaluating the expansions of the u's again at every iteration.
         """
         if self._proj is None:
-            b = self.base
-            self._proj = np.empty((b.n, self.problem.s))
-            for start in range(0, b.n, PROJ_BLOCK):
-                self._proj[start:start + PROJ_BLOCK] = self.proj_rows(np.arange(start, min(start + PROJ_BLOCK, b.n)))
+            self._proj = self.proj_rows(np.arange(self.base.n))
         return self._proj
 
     def furthest(self, idx, S, alpha, gamma, A, cc):
