@@ -150,9 +150,19 @@ class _KFD:
         return kfd_transform(self.model, self.spec, X, block=lambda A, B: kernel_matrix(self.spec, A, B))
 
 
-def _fit(d):
+def _one_thread():
+    """threadpoolctl limits only the thread pools loaded when it is entered: import the compiled
+    modules (and with them the OpenMP runtime they link) first, or their parallel loops keep two
+    threads and CPU time counts the second one."""
     from threadpoolctl import threadpool_limits
-    with threadpool_limits(limits=1):
+
+    import fastimpl._engine  # noqa: F401
+    import fastimpl._mmda  # noqa: F401
+    return threadpool_limits(limits=1)
+
+
+def _fit(d):
+    with _one_thread():
         return _fit_inner(d)
 
 
@@ -186,8 +196,7 @@ def _fit_inner(d):
 
 
 def _evaluate(model, d):
-    from threadpoolctl import threadpool_limits
-    with threadpool_limits(limits=1):
+    with _one_thread():
         return _evaluate_inner(model, d)
 
 
