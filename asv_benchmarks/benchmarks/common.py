@@ -23,7 +23,7 @@ size is generated once in ``setup_cache`` (saved as .npy files in asv's cache fo
 models needed by the ``time_predict`` / ``track_*`` benchmarks are fitted there too, so that
 ``time_fit`` and ``peakmem_fit`` are the only benchmarks that fit.
 
-The two mixins are abstract (``make_estimator`` is an abstractmethod), and asv does not collect
+The mixins are abstract (``make_estimator`` is an abstractmethod), and asv does not collect
 abstract classes; a subclass becomes a benchmark as soon as it defines ``make_estimator``.
 """
 import abc
@@ -137,4 +137,16 @@ class CoreSetTracks(abc.ABC):
     track_certified_ratio.unit = "ratio"
 
 
-__all__ = ["EstimatorBenchmark", "CoreSetTracks", "M_GRID", "N_TEST", "checkerboard"]
+class RegressionTracks(abc.ABC):
+    """track_test_rmse for the regressors: root mean squared error on the test points."""
+
+    @abc.abstractmethod
+    def make_estimator(self, impl):
+        """See EstimatorBenchmark."""
+
+    def track_test_rmse(self, cache, impl, m):
+        return float(np.sqrt(np.mean((self.model.predict(self.Xt) - self.yt) ** 2)))
+    track_test_rmse.unit = "RMSE"
+
+
+__all__ = ["EstimatorBenchmark", "CoreSetTracks", "RegressionTracks", "M_GRID", "N_TEST", "checkerboard"]

@@ -1,7 +1,5 @@
 """CVR (000 Sec. 4.1) on Friedman #1 over (impl, m): time, core-set size, #SV, R^2 and RMSE on 2,000 test points."""
-import numpy as np
-
-from .common import M_GRID, CoreSetTracks, EstimatorBenchmark
+from .common import M_GRID, CoreSetTracks, EstimatorBenchmark, RegressionTracks
 
 # C and mu as tuned by reports/cvr.py on a 2,000-point subset of Friedman #1 (gamma = 1/beta)
 C, MU, EPS = 1e4, 0.01, 1e-6
@@ -12,7 +10,7 @@ def friedman1(m, seed):
     return friedman(int(m), 1, random_state=seed)
 
 
-class CVRFriedman(CoreSetTracks, EstimatorBenchmark):
+class CVRFriedman(CoreSetTracks, RegressionTracks, EstimatorBenchmark):
     """CVR with the default stop rule; the reference only up to 1e4 (its NumPy SMO beyond 1,000 SVs)."""
 
     params = (["ref", "fast"], M_GRID)
@@ -26,12 +24,8 @@ class CVRFriedman(CoreSetTracks, EstimatorBenchmark):
         from fastimpl import CVR
         return CVR(C=C, mu=MU, eps=EPS, random_state=0, impl=impl)
 
-    def track_test_rmse(self, cache, impl, m):
-        return float(np.sqrt(np.mean((self.model.predict(self.Xt) - self.yt) ** 2)))
-    track_test_rmse.unit = "rmse"
 
-
-class SVRFriedman(EstimatorBenchmark):
+class SVRFriedman(RegressionTracks, EstimatorBenchmark):
     """sklearn.svm.SVR (LIBSVM) at the same kernel width, the CVR paper's baseline."""
 
     params = (["libsvm"], M_GRID)
@@ -45,7 +39,3 @@ class SVRFriedman(EstimatorBenchmark):
         from sklearn.svm import SVR
         # gamma = 1/beta for 10 uniform features: beta = 2 * 10 / 12
         return SVR(C=100.0, epsilon=0.5, gamma=0.6, cache_size=1000)
-
-    def track_test_rmse(self, cache, impl, m):
-        return float(np.sqrt(np.mean((self.model.predict(self.Xt) - self.yt) ** 2)))
-    track_test_rmse.unit = "rmse"

@@ -1,7 +1,7 @@
 """SSVR-SRS (002) on Friedman3 over (impl, m): the sparse primal SVR, RSVM and LIBSVM's SVR."""
 import numpy as np
 
-from .common import EstimatorBenchmark
+from .common import EstimatorBenchmark, RegressionTracks
 
 #: the paper's Friedman3 setting (Table 2: 240 basis functions), inputs scaled to [-1, 1]
 N_BASIS, LAM, EPSILON, DELTA, GAMMA = 240, 1e-3, 0.05, 0.3, 1.0
@@ -17,7 +17,7 @@ def friedman3(m, seed):
     return 2 * (X - lo) / (hi - lo) - 1, y
 
 
-class _RegressionTracks:
+class _RegressionTracks(RegressionTracks):
     def track_test_accuracy(self, cache, impl, m):
         """Test R^2 (the regressor's ``score``)."""
         return float(self.model.score(self.Xt, self.yt))
@@ -28,10 +28,6 @@ class _RegressionTracks:
         model = self.model
         return int(model.n_basis_) if hasattr(model, "n_basis_") else int(len(model.support_))
     track_n_support.unit = "vectors"
-
-    def track_test_rmse(self, cache, impl, m):
-        return float(np.sqrt(np.mean((self.model.predict(self.Xt) - self.yt) ** 2)))
-    track_test_rmse.unit = "RMSE"
 
 
 class SSVRFriedman3(_RegressionTracks, EstimatorBenchmark):
