@@ -404,11 +404,15 @@ class FastConstrainedOps(ConstrainedOps):
         self._no_gamma = np.zeros(0)
         self._lin = None
 
-    def linear_term(self, idx):
-        """eta_l from a table of all points made once per fit (the same elementwise values)."""
+    def _lin_table(self):
+        """eta_l of all points (``base.linear_term``), computed at the first use and kept for the fit."""
         if self._lin is None:
             self._lin = np.ascontiguousarray(self.base.linear_term(np.arange(self.base.n)), dtype=np.float64)
-        return self._lin[idx]
+        return self._lin
+
+    def linear_term(self, idx):
+        """eta_l read from the per-fit table (the same elementwise values)."""
+        return self._lin_table()[idx]
 
     def kt_block(self, rows, cols):
         """``ConstrainedOps.kt_block``: the same NumPy raw block, the bookkeeping in C."""
@@ -439,9 +443,7 @@ class FastConstrainedOps(ConstrainedOps):
     def furthest(self, idx, S, alpha, gamma, A, cc):
         """``ConstrainedOps.furthest`` by :func:`constrained_furthest` (eta_l of all points read from
         a table made once, ``base.linear_term`` of every point)."""
-        if self._lin is None:
-            self.linear_term(idx[:0])
-        z, d2, nsv = constrained_furthest(*self._args(idx, S, alpha, gamma), self._lin, float(A), float(cc))
+        z, d2, nsv = constrained_furthest(*self._args(idx, S, alpha, gamma), self._lin_table(), float(A), float(cc))
         self.n_eval += len(idx) * nsv
         return z, d2
 
