@@ -43,6 +43,7 @@ cdef double PIVOT_RTOL = 1e-12  # refimpl.simplex_qp.PIVOT_RTOL: smallest accept
 cdef Py_ssize_t PARALLEL_MIN_WORK = 20000
 #: the active set's gradient refresh runs in parallel from this many multiply-adds on
 cdef Py_ssize_t GRAD_PARALLEL_MIN_WORK = 2_000_000
+cdef Py_ssize_t SCAN_CHUNK = 2048
 
 
 def _set_grad_parallel_min_work(Py_ssize_t work):
@@ -52,7 +53,6 @@ def _set_grad_parallel_min_work(Py_ssize_t work):
     old = GRAD_PARALLEL_MIN_WORK
     GRAD_PARALLEL_MIN_WORK = work
     return old
-cdef Py_ssize_t SCAN_CHUNK = 2048
 
 
 include "_kernels.pxi"

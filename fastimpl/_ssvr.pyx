@@ -156,8 +156,6 @@ cdef extern from *:
         else cv_ssvr_col_avx2(Xt, n, d, x, gamma, laplace, g, sg, sk);
     }
     #else
-    static void cv_ssvr_col_avx2(const double *Xt, ptrdiff_t n, ptrdiff_t d, const double *x, double gamma,
-                                 int laplace, const double *g, double *sg, double *sk) { *sg = 0.0; *sk = 0.0; }
     static int cv_ssvr_simd_ok(void) { return 0; }
     static void cv_ssvr_col(int level, const double *Xt, ptrdiff_t n, ptrdiff_t d, const double *x, double gamma,
                             int laplace, const double *g, double *sg, double *sk) { *sg = 0.0; *sk = 0.0; }
