@@ -186,41 +186,6 @@ cdef int _cmp_bp(const void* a, const void* b) noexcept nogil:
     return (ta > tb) - (ta < tb)
 
 
-cdef inline signed char zone_of(double r, double eps, double delta) noexcept nogil:
-    """-2: r <= -Delta, -1: -Delta < r < -eps, 0: |r| <= eps, 1, 2 symmetric (eqs. (19)-(20))."""
-    if r >= delta:
-        return 2
-    if r <= -delta:
-        return -2
-    if r > eps:
-        return 1
-    if r < -eps:
-        return -1
-    return 0
-
-
-cdef inline double hder(double z, double eps, double delta) noexcept nogil:
-    """l'(z) of eq. (7): the g_i of eq. (15)."""
-    if z >= delta:
-        return 2.0 * (delta - eps)
-    if z <= -delta:
-        return -2.0 * (delta - eps)
-    if z > eps:
-        return 2.0 * (z - eps)
-    if z < -eps:
-        return 2.0 * (z + eps)
-    return 0.0
-
-
-cdef inline double hloss(double z, double eps, double delta) noexcept nogil:
-    cdef double a = fabs(z)
-    if a <= eps:
-        return 0.0
-    if a < delta:
-        return (a - eps) * (a - eps)
-    return (delta - eps) * (2.0 * a - delta - eps)
-
-
 cdef inline double dmin(double a, double b) noexcept nogil:
     return a if a < b else b
 
@@ -230,12 +195,14 @@ cdef inline double dmax(double a, double b) noexcept nogil:
 
 
 cdef inline double hder_bf(double z, double eps, double dme) noexcept nogil:
-    """hder(z, eps, eps + dme) without branches (the same value: 2 clamp(z - clamp(z, +-eps), +-dme))."""
+    """l'(z) of eq. (7), the g_i of eq. (15), with dme = Delta - eps, without branches:
+    2 clamp(z - clamp(z, +-eps), +-dme), i.e. 0 on |z| <= eps, 2 (z -+ eps) inside, +-2 dme beyond Delta."""
     return 2.0 * dmin(dmax(z - dmax(dmin(z, eps), -eps), -dme), dme)
 
 
 cdef inline double hloss_bf(double z, double eps, double delta) noexcept nogil:
-    """hloss with selects instead of branches (the same value)."""
+    """l(z) of eq. (7) with selects instead of branches: 0 on |z| <= eps, (|z| - eps)^2 below Delta,
+    (Delta - eps)(2|z| - Delta - eps) beyond."""
     cdef double a = fabs(z)
     cdef double e = a - eps
     cdef double lin = (delta - eps) * (2.0 * a - delta - eps)
@@ -244,7 +211,8 @@ cdef inline double hloss_bf(double z, double eps, double delta) noexcept nogil:
 
 
 cdef inline signed char zone_bf(double r, double eps, double delta) noexcept nogil:
-    """zone_of without branches."""
+    """-2: r <= -Delta, -1: -Delta < r < -eps, 0: |r| <= eps, 1, 2 symmetric (eqs. (19)-(20)),
+    without branches."""
     return <signed char> ((r > eps) + (r >= delta) - (r < -eps) - (r <= -delta))
 
 
@@ -387,8 +355,8 @@ cdef class _Fit:
                     self.sda[i] = k_raw(&self.K, &self.X[i * self.d], &self.X[i * self.d])
             self.loss = 0.0
             for i in range(n):
-                self.zone[i] = zone_of(self.r[i], eps, delta)
-                self.loss += hloss(self.r[i], eps, delta)
+                self.zone[i] = zone_bf(self.r[i], eps, delta)
+                self.loss += hloss_bf(self.r[i], eps, delta)
 
     # ---------------------------------------------------------------- python-facing helpers
     def residual_derivative(self):
@@ -397,7 +365,7 @@ cdef class _Fit:
         cdef double[::1] gv = g
         cdef Py_ssize_t i
         for i in range(self.n):
-            gv[i] = hder(self.r[i], self.eps, self.delta)
+            gv[i] = hder_bf(self.r[i], self.eps, self.delta - self.eps)
         return g
 
     def beta_array(self):
@@ -491,7 +459,7 @@ cdef class _Fit:
         cdef double s = 0.0, eps = self.eps, dme = self.delta - self.eps
         cdef const double* r = self.r
         cdef const double* u = self.u
-        # terms with u_i = 0 add exactly 0 (hder is finite), so no test is needed
+        # terms with u_i = 0 add exactly 0 (hder_bf is finite), so no test is needed
         for i in range(self.n):
             s += hder_bf(r[i] + t * u[i], eps, dme) * u[i]
         return s + 2.0 * self.lam * (a + t * b)
@@ -704,7 +672,7 @@ cdef class _Fit:
                 for j in range(nzc):
                     i = self.changed[j]
                     zo = self.zone[i]
-                    zn = zone_of(self.r[i], self.eps, self.delta)
+                    zn = zone_bf(self.r[i], self.eps, self.delta)
                     dq = 2.0 * (qval(zn, self.y[i], self.eps, self.delta) - qval(zo, self.y[i], self.eps, self.delta))
                     if dq != 0.0:
                         for i2 in range(m):
