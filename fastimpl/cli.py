@@ -332,8 +332,9 @@ def cmd_predict(args):
         y = y.astype(est.classes_.dtype) if np.all(y == np.round(y)) else y
         print(f"accuracy {np.mean(pred == y):.4f} on {len(y)} samples", file=sys.stderr)
     elif y is not None:  # a regressor (CVR): 000 footnote 10's errors
+        from refimpl.cvr import normalized_rmse
         rmse = float(np.sqrt(np.mean((pred - y) ** 2)))
-        print(f"RMSE {rmse:.6g} (RMSE/max y {rmse / np.max(y):.6g}) on {len(y)} samples", file=sys.stderr)
+        print(f"RMSE {rmse:.6g} (RMSE/max y {normalized_rmse(y, pred):.6g}) on {len(y)} samples", file=sys.stderr)
     return 0
 
 
