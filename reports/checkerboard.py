@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .common import Context, ExperimentResult, FitJob, experiment, measure_fit, progress, to_markdown
+from .common import Context, ExperimentResult, FitJob, experiment, measure_fit, progress, to_markdown, with_columns
 
 GAMMA, C, EPS, SAMPLE_SIZE, N_TEST = 1.0, 1e4, 1e-6, 59, 2000
 C_DENSE = 100.0
@@ -87,12 +87,9 @@ def _run(ctx: Context, name: str, C_: float, methods: dict) -> ExperimentResult:
     for meth, m in progress(tasks, name, ctx.progress):
         res = measure_fit(JOB, meth, m, ctx.seed, C_, trace_memory=methods[meth][2])
         rows.append(dict(method=methods[meth][0], m=int(m), **res))
-    df = pd.DataFrame(rows)
-    for col in ("fit_time", "fit_cpu_time", "predict_time", "n_sv", "core_set_size", "test_accuracy", "test_error",
-                "certified_ratio", "maxrss_delta_mb", "tracemalloc_peak_mb", "n_iter", "n_warnings", "warnings",
-                "error"):
-        if col not in df:
-            df[col] = np.nan
+    df = with_columns(pd.DataFrame(rows), (
+        "fit_time", "fit_cpu_time", "predict_time", "n_sv", "core_set_size", "test_accuracy", "test_error",
+        "certified_ratio", "maxrss_delta_mb", "tracemalloc_peak_mb", "n_iter", "n_warnings", "warnings", "error"))
     df.to_csv(ctx.out / f"{name}.csv", index=False)
     show = df[["method", "m", "fit_time", "n_sv", "core_set_size", "test_accuracy", "certified_ratio",
                "maxrss_delta_mb", "tracemalloc_peak_mb", "n_warnings"]].copy()

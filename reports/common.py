@@ -201,6 +201,15 @@ def machine_info():
     }
 
 
+def with_columns(df, columns):
+    """df with every one of ``columns`` present (NaN where no fit reported it, e.g. all failed), so
+    that tables and plots can select them whatever happened; returns df."""
+    for col in columns:
+        if col not in df:
+            df[col] = float("nan")
+    return df
+
+
 def to_markdown(df, floatfmt=".4g"):
     """DataFrame -> markdown table (pandas' to_markdown needs tabulate; fall back to a plain writer)."""
     try:

@@ -29,7 +29,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from .common import Context, ExperimentResult, FitJob, experiment, measure_fit, progress, to_markdown
+from .common import Context, ExperimentResult, FitJob, experiment, measure_fit, progress, to_markdown, with_columns
 
 EPS = 1e-6
 #: per-fit time limit (s); a fit that hits it is reported as failed with 'timeout'
@@ -188,11 +188,9 @@ def run(ctx: Context) -> ExperimentResult:
             df, t = run_dataset(ctx, name, [int(f * len(X) / 0.9) if f < 0.9 else len(X) for f in fr], done)
         frames.append(df)
         tuned.append(t)
-    df = pd.concat(frames, ignore_index=True)
-    for col in ("fit_time", "n_sv", "core_set_size", "rmse", "rmse_footnote10", "mre", "certified_ratio", "kkt_gap",
-                "predict_time", "n_warnings", "warnings", "error"):
-        if col not in df:
-            df[col] = np.nan
+    df = with_columns(pd.concat(frames, ignore_index=True), (
+        "fit_time", "n_sv", "core_set_size", "rmse", "rmse_footnote10", "mre", "certified_ratio", "kkt_gap",
+        "predict_time", "n_warnings", "warnings", "error"))
     df.to_csv(ctx.out / "cvr.csv", index=False)
     show = df[["dataset", "method", "m", "fit_time", "n_sv", "core_set_size", "rmse", "rmse_footnote10", "mre",
                "predict_time"]].rename(columns={

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .common import Context, ExperimentResult, FitJob, experiment, measure_fit, progress, to_markdown
+from .common import Context, ExperimentResult, FitJob, experiment, measure_fit, progress, to_markdown, with_columns
 
 CS = [1e2, 1e4, 1e6]
 CS_MODE = {"tiny": [1e6], "quick": CS, "full": CS}
@@ -122,12 +122,8 @@ def run(ctx: Context) -> ExperimentResult:
 
 
 def _frame(rows):
-    df = pd.DataFrame(rows)
-    for col in ("fit_time", "test_error", "n_sv", "core_set_size", "certified_ratio", "kkt_gap", "n_iter",
-                "kernel_evaluations", "error"):
-        if col not in df:
-            df[col] = np.nan
-    return df
+    return with_columns(pd.DataFrame(rows), ("fit_time", "test_error", "n_sv", "core_set_size", "certified_ratio",
+                                             "kkt_gap", "n_iter", "kernel_evaluations", "error"))
 
 
 def _table(df, solver=False, scale=False):

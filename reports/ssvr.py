@@ -34,7 +34,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from .common import Context, ExperimentResult, FitJob, experiment, measure_fit, progress, to_markdown
+from .common import Context, ExperimentResult, FitJob, experiment, measure_fit, progress, to_markdown, with_columns
 
 DELTA, N_CANDIDATES = 0.3, 100
 C_GRID = [1.0, 10.0, 100.0]
@@ -293,10 +293,8 @@ def run_speed(ctx: Context) -> ExperimentResult:
     for variant, n in progress(tasks, "ssvr_speed", ctx.progress):
         res = measure_fit(SPEED_JOB, variant, n, m, ctx.seed, trace_memory=False)
         rows.append(dict(variant=variant, n=int(n), m=m, **res))
-    df = pd.DataFrame(rows)
-    for col in ("fit_time", "fit_cpu_time", "objective", "basis_hash", "load_avg_1min", "error"):
-        if col not in df:
-            df[col] = np.nan
+    df = with_columns(pd.DataFrame(rows),
+                      ("fit_time", "fit_cpu_time", "objective", "basis_hash", "load_avg_1min", "error"))
     df.to_csv(ctx.out / "ssvr_speed.csv", index=False)
     out = []
     for n, g in df.groupby("n"):
