@@ -3,17 +3,20 @@
 Subcommands
 -----------
 ``report [--quick] [--out DIR]``
-    Regenerate the experiment report (``python -m reports.run``; needs a source checkout).
+    Regenerate the experiment report (``python -m reports.run`` in the checkout; needs a source
+    checkout, i.e. an editable install: the wheel does not ship ``reports/``).
 ``verify [--quick] [--seed N]``
     Check the (1+eps)^2 guarantee of 001 Sec. 4 on a grid of small random problems for every
-    bounded formulation (two-class L2-SVM, one-class L2-SVM, MEB), both implementations, several
-    eps, ``sample_size=None``, against an exact QP solver (cvxopt).  Exit status 1 on any violation.
+    bounded formulation (two-class L2-SVM, one-class L2-SVM, MEB, CVR), both implementations,
+    several eps, ``sample_size=None``, against an exact QP solver (cvxopt); the grid and its checks
+    are :mod:`refimpl.verify`.  Exit status 1 on any violation.
 ``fit DATA --model OUT.pkl [options]``
     Fit a CVMClassifier / CVDD / MEB / CVR on a LIBSVM or CSV file and pickle it.
 ``predict MODEL DATA [--out FILE]``
     Predict with a pickled model; prints the accuracy on stderr when DATA carries labels.
 ``bench [ASV ARGS...]``
-    Run the asv suite in ``asv_benchmarks/`` (default: ``asv run --python=same --quick``).
+    Run the asv suite in ``asv_benchmarks/`` (default: ``asv run --python=same --quick``; needs a
+    source checkout).
 
 Errors in files or options give a one-line message on stderr and a non-zero exit status.
 """
@@ -32,8 +35,6 @@ import numpy as np
 
 PROG = "corevector"
 REPO_ROOT = Path(__file__).resolve().parent.parent
-#: relative slack of the verify checks (floating point of engine and exact solver)
-VERIFY_RTOL = 1e-7
 ESTIMATORS = ("cvm", "cvdd", "meb", "cvr")
 FORMATS = ("libsvm", "csv")
 
@@ -47,134 +48,22 @@ class CLIError(Exception):
 
 
 # --------------------------------------------------------------------------------------------
-# exact reference solver and the verification grid (also used by reports/ratios.py)
+# verify: the grid and its checks live in refimpl.verify; the CLI supplies both engines
 # --------------------------------------------------------------------------------------------
-def exact_meb(problem):
-    """(lower, upper) bracket of the exact r*^2 from the exact-QP baseline (:mod:`refimpl.exact_qp`)."""
-    from refimpl.exact_qp import exact_meb as _exact
-
-    lower, upper, _ = _exact(problem)
-    return lower, upper
-
-
-FORMULATIONS = ("two_class", "one_class", "meb", "cvr")
-
-
-def make_problem(formulation, m, kernel, seed, C=10.0, d=3):
-    """A random small problem of one formulation: Gaussian blobs in d dimensions, gamma='beta'."""
-    from refimpl import cvm, cvr
-    from refimpl.kernels import make_kernel_spec
-
-    rng = np.random.default_rng(seed)
-    y = np.where(rng.random(m) < 0.5, 1.0, -1.0)
-    y[:2] = [1.0, -1.0]
-    X = rng.normal(size=(m, d)) + 0.75 * y[:, None]
-    if kernel == "poly":
-        spec = make_kernel_spec(X, "poly", "beta", degree=2, coef0=1.0)
-    else:
-        spec = make_kernel_spec(X, kernel, "beta")
-    if formulation == "two_class":
-        return cvm.two_class_problem(X, y, spec, C)
-    if formulation == "one_class":
-        return cvm.one_class_problem(X, spec, C)
-    if formulation == "meb":
-        return cvm.svdd_problem(X, spec)
-    if formulation == "cvr":  # L2-SVR on a smooth target (000 eqs. (7)-(8), (15)): 2m augmented points
-        target = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.normal(size=m)
-        return cvr.cvr_problem(X, target, spec, C, 0.5)
-    raise ValueError(f"unknown formulation {formulation!r}")
-
-
 def get_fit_meb(impl):
     from .estimators import get_engine
 
     return get_engine(impl)[0]
 
 
-VERIFY_GRIDS = {
-    # name: (sizes, seeds, kernels, eps values)
-    "tiny": ((40,), 1, ("rbf",), (1e-1, 1e-3)),
-    "quick": ((60, 200), 2, ("rbf", "laplacian", "poly"), (1e-1, 1e-2, 1e-3, 1e-4)),
-    "full": ((50, 150, 300), 5, ("rbf", "laplacian", "poly", "linear"), (1e-1, 1e-2, 1e-3, 1e-4, 1e-5)),
-}
-
-
-def verify_cases(grid="quick", seed=0, impls=("fast", "ref"), formulations=FORMULATIONS, progress=True):
-    """Run the verification grid; yields one dict per (problem, impl, eps) fit.
-
-    Keys: formulation, kernel, m, seed, impl, eps, R2 (engine radius^2), r_cert2, certified_ratio,
-    exact_lo/exact_hi (bracket of r*^2), lower_ratio = R2 / r*^2 (must be <= 1),
-    upper_ratio = r*^2 / R2 (must be <= (1+eps)^2), ok, reason.
-    """
-    sizes, n_seeds, kernels, eps_grid = VERIFY_GRIDS[grid]
-    problems = [(f, k, m, seed + s) for m in sizes for s in range(n_seeds) for k in kernels for f in formulations]
-    try:
-        from tqdm import tqdm
-        it = tqdm(problems, desc="verify", unit="problem", disable=not progress, file=sys.stderr)
-    except ImportError:  # pragma: no cover
-        it = problems
-    for formulation, kernel, m, s in it:
-        problem = make_problem(formulation, m, kernel, s)
-        lo, hi = exact_meb(problem)
-        for impl in impls:
-            fit_meb = get_fit_meb(impl)
-            for eps in eps_grid:
-                with warnings.catch_warnings():  # the bound is the radius rule's; its accuracy warning is moot here
-                    warnings.filterwarnings("ignore", message="stop='radius' with eps")
-                    res = fit_meb(problem, float(eps), sample_size=None, random_state=s, certify=True,
-                                  stop="radius")
-                yield check_case(dict(formulation=formulation, kernel=kernel, m=m, seed=s, impl=impl, eps=eps),
-                                 res, lo, hi)
-
-
-def check_case(case, res, lo, hi, rtol=VERIFY_RTOL):
-    """Check R^2 <= r*^2 and r*^2 <= (1+eps)^2 R^2 (each with slack 1+rtol) for one fit."""
-    R2 = float(res.radius2)
-    eps = case["eps"]
-    bound = (1.0 + eps) ** 2
-    reasons = []
-    # R^2 is the dual value of a feasible point, so it cannot exceed r*^2 <= hi.
-    if not R2 <= hi * (1 + rtol):
-        reasons.append(f"R^2={R2:.12g} > r*^2={hi:.12g}")
-    # the guarantee: r*^2 <= (1+eps)^2 R^2 (lo <= r*^2 is what we can prove exceeds it)
-    if not lo <= bound * R2 * (1 + rtol):
-        reasons.append(f"r*^2/R^2={lo / R2:.12g} > (1+eps)^2={bound:.12g}")
-    # the engine's own certificate must also satisfy the bound and enclose the exact ball
-    cr = float(res.certified_ratio)
-    if not cr <= bound * (1 + rtol):
-        reasons.append(f"certified_ratio={cr:.12g} > (1+eps)^2")
-    if not float(res.r_cert2) >= lo * (1 - rtol):
-        reasons.append(f"r_cert^2={float(res.r_cert2):.12g} < r*^2={lo:.12g}")
-    if hi - lo > 1e-6 * abs(hi):
-        reasons.append(f"exact solver inexact: gap {hi - lo:.3g}")
-    return dict(case, R2=R2, r_cert2=float(res.r_cert2), certified_ratio=cr, exact_lo=lo, exact_hi=hi,
-                lower_ratio=R2 / lo if lo > 0 else np.inf, upper_ratio=lo / R2 if R2 > 0 else np.inf,
-                bound=bound, n_iter=int(res.n_iter), core_size=len(res.core_set),
-                ok=not reasons, reason="; ".join(reasons))
-
-
-def _format_verify_table(rows):
-    groups = {}
-    for r in rows:
-        groups.setdefault((r["formulation"], r["kernel"], r["impl"], r["eps"]), []).append(r)
-    head = ["formulation", "kernel", "impl", "eps", "n", "max R2/r*2", "max r*2/R2", "max cert", "(1+eps)^2",
-            "fail"]
-    lines = [head]
-    for (f, k, impl, eps), g in groups.items():
-        lines.append([f, k, impl, f"{eps:.0e}", str(len(g)), f"{max(r['lower_ratio'] for r in g):.9f}",
-                      f"{max(r['upper_ratio'] for r in g):.9f}", f"{max(r['certified_ratio'] for r in g):.9f}",
-                      f"{(1 + eps) ** 2:.9f}", str(sum(not r["ok"] for r in g))])
-    widths = [max(len(row[c]) for row in lines) for c in range(len(head))]
-    out = ["  ".join(cell.rjust(w) for cell, w in zip(row, widths)) for row in lines]
-    out.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(out)
-
-
 def cmd_verify(args):
+    from refimpl.verify import VERIFY_RTOL, format_table, verify_cases
+
     grid = "tiny" if args.tiny else ("quick" if args.quick else "full")
     impls = ("fast", "ref") if args.impl == "both" else (args.impl,)
-    rows = list(verify_cases(grid, seed=args.seed, impls=impls, progress=not args.no_progress))
-    print(_format_verify_table(rows))
+    rows = list(verify_cases(grid, seed=args.seed, engines={impl: get_fit_meb(impl) for impl in impls},
+                             progress=not args.no_progress))
+    print(format_table(rows))
     bad = [r for r in rows if not r["ok"]]
     for r in bad:
         print(f"VIOLATION {r['formulation']}/{r['kernel']} m={r['m']} seed={r['seed']} impl={r['impl']} "
@@ -347,29 +236,41 @@ def _fmt_label(p):
 # --------------------------------------------------------------------------------------------
 # report / bench
 # --------------------------------------------------------------------------------------------
-def _import_reports():
-    if str(REPO_ROOT) not in sys.path and (REPO_ROOT / "reports" / "run.py").exists():
-        sys.path.insert(0, str(REPO_ROOT))
-    try:
-        from reports import run
-    except ImportError:
-        raise CLIError("the report generator (reports/) is only available in a source checkout of corevector") \
-            from None
-    return run
+def checkout_root():
+    """The source checkout this package runs from, or None for an installed wheel.
+
+    ``report`` and ``bench`` need files that are not part of the installed package: the report
+    generator (``reports/``, its data and output folder) and the asv suite (``asv_benchmarks/``,
+    which benchmarks the repository's commits).  They run only where this module lives inside a
+    checkout (an editable install, ``pip install -e .``); an installed wheel says so and stops.
+    """
+    root = REPO_ROOT
+    if (root / "reports" / "run.py").is_file() and (root / "asv_benchmarks" / "asv.conf.json").is_file():
+        return root
+    return None
+
+
+def _need_checkout(command):
+    root = checkout_root()
+    if root is None:
+        raise CLIError(f"'{PROG} {command}' needs a source checkout of corevector (an editable install, "
+                       f"pip install -e .); the installed package does not ship reports/ and asv_benchmarks/")
+    return root
 
 
 def cmd_report(args):
-    run = _import_reports()
+    root = _need_checkout("report")
     argv = []
     if args.quick:
         argv.append("--quick")
     if args.tiny:
         argv.append("--tiny")
     if args.out:
-        argv += ["--out", args.out]
+        argv += ["--out", str(Path(args.out).resolve())]  # relative to the caller's directory
     if args.only:
         argv += ["--only", *args.only]
-    return run.main(argv)
+    # the report generator is the checkout's own module, run as `python -m reports.run` from its root
+    return subprocess.call([sys.executable, "-m", "reports.run", *argv], cwd=root)
 
 
 ASV_SUBCOMMANDS = {"run", "continuous", "compare", "publish", "preview", "check", "dev", "machine", "show",
@@ -388,16 +289,17 @@ def asv_command(extra):
 
 
 def cmd_bench(args):
-    bench_dir = Path(args.config_dir) if args.config_dir else REPO_ROOT / "asv_benchmarks"
+    if args.config_dir:
+        bench_dir = Path(args.config_dir)
+    else:
+        bench_dir = _need_checkout("bench") / "asv_benchmarks"
     if not (bench_dir / "asv.conf.json").is_file():
         raise CLIError(f"no asv.conf.json in {bench_dir} (the benchmarks need a source checkout)")
     cmd = asv_command(args.asv_args)
-    env = dict(os.environ)
-    # with --python=same asv imports the package from this interpreter; make the checkout importable
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+    # with --python=same asv imports corevector from this interpreter (the editable install)
     print("+ " + " ".join(cmd), file=sys.stderr)
     try:
-        return subprocess.call(cmd, cwd=bench_dir, env=env)
+        return subprocess.call(cmd, cwd=bench_dir)
     except FileNotFoundError:
         raise CLIError("asv is not installed (pip install asv)") from None
 

@@ -6,13 +6,13 @@ random seed and eps, both engines are run with ``sample_size=None`` (full scans,
 the (1+eps)^2 guarantee of 001 Sec. 4).  Two ratios are recorded:
 
 * certified ratio = (r_cert / R)^2, computable without the exact solution (a full scan);
-* exact ratio     = r*^2 / R^2 with r* from cvxopt (:func:`fastimpl.cli.exact_meb`).
+* exact ratio     = r*^2 / R^2 with r* from cvxopt (:func:`refimpl.verify.exact_meb`).
+
+The problems, the exact solve and the checks are :mod:`refimpl.verify`'s, as in ``corevector verify``.
 
 Both must lie in [1, (1+eps)^2]; the exact one is the true approximation ratio.
 """
 from __future__ import annotations
-
-import warnings
 
 import numpy as np
 import pandas as pd
@@ -28,24 +28,16 @@ SIZES = {"tiny": [(60, 1)], "quick": [(200, 3)], "full": [(200, 10)]}
 
 @experiment("ratios", "Approximation ratio vs. eps (exact solver: cvxopt)", sizes=SIZES)
 def run(ctx: Context) -> ExperimentResult:
-    from fastimpl.cli import check_case, exact_meb, get_fit_meb, make_problem
+    from fastimpl.estimators import get_engine
+    from refimpl.verify import check_problem, grid_problems, make_problem
 
     eps_grid = EPS_GRID if ctx.mode != "tiny" else (1e-1, 1e-3)
-    tasks = [(f, k, m, ctx.seed + s) for (m, n_seeds) in ctx.sizes for s in range(n_seeds)
-             for k in KERNELS for f in FORMS]
+    engines = {impl: get_engine(impl)[0] for impl in ("fast", "ref")}
+    tasks = [t for (m, n_seeds) in ctx.sizes for t in grid_problems((m,), n_seeds, KERNELS, FORMS, ctx.seed)]
     rows = []
     for form, kernel, m, seed in progress(tasks, "ratios", ctx.progress):
-        problem = make_problem(form, m, kernel, seed)
-        lo, hi = exact_meb(problem)
-        for impl in ("fast", "ref"):
-            fit_meb = get_fit_meb(impl)
-            for eps in eps_grid:
-                with warnings.catch_warnings():  # the (1+eps)^2 bound is the radius rule's own
-                    warnings.filterwarnings("ignore", message="stop='radius' with eps")
-                    res = fit_meb(problem, float(eps), sample_size=None, random_state=seed, certify=True,
-                                  stop="radius")
-                rows.append(check_case(dict(formulation=form, kernel=kernel, m=m, seed=seed, impl=impl, eps=eps),
-                                       res, lo, hi))
+        case = dict(formulation=form, kernel=kernel, m=m, seed=seed)
+        rows.extend(check_problem(make_problem(form, m, kernel, seed), case, engines, eps_grid))
     df = pd.DataFrame(rows)
     df.to_csv(ctx.out / "ratios.csv", index=False)
     summary = (df.groupby(["formulation", "kernel", "impl", "eps"], sort=False)
