@@ -3,12 +3,12 @@
 The scheme (one-set f^-1(1), three Laplacian-kernel CVRs fitting successive residuals, marching
 cubes) is documented in :mod:`refimpl.surface`; this module runs it with the :class:`~fastimpl.CVR`
 estimator of either implementation and evaluates the model with the engine's parallel kernel
-expansion.
+expansion.  Files are read and written by :mod:`refimpl.mesh_io`, meshes drawn by :mod:`refimpl.render`.
 
 Example::
 
     from fastimpl.surface import ImplicitSurface
-    from refimpl.surface import load_bunny, write_mesh
+    from refimpl.mesh_io import load_bunny, write_mesh
     surf = ImplicitSurface(random_state=0).fit(load_bunny())
     verts, faces = surf.mesh(resolution=160)
     write_mesh("bunny.ply", verts, faces)
@@ -21,6 +21,7 @@ import time
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from refimpl import isosurface
 from refimpl import surface as _ref
 from refimpl.meb import make_rng
 
@@ -83,7 +84,7 @@ class ImplicitSurface(BaseEstimator):
         Grid cells along the longest side of the (padded) bounding box for :meth:`mesh` (rounded up
         to a multiple of the narrow band's block on every axis).
     narrow_band : bool, default True
-        Evaluate f at full resolution only near the surface (:func:`refimpl.surface.sample_grid`).
+        Evaluate f at full resolution only near the surface (:func:`refimpl.isosurface.sample_grid`).
     random_state : None, int
     impl : {'fast', 'ref'}, default 'fast'
         The CVR engine and kernel expansion: compiled (fast) or the NumPy reference.
@@ -213,12 +214,12 @@ class ImplicitSurface(BaseEstimator):
         self._check_fitted()
         res = self._check_resolution(self.resolution if resolution is None else resolution)
         block = 8 if res >= 64 else 4
-        axes, h = _ref.grid_axes(*self.bounds_, res, multiple=block)
+        axes, h = isosurface.grid_axes(*self.bounds_, res, multiple=block)
         t0 = time.perf_counter()
-        values, n_eval = _ref.sample_grid(lambda Z: self._f_normalised(Z) - 1.0, axes, block=block,
-                                          narrow_band=self.narrow_band)
+        values, n_eval = isosurface.sample_grid(lambda Z: self._f_normalised(Z) - 1.0, axes, block=block,
+                                                narrow_band=self.narrow_band)
         t1 = time.perf_counter()
-        verts, faces = _ref.marching_cubes(values, axes, 0.0)
+        verts, faces = isosurface.marching_cubes(values, axes, 0.0)
         t2 = time.perf_counter()
         self.mesh_info_ = dict(resolution=res, cell_size=h * self.scale_, grid_shape=values.shape,
                                grid_nodes=int(values.size), nodes_evaluated=int(n_eval),

@@ -32,7 +32,7 @@ FIT_TARGET_S = 60.0
 
 
 def _prepare(n_points, seed, out_dir, resolution):
-    from refimpl.surface import load_bunny
+    from refimpl.mesh_io import load_bunny
     pts = load_bunny()
     if n_points is not None and n_points < len(pts):
         pts = pts[np.random.default_rng(seed).choice(len(pts), n_points, replace=False)]
@@ -48,16 +48,18 @@ def _fit(data):
 def _evaluate(model, data):
     from pathlib import Path
 
-    from refimpl import surface as S
+    from refimpl.isosurface import boundary_edge_count, connected_components
+    from refimpl.mesh_io import write_mesh
+    from refimpl.render import render
     pts, _, out_dir, resolution = data
     out = Path(out_dir)
     verts, faces = model.mesh(resolution=resolution)
     info = dict(model.mesh_info_)
     t0 = time.perf_counter()
-    S.write_mesh(out / "surface_bunny.ply", verts, faces, binary=True)
+    write_mesh(out / "surface_bunny.ply", verts, faces, binary=True)
     write_time = time.perf_counter() - t0
     t0 = time.perf_counter()
-    S.render(out / "surface_bunny.png", verts, faces, views=((10, -70), (10, 20), (60, -110)),
+    render(out / "surface_bunny.png", verts, faces, views=((10, -70), (10, 20), (60, -110)),
              title=f"CVR implicit surface of the Stanford bunny: {len(pts):,} points, "
                    f"{model.n_support_vectors_:,} SVs, {len(faces):,} triangles")
     render_time = time.perf_counter() - t0
@@ -68,8 +70,8 @@ def _evaluate(model, data):
     d_pts = cKDTree(verts).query(pts)[0] / diag if len(verts) else np.array([np.nan])
     f_pts = model.decision_function(pts)
     return dict(levels=model.summary(), n_points=len(pts), n_vertices=len(verts), n_faces=len(faces),
-                boundary_edges=S.boundary_edge_count(faces),
-                components=int(len(np.unique(S.connected_components(len(verts), faces)))) if len(faces) else 0,
+                boundary_edges=boundary_edge_count(faces),
+                components=int(len(np.unique(connected_components(len(verts), faces)))) if len(faces) else 0,
                 grid_time=info["grid_time"], marching_cubes_time=info["marching_cubes_time"],
                 nodes_evaluated=info["nodes_evaluated"], grid_nodes=info["grid_nodes"],
                 resolution=info["resolution"], write_time=write_time, render_time=render_time,

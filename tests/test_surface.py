@@ -1,10 +1,12 @@
-"""Implicit surfaces (000_88c8f8810bf6206d.txt Sec. 4.2): file readers/writers, the multi-scale CVR model
-on a sphere, marching cubes, fast == ref, and input validation."""
+"""Implicit surfaces (000_88c8f8810bf6206d.txt Sec. 4.2): file readers/writers (refimpl.mesh_io), the
+multi-scale CVR model on a sphere (refimpl.surface, fastimpl.surface), marching cubes
+(refimpl.isosurface), rendering (refimpl.render), fast == ref, and input validation."""
 import numpy as np
 import pytest
 
 from fastimpl.surface import ImplicitSurface
-from refimpl import surface as S
+from refimpl import isosurface as iso
+from refimpl import mesh_io
 
 pytest.importorskip("skimage")
 
@@ -19,7 +21,7 @@ def sphere_points(n, r=1.0, center=(0.0, 0.0, 0.0), seed=0):
 
 
 def write_ply_by_hand(path, pts, binary, order="<", faces=None, extra_before=False):
-    """A PLY written with plain numpy (independently of refimpl.surface.write_ply)."""
+    """A PLY written with plain numpy (independently of refimpl.mesh_io.write_ply)."""
     fmt = {"<": "binary_little_endian", ">": "binary_big_endian"}[order] if binary else "ascii"
     head = ["ply", f"format {fmt} 1.0", "comment test file"]
     if extra_before:  # an element before the vertices, which the reader must skip
@@ -60,10 +62,10 @@ def test_ply_points_round_trip(tmp_path, binary, order, extra_before):
     pts = np.random.default_rng(1).normal(size=(57, 3)) * 10
     path = tmp_path / "cloud.ply"
     write_ply_by_hand(path, pts, binary, order, faces=[[0, 1, 2], [2, 3, 4, 5]], extra_before=extra_before)
-    got = S.read_points(path)
+    got = mesh_io.read_points(path)
     assert got.dtype == np.float64 and got.shape == (57, 3)
     np.testing.assert_array_equal(got, pts)  # doubles written with repr / raw bytes: exact
-    verts, faces = S.read_mesh(path)
+    verts, faces = mesh_io.read_mesh(path)
     np.testing.assert_array_equal(verts, pts)
     # the quad is split into two triangles (a fan)
     np.testing.assert_array_equal(faces, [[0, 1, 2], [2, 3, 4], [2, 4, 5]])
@@ -74,14 +76,14 @@ def test_xyz_and_off_round_trip(tmp_path):
     xyz = tmp_path / "cloud.xyz"
     # extra columns (normals) are allowed and ignored
     np.savetxt(xyz, np.column_stack([pts, np.ones((31, 3))]), fmt="%.17g", header="x y z nx ny nz")
-    np.testing.assert_array_equal(S.read_points(xyz), pts)
+    np.testing.assert_array_equal(mesh_io.read_points(xyz), pts)
     off = tmp_path / "mesh.off"
     with open(off, "w") as f:
         f.write("OFF\n# a comment\n%d 2 0\n" % len(pts))
         np.savetxt(f, pts, fmt="%.17g")
         f.write("3 0 1 2\n4 3 4 5 6\n")
-    np.testing.assert_array_equal(S.read_points(off), pts)
-    verts, faces = S.read_mesh(off)
+    np.testing.assert_array_equal(mesh_io.read_points(off), pts)
+    verts, faces = mesh_io.read_mesh(off)
     np.testing.assert_array_equal(faces, [[0, 1, 2], [3, 4, 5], [3, 5, 6]])
 
 
@@ -105,7 +107,7 @@ def test_malformed_files_raise_value_error_naming_the_file(tmp_path, name, conte
     path = tmp_path / name
     path.write_bytes(content)
     with pytest.raises(ValueError, match=name.replace(".", r"\.")):
-        S.read_points(path)
+        mesh_io.read_points(path)
 
 
 @pytest.mark.parametrize("name,binary", [("m.ply", True), ("m_ascii.ply", False), ("m.obj", True)])
@@ -114,16 +116,16 @@ def test_mesh_write_and_read_back(tmp_path, name, binary):
     verts = rng.normal(size=(40, 3)).astype(np.float32).astype(np.float64)  # PLY stores float32
     faces = rng.integers(0, 40, size=(70, 3))
     path = tmp_path / name
-    S.write_mesh(path, verts, faces, binary=binary)
-    v2, f2 = S.read_mesh(path)
+    mesh_io.write_mesh(path, verts, faces, binary=binary)
+    v2, f2 = mesh_io.read_mesh(path)
     np.testing.assert_array_equal(v2, verts)
     np.testing.assert_array_equal(f2, faces)
-    np.testing.assert_array_equal(S.read_points(path), verts) if name.endswith(".ply") else None
+    np.testing.assert_array_equal(mesh_io.read_points(path), verts) if name.endswith(".ply") else None
 
 
 def test_bunny_is_found_and_read():
     pytest.importorskip("pymeshfix")
-    pts = S.load_bunny()
+    pts = mesh_io.load_bunny()
     assert pts.shape == (50_000, 3) and np.all(np.isfinite(pts))
     # a real scan: extents of the same order on all three axes, no duplicate-only data
     ext = np.ptp(pts, axis=0)
@@ -175,15 +177,15 @@ def test_sphere_mesh_is_a_closed_sphere(sphere_fit, narrow_band, tmp_path):
     radii = np.linalg.norm(verts - CENTER, axis=1)
     h = sphere_fit.mesh_info_["cell_size"]
     assert np.all(np.abs(radii - R_SPHERE) < max(0.05 * R_SPHERE, h)), (radii.min(), radii.max())
-    assert S.boundary_edge_count(faces) == 0                      # watertight
-    assert len(np.unique(S.connected_components(len(verts), faces))) == 1
+    assert iso.boundary_edge_count(faces) == 0                      # watertight
+    assert len(np.unique(iso.connected_components(len(verts), faces))) == 1
     # outward orientation: normals point away from the centre
     tri = verts[faces]
     nrm = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
     assert np.mean(np.einsum("ij,ij->i", nrm, tri.mean(1) - CENTER) > 0) > 0.99
     path = tmp_path / "sphere.ply"
-    S.write_mesh(path, verts, faces)
-    v2, f2 = S.read_mesh(path)
+    mesh_io.write_mesh(path, verts, faces)
+    v2, f2 = mesh_io.read_mesh(path)
     np.testing.assert_allclose(v2, verts, rtol=1e-6, atol=1e-6 * R_SPHERE)  # float32 storage
     np.testing.assert_array_equal(f2, faces)
 
@@ -191,24 +193,62 @@ def test_sphere_mesh_is_a_closed_sphere(sphere_fit, narrow_band, tmp_path):
 @pytest.mark.parametrize("dilate_all", [False, True])
 def test_narrow_band_gives_the_full_grid_mesh(dilate_all):
     """sample_grid's coarse-to-fine narrow band: same signs everywhere, same marching-cubes mesh."""
-    axes, _ = S.grid_axes(np.full(3, -1.0), np.full(3, 1.0), 32, multiple=8)
+    axes, _ = iso.grid_axes(np.full(3, -1.0), np.full(3, 1.0), 32, multiple=8)
 
     def func(Z):  # two overlapping balls and a small separate one
         d1 = 0.55 - np.linalg.norm(Z - [0.1, 0.0, 0.0], axis=1)
         d2 = 0.35 - np.linalg.norm(Z - [-0.4, 0.3, 0.1], axis=1)
         d3 = 0.2 - np.linalg.norm(Z - [0.6, -0.6, 0.6], axis=1)
         return np.maximum(np.maximum(d1, d2), d3)
-    full, n_full = S.sample_grid(func, axes, narrow_band=False)
-    band, n_band = S.sample_grid(func, axes, block=8, dilate_all=dilate_all)
+    full, n_full = iso.sample_grid(func, axes, narrow_band=False)
+    band, n_band = iso.sample_grid(func, axes, block=8, dilate_all=dilate_all)
     assert n_band < 0.5 * n_full
     assert np.array_equal(full > 0, band > 0)
-    v1, f1 = S.marching_cubes(full, axes)
-    v2, f2 = S.marching_cubes(band, axes)
+    v1, f1 = iso.marching_cubes(full, axes)
+    v2, f2 = iso.marching_cubes(band, axes)
     np.testing.assert_allclose(v2, v1, atol=1e-12)
     np.testing.assert_array_equal(f2, f1)
-    assert len(np.unique(S.connected_components(len(v1), f1))) == 2
+    assert len(np.unique(iso.connected_components(len(v1), f1))) == 2
     with pytest.raises(ValueError, match="block"):
-        S.sample_grid(func, axes, block=6)
+        iso.sample_grid(func, axes, block=6)
+
+
+def test_render_writes_a_png_and_keeps_the_callers_backend(tmp_path):
+    """render() draws on its own Agg canvas: whatever pyplot backend the caller chose stays chosen and
+    no pyplot figure is opened."""
+    matplotlib = pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+
+    from refimpl.render import render
+    axes, _ = iso.grid_axes(np.full(3, -1.0), np.full(3, 1.0), 16)
+    values, _ = iso.sample_grid(lambda Z: 0.6 - np.linalg.norm(Z, axis=1), axes, narrow_band=False)
+    verts, faces = iso.marching_cubes(values, axes)
+    before = matplotlib.get_backend()
+    try:
+        matplotlib.use("svg")
+        figures = plt.get_fignums()
+        path = tmp_path / "ball.png"
+        render(path, verts, faces, views=((15, -60), (15, 30)), size=2.0, title="ball",
+               points=sphere_points(100, 0.6))
+        assert matplotlib.get_backend() == "svg"
+        assert plt.get_fignums() == figures
+    finally:
+        matplotlib.use(before)
+    raw = path.read_bytes()
+    assert raw[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(raw[16:20], "big"), int.from_bytes(raw[20:24], "big")
+    assert (width, height) == (3 * 2 * 110, 2 * 110)      # three panels of size x size inches at 110 dpi
+
+
+def test_surface_module_still_offers_the_whole_pipeline():
+    """refimpl.surface is the model and re-exports the I/O, meshing and rendering steps (README, asv)."""
+    from refimpl import render as render_mod
+    from refimpl import surface as S
+    for name in S.__all__:
+        assert hasattr(S, name), name
+    assert S.read_points is mesh_io.read_points and S.write_mesh is mesh_io.write_mesh
+    assert S.sample_grid is iso.sample_grid and S.marching_cubes is iso.marching_cubes
+    assert S.render is render_mod.render
 
 
 def test_fast_equals_ref_on_a_small_cloud():
@@ -276,12 +316,12 @@ def test_bunny_three_levels_within_the_target():
     """Table 2 setting: all 50,000 bunny points, the default three levels, <= 60 s CPU; a closed mesh on the scan."""
     pytest.importorskip("pymeshfix")
     from scipy.spatial import cKDTree
-    pts = S.load_bunny()
+    pts = mesh_io.load_bunny()
     surf = ImplicitSurface(random_state=0).fit(pts)
     assert surf.fit_cpu_time_ <= 60.0, surf.summary()
     verts, faces = surf.mesh(resolution=96)
-    assert S.boundary_edge_count(faces) == 0
-    assert len(np.unique(S.connected_components(len(verts), faces))) == 1
+    assert iso.boundary_edge_count(faces) == 0
+    assert len(np.unique(iso.connected_components(len(verts), faces))) == 1
     diag = np.linalg.norm(np.ptp(pts, axis=0))
     # the mesh follows the scan: typical distances well under a grid cell (1/96 of the padded box)
     assert np.median(cKDTree(pts).query(verts)[0]) < 0.01 * diag
