@@ -1,49 +1,30 @@
-"""Shared test helpers: random problems and an independent exact solver (cvxopt's interior point QP)."""
-import numpy as np
+"""pytest configuration: fixtures and the hypothesis profiles.  Helpers (plain functions) are in
+tests/helpers.py.
+
+Hypothesis profiles (select with HYPOTHESIS_PROFILE=name; default 'default'):
+
+* ``default`` (CI and ``bash run.sh test``): no shrink phase, so a failing property reports its
+  first falsifying example at once instead of shrinking for minutes on the reference engine;
+  a 2 s per-example deadline for tests that do not set their own, and at most 60 examples;
+* ``dev``: the same with shrinking on, for a developer who wants a minimal example (pytest-timeout
+  still bounds the whole test);
+* ``thorough``: 500 examples, shrinking on, no deadline (a long local run).
+
+Every test also has a wall-clock timeout (pytest-timeout, default in pyproject.toml).
+"""
+import os
+
 import pytest
+from hypothesis import HealthCheck, Phase, settings
 
-from refimpl import cvm, cvr
-from refimpl.exact_qp import exact_meb as _exact_meb
-from refimpl.kernels import make_kernel_spec
-
-FORMULATIONS = ("meb", "one_class", "two_class", "cvr")
-
-
-def random_regression(m, d, seed):
-    """A smooth target with noise: y = sin(x_1) + x_2 / 2 + N(0, 0.1^2)."""
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(m, d))
-    y = np.sin(X[:, 0]) + 0.5 * X[:, min(1, d - 1)] + 0.1 * rng.normal(size=m)
-    return X, y
-
-
-def random_problem(formulation, kernel, m=120, d=3, C=10.0, seed=0, mu=0.5, **kernel_opts):
-    """A random MEB problem of the formulation; 'cvr' has 2m augmented points (000 eq. (8))."""
-    if formulation == "cvr":
-        X, y = random_regression(m, d, seed)
-        return cvr.cvr_problem(X, y, make_kernel_spec(X, kernel, **kernel_opts), C, mu)
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(m, d))
-    spec = make_kernel_spec(X, kernel, **kernel_opts)
-    if formulation == "meb":
-        return cvm.svdd_problem(X, spec)
-    if formulation == "one_class":
-        return cvm.one_class_problem(X, spec, C)
-    y = np.where(X[:, 0] + 0.5 * rng.normal(size=m) > 0, 1.0, -1.0)
-    return cvm.two_class_problem(X, y, spec, C)
-
-
-def exact_meb(problem):
-    """(lower, upper, alpha*) around r*^2 from the independent exact solver (refimpl.exact_qp, cvxopt)."""
-    return _exact_meb(problem)
+_NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
+settings.register_profile("default", deadline=2000, max_examples=60, phases=_NO_SHRINK,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", deadline=2000, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", deadline=None, max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 @pytest.fixture(params=["fast", "ref"])
 def impl(request):
     return request.param
-
-
-def engine(impl):
-    from fastimpl.estimators import get_engine
-
-    return get_engine(impl)[0]

@@ -12,7 +12,7 @@ below 1e-10 relative, and the engines' own arithmetic is exact to ~1e-14.
 import numpy as np
 import pytest
 
-from conftest import FORMULATIONS, engine, exact_meb, random_problem
+from helpers import FORMULATIONS, engine, exact_meb, random_problem
 
 # the bound tests run 'radius' at coarse eps on purpose; its accuracy warning is tested on its own below
 pytestmark = pytest.mark.filterwarnings("ignore:stop='radius' with eps")

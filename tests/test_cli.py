@@ -10,13 +10,22 @@ import numpy as np
 import pytest
 
 from fastimpl import cli
+from helpers import engines
+from refimpl import verify
 from refimpl.datasets import checkerboard, load_csv, load_libsvm
 
 REPO = Path(__file__).resolve().parent.parent
+#: True when the corevector under test runs from this checkout (editable install), False for an
+#: installed wheel (the CLI tests then run against site-packages, see the README)
+FROM_CHECKOUT = Path(cli.__file__).resolve().parent.parent == REPO
+needs_checkout = pytest.mark.skipif(not FROM_CHECKOUT, reason="report/bench run only from a source checkout; "
+                                    "this corevector is an installed wheel")
 
 
 def run_cli_subprocess(*args, cwd=None):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    """The installed console entry point's module, as a user runs it (no PYTHONPATH: the package
+    must import from the environment alone)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     return subprocess.run([sys.executable, "-m", "fastimpl.cli", *map(str, args)], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=120)
 
@@ -94,14 +103,14 @@ def test_verify_tiny_passes_and_prints_table(capsys):
     assert cli.main(["verify", "--tiny", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "0 violation(s)" in out
-    for form in cli.FORMULATIONS:
+    for form in verify.FORMULATIONS:
         assert form in out
     assert "fast" in out and "ref" in out
 
 
 def test_verify_bounds_hold_against_exact_solver():
-    rows = list(cli.verify_cases("tiny", seed=3, progress=False))
-    assert len(rows) == len(cli.FORMULATIONS) * 2 * 2  # formulations x impls x eps
+    rows = list(verify.verify_cases("tiny", seed=3, engines=engines(), progress=False))
+    assert len(rows) == len(verify.FORMULATIONS) * 2 * 2  # formulations x impls x eps
     for r in rows:
         assert r["ok"], r["reason"]
         # exact bracket from cvxopt is tight
@@ -117,7 +126,7 @@ def test_exact_solver_matches_brute_force_on_two_points():
     from refimpl.kernels import make_kernel_spec
     X = np.array([[0.0, 0.0], [1.0, 0.0]])
     spec = make_kernel_spec(X, "rbf", 0.5)
-    lo, hi = cli.exact_meb(cvm.svdd_problem(X, spec))
+    lo, hi = verify.exact_meb(cvm.svdd_problem(X, spec))
     expected = (1 - np.exp(-0.5)) / 2
     assert abs(lo - expected) < 1e-9 and abs(hi - expected) < 1e-9
 
@@ -125,12 +134,12 @@ def test_exact_solver_matches_brute_force_on_two_points():
 def test_check_case_flags_violations():
     case = dict(formulation="meb", kernel="rbf", m=10, seed=0, impl="fast", eps=1e-2)
     good = SimpleNamespace(radius2=0.999, r_cert2=1.001, certified_ratio=1.001 / 0.999, n_iter=3, core_set=[0, 1])
-    assert cli.check_case(case, good, 1.0, 1.0)["ok"]
+    assert verify.check_case(case, good, 1.0, 1.0)["ok"]
     too_small = SimpleNamespace(radius2=0.9, r_cert2=1.0, certified_ratio=1.0 / 0.9, n_iter=3, core_set=[0, 1])
-    r = cli.check_case(case, too_small, 1.0, 1.0)     # r*^2 / R^2 = 1.11 > 1.0201
+    r = verify.check_case(case, too_small, 1.0, 1.0)     # r*^2 / R^2 = 1.11 > 1.0201
     assert not r["ok"] and "(1+eps)^2" in r["reason"]
     too_big = SimpleNamespace(radius2=1.1, r_cert2=1.1, certified_ratio=1.0, n_iter=3, core_set=[0, 1])
-    assert not cli.check_case(case, too_big, 1.0, 1.0)["ok"]  # R^2 > r*^2
+    assert not verify.check_case(case, too_big, 1.0, 1.0)["ok"]  # R^2 > r*^2
 
 
 # ------------------------------------------------------------------------------ fit / predict
@@ -217,7 +226,7 @@ def test_real_process_errors_have_no_traceback(data_files, tmp_path):
     """The console entry point, as a user runs it: non-zero status, a message, no traceback."""
     bad = tmp_path / "bad.csv"
     bad.write_text("1,2\n3,oops\n")
-    res = run_cli_subprocess("fit", bad, "--model", tmp_path / "m.pkl")
+    res = run_cli_subprocess("fit", bad, "--model", tmp_path / "m.pkl", cwd=tmp_path)
     assert res.returncode == 1
     assert "non-numeric" in res.stderr and "Traceback" not in res.stderr
     res = run_cli_subprocess("predict", tmp_path / "missing.pkl", data_files.csv)
@@ -235,7 +244,33 @@ def test_bench_builds_asv_command():
     assert cmd[-2:] == ["--bench", "CVM"] and "run" in cmd
     cmd = cli.asv_command(["continuous", "HEAD~1", "HEAD"])
     assert cmd[-3:] == ["continuous", "HEAD~1", "HEAD"] and "--quick" not in cmd
-    assert (REPO / "asv_benchmarks" / "asv.conf.json").is_file()
+
+
+@needs_checkout
+def test_checkout_is_found_from_an_editable_install():
+    assert cli.checkout_root() == REPO
+    assert (cli.checkout_root() / "asv_benchmarks" / "asv.conf.json").is_file()
+
+
+@pytest.mark.parametrize("command", [["report", "--tiny"], ["bench"]])
+def test_report_and_bench_outside_a_checkout_say_so(monkeypatch, tmp_path, capsys, command):
+    """An installed wheel has no reports/ or asv_benchmarks/: one line saying a checkout is needed, exit 1."""
+    monkeypatch.setattr(cli, "REPO_ROOT", tmp_path)
+    assert cli.checkout_root() is None
+    assert cli.main(command) == 1
+    err = capsys.readouterr().err
+    assert "needs a source checkout" in err and err.strip().count("\n") == 0
+
+
+def test_wheel_layout_report_is_refused_by_the_real_process(tmp_path):
+    """Run from outside the checkout: whichever corevector is installed, `report` either finds its
+    checkout (editable install) or refuses in one line (wheel); never a traceback."""
+    res = run_cli_subprocess("report", "--only", "no_such_experiment", "--out", tmp_path / "out", cwd=tmp_path)
+    assert "Traceback" not in res.stderr
+    if FROM_CHECKOUT:
+        assert res.returncode == 2 and "unknown experiment" in res.stderr
+    else:
+        assert res.returncode == 1 and "needs a source checkout" in res.stderr
 
 
 def test_bench_missing_config_is_an_error(tmp_path, capsys):

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from fastimpl._engine import fit_meb as fit_fast, kernel_expansion as expand_fast
 from refimpl.kernels import kernel_expansion as expand_ref, make_kernel_spec
 from refimpl.meb import fit_meb as fit_ref
-from conftest import random_problem
+from helpers import random_problem
 
 # random problems run every stop rule at coarse eps; the 'radius' accuracy warning is tested in test_bound
 pytestmark = pytest.mark.filterwarnings("ignore:stop='radius' with eps")

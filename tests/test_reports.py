@@ -6,6 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# the tiny report (every experiment, fresh processes) runs in the first test that uses it
+pytestmark = pytest.mark.timeout(900)
+
 pd = pytest.importorskip("pandas")
 pytest.importorskip("matplotlib")
 pytest.importorskip("cvxopt")

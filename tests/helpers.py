@@ -1,0 +1,53 @@
+"""Shared test helpers (plain functions, no fixtures): random problems, the engines by name, the
+independent exact solver.  Fixtures live in conftest.py; tests import these with ``from helpers import ...``."""
+import numpy as np
+
+from refimpl import cvm, cvr
+from refimpl.exact_qp import exact_meb as _exact_meb
+from refimpl.kernels import make_kernel_spec
+
+FORMULATIONS = ("meb", "one_class", "two_class", "cvr")
+
+
+def random_regression(m, d, seed):
+    """A smooth target with noise: y = sin(x_1) + x_2 / 2 + N(0, 0.1^2)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(m, d))
+    y = np.sin(X[:, 0]) + 0.5 * X[:, min(1, d - 1)] + 0.1 * rng.normal(size=m)
+    return X, y
+
+
+def random_problem(formulation, kernel, m=120, d=3, C=10.0, seed=0, mu=0.5, **kernel_opts):
+    """A random MEB problem of the formulation; 'cvr' has 2m augmented points (000 eq. (8))."""
+    if formulation == "cvr":
+        X, y = random_regression(m, d, seed)
+        return cvr.cvr_problem(X, y, make_kernel_spec(X, kernel, **kernel_opts), C, mu)
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(m, d))
+    spec = make_kernel_spec(X, kernel, **kernel_opts)
+    if formulation == "meb":
+        return cvm.svdd_problem(X, spec)
+    if formulation == "one_class":
+        return cvm.one_class_problem(X, spec, C)
+    y = np.where(X[:, 0] + 0.5 * rng.normal(size=m) > 0, 1.0, -1.0)
+    return cvm.two_class_problem(X, y, spec, C)
+
+
+def exact_meb(problem):
+    """(lower, upper, alpha*) around r*^2 from the exact dual solver (refimpl.exact_qp, cvxopt).
+
+    It shares problem.block/linear_term with the engine, so it checks the solver, not the
+    formulation; tests/test_oracles.py checks the formulation against primal problems."""
+    return _exact_meb(problem)
+
+
+def engine(impl):
+    """The ``fit_meb`` of an implementation ('fast' or 'ref')."""
+    from fastimpl.estimators import get_engine
+
+    return get_engine(impl)[0]
+
+
+def engines(impls=("fast", "ref")):
+    """{impl: fit_meb} for :func:`refimpl.verify.verify_cases`."""
+    return {impl: engine(impl) for impl in impls}
