@@ -49,20 +49,60 @@ def test_multiclass_one_vs_one():
     assert clf.score(X, np.array(["a", "b", "c"])[y]) > 0.9
 
 
-def test_recovered_quantities_satisfy_eq_11():
-    """b = sum alpha_i y_i, xi_i = alpha_i / C, and rho = y_i f(x_i) + alpha_i / C on support vectors (001 eq. (11))."""
+def _rbf_norm2(SV, coef, gamma):
+    """||w||^2 = coef' K coef for w = sum_t coef_t phi(sv_t), K from scikit-learn."""
+    from sklearn.metrics.pairwise import rbf_kernel
+    return float(coef @ rbf_kernel(SV, SV, gamma=gamma) @ coef)
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+def test_two_class_kkt_and_duality_gap(impl):
+    """001 eq. (8) at the fitted model, checked through its KKT conditions and weak duality (not
+    through the recovery formulas of eq. (11)): with f the decision function and
+    xi_i = max(0, rho - y_i f(x_i)) (the best slack for the fitted w, b, rho), the primal value
+    P = ||w||^2 + b^2 - 2 rho + C sum xi^2 is >= the dual value D = -rho (dual_objective_) and, at
+    eps = 1e-9, within 1e-6 of it; every support vector (alpha_i = C xi_i > 0) is on or inside
+    the margin, y_i f(x_i) + xi_i = rho, and every other point satisfies y_i f(x_i) >= rho."""
     rng = np.random.default_rng(3)
     X = rng.normal(size=(150, 2))
     y = np.where(X[:, 0] * X[:, 1] > 0, 1, -1)
-    C = 5.0
-    clf = CVMClassifier(C=C, eps=1e-9, sample_size=None, random_state=0, impl="ref").fit(X, y)
-    y_sv = np.where(y[clf.support_] == clf.classes_[0], 1.0, -1.0)  # classes_[0] is the positive side
-    alpha = clf.dual_coef_[0] * y_sv
-    assert np.all(alpha > 0) and abs(alpha.sum() - 1) < 1e-12
-    assert abs(clf.intercept_[0] - alpha @ y_sv) < 1e-12
-    np.testing.assert_allclose(clf.xi_, alpha / C)
-    f_pos = -clf.decision_function(X[clf.support_])  # f(x) oriented to classes_[0]
-    np.testing.assert_allclose(y_sv * f_pos + alpha / C, clf.rho_, rtol=1e-5)
+    C, gamma = 5.0, 0.7
+    clf = CVMClassifier(C=C, gamma=gamma, eps=1e-9, sample_size=None, random_state=0, impl=impl).fit(X, y)
+    y_int = np.where(y == clf.classes_[0], 1.0, -1.0)         # classes_[0] is the positive side
+    f = -clf.decision_function(X)                              # f(x) oriented to classes_[0]
+    rho, b = clf.rho_, clf.intercept_[0]
+    margins = y_int * f
+    xi = np.maximum(0.0, rho - margins)
+    P = _rbf_norm2(clf.support_vectors_, clf.dual_coef_[0], gamma) + b ** 2 - 2 * rho + C * np.sum(xi ** 2)
+    D = clf.dual_objective_
+    assert D == pytest.approx(-rho, rel=1e-12)
+    assert -1e-9 * rho <= P - D <= 1e-6 * rho
+    sv = np.zeros(len(X), dtype=bool)
+    sv[clf.support_] = True
+    np.testing.assert_allclose(margins[sv] + clf.xi_, rho, rtol=1e-5)      # complementary slackness
+    assert np.all(clf.xi_ > 0)
+    assert np.all(margins[~sv] >= rho * (1 - 1e-5))                        # primal feasibility, xi = 0
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+def test_one_class_kkt_and_duality_gap(impl):
+    """001 eq. (7)'s primal min ||w||^2 - 2 rho + C sum xi^2, s.t. w'phi(x_i) >= rho - xi_i, at the
+    fitted model: decision_function = w'phi(x) - rho, so xi_i = max(0, -decision); P >= D = -rho and
+    P - D is small; support vectors satisfy w'phi(x_i) + xi_i = rho with xi_i > 0."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(150, 3))
+    C, gamma = 2.0, 0.4
+    est = CVDD(C=C, gamma=gamma, eps=1e-9, sample_size=None, random_state=0, impl=impl).fit(X)
+    dec = est.decision_function(X)
+    xi = np.maximum(0.0, -dec)
+    rho = est.rho_
+    P = _rbf_norm2(est.support_vectors_, est.center_coef_, gamma) - 2 * rho + C * np.sum(xi ** 2)
+    assert est.dual_objective_ == pytest.approx(-rho, rel=1e-12)
+    assert -1e-9 * rho <= P - est.dual_objective_ <= 1e-6 * rho
+    np.testing.assert_allclose(dec[est.support_] + est.xi_, 0.0, atol=1e-5 * rho)
+    assert np.all(est.xi_ > 0)
+    off = np.setdiff1d(np.arange(len(X)), est.support_)
+    assert np.all(dec[off] >= -1e-5 * rho)
 
 
 def test_meb_encloses_training_points_and_cvdd_flags_outliers():
@@ -73,13 +113,14 @@ def test_meb_encloses_training_points_and_cvdd_flags_outliers():
     # in the linear kernel the MEB radius is at least half the largest pairwise distance
     far = np.max(np.linalg.norm(X[:, None] - X[None], axis=-1))
     assert meb.certified_radius_ >= far / 2 - 1e-9
-    # L2 one-class SVM: every support vector has xi = alpha / C > 0, so the flagged fraction of the
+    # L2 one-class SVM: the slacks are penalised by C sum xi^2, so the flagged fraction of the
     # training set shrinks as C grows; far-away points are always outliers.
     outliers = rng.normal(size=(50, 3)) * 0.1 + 8.0
     inside = []
     for C in (1.0, 100.0):
         cvdd = CVDD(C=C, gamma=0.5, sample_size=None, random_state=0).fit(X)
         assert np.all(cvdd.predict(outliers) == -1)
-        np.testing.assert_allclose(cvdd.xi_, cvdd.center_coef_ / C)
+        # complementary slackness of eq. (7): w'phi(x_i) - rho = -xi_i on the support vectors
+        np.testing.assert_allclose(cvdd.decision_function(X[cvdd.support_]), -cvdd.xi_, atol=1e-5 * cvdd.rho_)
         inside.append(np.mean(cvdd.predict(X) == 1))
     assert inside[1] > inside[0]
