@@ -1,7 +1,10 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""SSVR-SRS / RSVM in Cython: the algorithm, draws and tie-breaking of :mod:`refimpl.ssvr`.
+"""SSVR-SRS / RSVM in Cython: :class:`FastSSVROps`, the numerics of the loop :func:`refimpl.ssvr.ssvr_srs`.
 
-Differences from the reference are only in *how*:
+The loop itself -- draws, selection, dependency test, finite Newton iterations, stopping rules and
+warnings -- is written once, in :mod:`refimpl.ssvr`; :func:`ssvr_srs` here runs it with
+``ops_class=FastSSVROps``, which has the methods of :class:`refimpl.ssvr.SSVROps` and computes them
+differently only in *how*:
 
 * candidate scoring (eq. (16)) computes each candidate's kernel column point by point in C with the
   vectorised exp of ``_kernels.pxi``, fused with the two dot products it needs, in parallel over the
@@ -15,11 +18,9 @@ Differences from the reference are only in *how*:
 * H keeps its lower triangle only (BLAS dsyrk for W changes, LAPACK dpotrf for refactoring);
   rank-one up/downdates of L and the append of a basis row are plain C loops / BLAS dtrsv.
 
-Random draws, the selection rule (:func:`refimpl.ssvr.pick`), the dependency test and the
-refactor rule are the reference's, so the same ``random_state`` selects the same basis.
+Since the random draws, the selection rule, the dependency test and the refactor rule are the
+loop's, the same ``random_state`` selects the same basis as the reference.
 """
-import warnings
-
 import numpy as np
 cimport numpy as cnp
 from cython.parallel cimport prange, parallel
@@ -28,11 +29,8 @@ from libc.stdlib cimport malloc, free, qsort
 from scipy.linalg.cython_blas cimport dgemv, dtrsv, dsyrk, dsymv
 from scipy.linalg.cython_lapack cimport dpotrf
 
-from sklearn.exceptions import ConvergenceWarning
-
-from refimpl.meb import make_rng
-from refimpl.ssvr import (DEP_RTOL, JITTER_RTOL, NEWTON_RTOL, RANK1_RATIO, SSVRResult, draw_candidates, pick,
-                          validate_ssvr_params)
+from refimpl import ssvr as _loop
+from refimpl.ssvr import JITTER_RTOL
 
 cnp.import_array()
 
@@ -169,7 +167,6 @@ cdef int SIMD_OK = cv_ssvr_simd_ok()
 
 # rows gathered per dsyrk call when W changes
 cdef Py_ssize_t GATHER = 256
-cdef Py_ssize_t C_RANK1_RATIO = RANK1_RATIO
 # below this many kernel-coordinate operations the candidate scoring runs on one thread
 cdef Py_ssize_t PARALLEL_MIN_WORK = 2_000_000
 cdef double C_JITTER_RTOL = JITTER_RTOL
@@ -286,10 +283,14 @@ cdef void score_candidates_simd(const Kern* K, const double* X, const double* Xt
         knorm2[j] = sk + sq
 
 
-cdef class _Fit:
+cdef class FastSSVROps:
+    """:class:`refimpl.ssvr.SSVROps` in C: the state of SSVR-SRS in raw buffers (owned by NumPy arrays
+    kept in ``keep``) and the same methods, which :func:`refimpl.ssvr.ssvr_srs` calls."""
     cdef Kern K
-    cdef Py_ssize_t n, d, nb, m
+    cdef Py_ssize_t n, d, nb
+    cdef readonly Py_ssize_t m       # basis functions so far
     cdef double lam, eps, delta, loss
+    cdef int nthreads                # OpenMP threads of the candidate scoring
     cdef const double* X
     cdef const double* y
     cdef double* sda
@@ -299,24 +300,30 @@ cdef class _Fit:
     cdef double* KPP      # nb x nb column-major (full)
     cdef double* H        # nb x nb column-major, lower triangle
     cdef double* L        # nb x nb column-major, lower Cholesky factor of H
-    cdef double* beta
+    cdef double* beta_
     cdef double* p        # 2 K_P'q
     cdef double* r
     cdef double* u
     cdef double* work     # n
-    cdef double* vm       # 4 nb scratch
+    cdef double* vm       # 4 nb scratch: [h or grad | l or d | rank-one x | K_PP d]
     cdef double* gather   # GATHER x nb
     cdef BP* bps          # 4 n breakpoints
     cdef Py_ssize_t* changed
+    cdef Py_ssize_t nch   # points whose w_i changed in the last step (at changed[:nch])
     cdef signed char* zone
     cdef Py_ssize_t* P
     cdef object keep
+    cdef object O         # the candidates of the current round
+    # the candidate of the last cholesky_row: its index, k_ss, h_ss, pivot^2 and (K_s'q)
+    cdef Py_ssize_t new_s
+    cdef double new_kss, new_hss, new_piv2, new_ps
 
-    def __init__(self, X, y, spec, Py_ssize_t nb, double lam, double eps, double delta):
+    def __init__(self, X, y, spec, Py_ssize_t nb, double lam, double eps, double delta, n_jobs=None):
         cdef Py_ssize_t i, n
         self.n, self.d = X.shape[0], X.shape[1]
         self.nb, self.m = nb, 0
         self.lam, self.eps, self.delta = lam, eps, delta
+        self.nthreads = _threads(n_jobs)
         self.K = make_kern(spec, self.d)
         Xc = np.ascontiguousarray(X, dtype=np.float64)
         yc = np.ascontiguousarray(y, dtype=np.float64)
@@ -338,7 +345,7 @@ cdef class _Fit:
         self.KPP = <double*> cnp.PyArray_DATA(arrays["KPP"])
         self.H = <double*> cnp.PyArray_DATA(arrays["H"])
         self.L = <double*> cnp.PyArray_DATA(arrays["L"])
-        self.beta = <double*> cnp.PyArray_DATA(arrays["beta"])
+        self.beta_ = <double*> cnp.PyArray_DATA(arrays["beta"])
         self.p = <double*> cnp.PyArray_DATA(arrays["p"])
         self.r = <double*> cnp.PyArray_DATA(arrays["r"])
         self.u = <double*> cnp.PyArray_DATA(arrays["u"])
@@ -349,6 +356,7 @@ cdef class _Fit:
         self.changed = <Py_ssize_t*> cnp.PyArray_DATA(arrays["changed"])
         self.zone = <signed char*> cnp.PyArray_DATA(arrays["zone"])
         self.P = <Py_ssize_t*> cnp.PyArray_DATA(arrays["P"])
+        self.nch = 0
         with nogil:
             if self.K.normalize and self.K.code >= 2:
                 for i in range(n):
@@ -358,8 +366,8 @@ cdef class _Fit:
                 self.zone[i] = zone_bf(self.r[i], eps, delta)
                 self.loss += hloss_bf(self.r[i], eps, delta)
 
-    # ---------------------------------------------------------------- python-facing helpers
-    def residual_derivative(self):
+    # ---------------------------------------------------------------- the state
+    def loss_derivative(self):
         """g of eq. (15) at the current residuals."""
         g = np.empty(self.n)
         cdef double[::1] gv = g
@@ -368,29 +376,13 @@ cdef class _Fit:
             gv[i] = hder_bf(self.r[i], self.eps, self.delta - self.eps)
         return g
 
-    def beta_array(self):
-        return np.array(<double[:self.m]> self.beta) if self.m else np.zeros(0)
+    def beta(self):
+        """A copy of beta_P."""
+        return np.array(<double[:self.m]> self.beta_) if self.m else np.zeros(0)
 
     def objective(self):
-        return self.loss + self.lam * self._quad(self.beta, self.beta)
-
-    def scores(self, Py_ssize_t[::1] O, double[::1] g, int nthreads):
-        """(num, |K_bar_j|^2) of eq. (16) for the candidates O."""
-        cdef Py_ssize_t nO = O.shape[0]
-        if nO * self.n * self.d < PARALLEL_MIN_WORK:
-            nthreads = 1
-        num = np.empty(nO)
-        kn = np.empty(nO)
-        cdef double[::1] numv = num, knv = kn
-        cdef double* bptr = self.beta
-        with nogil:
-            if self.simd:
-                score_candidates_simd(&self.K, self.X, self.Xt, self.n, &O[0], nO, &g[0], bptr, self.KP, self.m,
-                                      self.lam, &numv[0], &knv[0], nthreads)
-            else:
-                score_candidates(&self.K, self.X, self.sda, self.n, &O[0], nO, &g[0], bptr, self.P, self.m,
-                                 self.lam, &numv[0], &knv[0], nthreads)
-        return num, kn
+        """L(beta_P) of eq. (18), from the loss kept up to date by :meth:`take_step`."""
+        return self.loss + self.lam * self._quad(self.beta_, self.beta_)
 
     cdef double _quad(self, const double* a, const double* b) noexcept nogil:
         """a'K_PP b."""
@@ -403,18 +395,46 @@ cdef class _Fit:
             s += t * b[j]
         return s
 
-    def try_add(self, Py_ssize_t s):
-        """Compute K_s, the new Hessian column (O(n m)) and Cholesky row (O(m^2)); append the basis
-        function unless it is numerically dependent (pivot^2 <= DEP_RTOL h_ss).  True if added."""
-        cdef Py_ssize_t n = self.n, m = self.m, nb = self.nb, i, j
+    # ---------------------------------------------------------------- step 2: candidates, a new basis function
+    def load_candidates(self, O):
+        """Keep the round's candidates O; their kernel columns are computed by the scoring and by
+        :meth:`cholesky_row`, not stored."""
+        self.O = np.ascontiguousarray(O, dtype=np.intp)
+
+    def criterion_terms(self, double[::1] g):
+        """(g_bar'K_bar_j, |K_bar_j|^2) of eq. (16) for the loaded candidates."""
+        return self.scores(self.O, g, self.nthreads)
+
+    def scores(self, Py_ssize_t[::1] O, double[::1] g, int nthreads):
+        """(g_bar'K_bar_j, |K_bar_j|^2) of eq. (16) for the candidates O, on ``nthreads`` threads."""
+        cdef Py_ssize_t nO = O.shape[0]
+        if nO * self.n * self.d < PARALLEL_MIN_WORK:
+            nthreads = 1
+        num = np.empty(nO)
+        kn = np.empty(nO)
+        cdef double[::1] numv = num, knv = kn
+        cdef double* bptr = self.beta_
+        with nogil:
+            if self.simd:
+                score_candidates_simd(&self.K, self.X, self.Xt, self.n, &O[0], nO, &g[0], bptr, self.KP, self.m,
+                                      self.lam, &numv[0], &knv[0], nthreads)
+            else:
+                score_candidates(&self.K, self.X, self.sda, self.n, &O[0], nO, &g[0], bptr, self.P, self.m,
+                                 self.lam, &numv[0], &knv[0], nthreads)
+        return num, kn
+
+    def cholesky_row(self, Py_ssize_t j):
+        """Candidate j's kernel column K_s (into column m of K_P), new Hessian column h, h_ss (O(n m)) and
+        Cholesky row l (O(m^2)), kept for :meth:`append`; returns (pivot^2, h_ss)."""
+        cdef Py_ssize_t s = self.O[j]
+        cdef Py_ssize_t n = self.n, m = self.m, nb = self.nb, i, jj
         cdef double* k = &self.KP[m * n]
         cdef double* h = self.vm
         cdef double* l = &self.vm[nb]
         cdef double k_ss, h_ss = 0.0, piv2, lam = self.lam, ps = 0.0
         cdef int inc = 1, mi = <int> m, ni = <int> n, ldk = <int> n, ldl = <int> nb
-        cdef double one = 1.0, zero = 0.0, two = 2.0
+        cdef double zero = 0.0, two = 2.0
         cdef char trans = b'T', uplo = b'L', notrans = b'N', diag = b'N'
-        cdef double dep = DEP_RTOL
         with nogil:
             k_row(&self.K, self.X, self.sda, n, &self.X[s * self.d], self.sda[s], k)
             k_ss = k_diag(&self.K, k_rawdiag(&self.K, &self.X[s * self.d]))
@@ -428,15 +448,22 @@ cdef class _Fit:
             h_ss = 2.0 * h_ss + 2.0 * lam * k_ss
             if m > 0:
                 dgemv(&trans, &ni, &mi, &two, self.KP, &ldk, self.work, &inc, &zero, h, &inc)
-                for j in range(m):
-                    h[j] += 2.0 * lam * k[self.P[j]]
-                    l[j] = h[j]
+                for jj in range(m):
+                    h[jj] += 2.0 * lam * k[self.P[jj]]
+                    l[jj] = h[jj]
                 dtrsv(&uplo, &notrans, &diag, &mi, self.L, &ldl, l, &inc)
             piv2 = h_ss
-            for j in range(m):
-                piv2 -= l[j] * l[j]
-        if piv2 <= dep * h_ss or h_ss <= 0:
-            return False
+            for jj in range(m):
+                piv2 -= l[jj] * l[jj]
+        self.new_s, self.new_kss, self.new_hss, self.new_piv2, self.new_ps = s, k_ss, h_ss, piv2, ps
+        return piv2, h_ss
+
+    def append(self):
+        """Grow K_PP, H, L, p and beta_P (= 0) by the candidate of the last :meth:`cholesky_row`."""
+        cdef Py_ssize_t n = self.n, m = self.m, nb = self.nb, j
+        cdef double* k = &self.KP[m * n]
+        cdef double* h = self.vm
+        cdef double* l = &self.vm[nb]
         with nogil:
             for j in range(m):
                 self.KPP[j + m * nb] = k[self.P[j]]
@@ -444,14 +471,13 @@ cdef class _Fit:
                 self.H[m + j * nb] = h[j]
                 self.H[j + m * nb] = h[j]
                 self.L[m + j * nb] = l[j]
-            self.KPP[m + m * nb] = k_ss
-            self.H[m + m * nb] = h_ss
-            self.L[m + m * nb] = sqrt(piv2)
-            self.p[m] = 2.0 * ps
-            self.beta[m] = 0.0
-            self.P[m] = s
+            self.KPP[m + m * nb] = self.new_kss
+            self.H[m + m * nb] = self.new_hss
+            self.L[m + m * nb] = sqrt(self.new_piv2)
+            self.p[m] = 2.0 * self.new_ps
+            self.beta_[m] = 0.0
+            self.P[m] = self.new_s
             self.m = m + 1
-        return True
 
     # ---------------------------------------------------------------- finite Newton (18)-(24)
     cdef double dphi(self, double t, double a, double b) noexcept nogil:
@@ -555,9 +581,10 @@ cdef class _Fit:
                 x[i] = c * x[i] - s * Lk[i]
         return True
 
-    cdef int update_factor(self, Py_ssize_t nch) noexcept nogil:
+    cdef int _update_factor(self, Py_ssize_t nch, bint rank_one) noexcept nogil:
         """W changed at self.changed[:nch] (their new zones are in self.zone): H += 2 sum +-k_i k_i'
-        (dsyrk on gathered rows), then rank-one updates of L or a refactorisation.  0 on success."""
+        (dsyrk on gathered rows), then rank-one updates of L (with ``rank_one``) or a refactorisation.
+        0 on success."""
         cdef Py_ssize_t m = self.m, nb = self.nb, n = self.n, c, i, j, cnt
         cdef double sgn
         cdef int mi = <int> m, ki, ldg, ldh = <int> nb, info = 0
@@ -587,7 +614,7 @@ cdef class _Fit:
                 ldg = <int> GATHER
                 alpha = 2.0 * sgn
                 dsyrk(&uplo, &trans, &mi, &ki, &alpha, self.gather, &ldg, &one, self.H, &ldh)
-        if C_RANK1_RATIO * nch <= m:
+        if rank_one:
             for c in range(nch):
                 i = self.changed[c]
                 sgn = 1.0 if (self.zone[i] == 1 or self.zone[i] == -1) else -1.0
@@ -615,90 +642,107 @@ cdef class _Fit:
             tau = C_JITTER_RTOL * scale if tau == 0.0 else 10.0 * tau
         return info
 
-    def newton(self, int max_newton):
-        """Finite Newton on (18), warm-started from the current beta (the refimpl.ssvr._newton rules).
-        Returns (iterations, converged)."""
-        cdef Py_ssize_t m = self.m, nb = self.nb, n = self.n, i, i2, j, nch, nzc
+
+    # ---------------------------------------------------------------- step 3: the finite Newton steps
+    def newton_direction(self):
+        """The Newton direction d = -H^{-1} grad (24) (into the scratch vm[nb:2 nb]) with the gradient
+        (22) as H beta - p; returns (decrement -grad'd, L)."""
+        cdef Py_ssize_t m = self.m, nb = self.nb, j
         cdef double* grad = self.vm
         cdef double* d = &self.vm[nb]
-        cdef double* Kd = &self.vm[3 * nb]
-        cdef double decrement, Lval, t, a, b, loss, dq, ri
-        cdef int inc = 1, mi = <int> m, ni = <int> n, ldk = <int> n, ldh = <int> nb, info = 0
-        cdef double one = 1.0, zero = 0.0, minus = -1.0
+        cdef double decrement, Lval
+        cdef int inc = 1, mi = <int> m, ldh = <int> nb
+        cdef double one = 1.0, zero = 0.0
         cdef char uplo = b'L', notrans = b'N', trans = b'T', diag = b'N'
+        with nogil:
+            # grad = H beta - p  (eq. (22) rewritten with the maintained p = 2 K_P'q)
+            dsymv(&uplo, &mi, &one, self.H, &ldh, self.beta_, &inc, &zero, grad, &inc)
+            for j in range(m):
+                grad[j] -= self.p[j]
+                d[j] = -grad[j]
+            dtrsv(&uplo, &notrans, &diag, &mi, self.L, &ldh, d, &inc)
+            dtrsv(&uplo, &trans, &diag, &mi, self.L, &ldh, d, &inc)
+            decrement = 0.0
+            for j in range(m):
+                decrement -= grad[j] * d[j]
+            Lval = self.loss + self.lam * self._quad(self.beta_, self.beta_)
+        return decrement, Lval
+
+    def step_length(self):
+        """u = K_P d (one pass over K_P) and the exact minimiser t >= 0 of L(beta + t d)."""
+        cdef Py_ssize_t m = self.m, nb = self.nb, j
+        cdef double* d = &self.vm[nb]
+        cdef double* Kd = &self.vm[3 * nb]
+        cdef double t, a = 0.0, b = 0.0
+        cdef int inc = 1, mi = <int> m, ni = <int> self.n, ldk = <int> self.n, ldh = <int> nb
+        cdef double one = 1.0, zero = 0.0
+        cdef char uplo = b'L', notrans = b'N'
+        with nogil:
+            dgemv(&notrans, &ni, &mi, &one, self.KP, &ldk, d, &inc, &zero, self.u, &inc)
+            dsymv(&uplo, &mi, &one, self.KPP, &ldh, d, &inc, &zero, Kd, &inc)
+            for j in range(m):
+                a += self.beta_[j] * Kd[j]
+                b += d[j] * Kd[j]
+            t = self.line_search(a, b)
+        return t
+
+    def take_step(self, double t):
+        """beta += t d, r += t u and, in one fused pass, the loss, the zones (19)-(20) and p; returns
+        (whether a zone changed, the number of points whose w_i (21) changed)."""
+        cdef Py_ssize_t m = self.m, n = self.n, i, i2, j, nch, nzc
+        cdef double* d = &self.vm[self.nb]
+        cdef double loss, dq, ri
         cdef signed char zn, zo
-        cdef double rtol = NEWTON_RTOL
-        cdef int it
-        cdef bint w_changed
-        for it in range(1, max_newton + 1):
-            with nogil:
-                # grad = H beta - p  (eq. (22) rewritten with the maintained p = 2 K_P'q)
-                dsymv(&uplo, &mi, &one, self.H, &ldh, self.beta, &inc, &zero, grad, &inc)
-                for j in range(m):
-                    grad[j] -= self.p[j]
-                    d[j] = -grad[j]
-                dtrsv(&uplo, &notrans, &diag, &mi, self.L, &ldh, d, &inc)
-                dtrsv(&uplo, &trans, &diag, &mi, self.L, &ldh, d, &inc)
-                decrement = 0.0
-                for j in range(m):
-                    decrement -= grad[j] * d[j]
-                Lval = self.loss + self.lam * self._quad(self.beta, self.beta)
-            if decrement <= rtol * max(Lval, 1.0):
-                return it - 1, True
-            with nogil:
-                dgemv(&notrans, &ni, &mi, &one, self.KP, &ldk, d, &inc, &zero, self.u, &inc)
-                dsymv(&uplo, &mi, &one, self.KPP, &ldh, d, &inc, &zero, Kd, &inc)
-                a = 0.0
-                b = 0.0
-                for j in range(m):
-                    a += self.beta[j] * Kd[j]
-                    b += d[j] * Kd[j]
-                t = self.line_search(a, b)
-                for j in range(m):
-                    self.beta[j] += t * d[j]
-                # fused pass: residuals, zones, loss and the list of zone changes
-                loss = 0.0
-                nzc = 0
-                for i in range(n):
-                    ri = self.r[i] + t * self.u[i]
-                    self.r[i] = ri
-                    loss += hloss_bf(ri, self.eps, self.delta)
-                    zn = zone_bf(ri, self.eps, self.delta)
-                    self.changed[nzc] = i             # kept only when the zone changed
-                    nzc += (zn != self.zone[i])
-                self.loss = loss
-                # p += 2 (q_new - q_old) K_P[i, :] for every zone change; W changes are compacted
-                nch = 0
-                for j in range(nzc):
-                    i = self.changed[j]
-                    zo = self.zone[i]
-                    zn = zone_bf(self.r[i], self.eps, self.delta)
-                    dq = 2.0 * (qval(zn, self.y[i], self.eps, self.delta) - qval(zo, self.y[i], self.eps, self.delta))
-                    if dq != 0.0:
-                        for i2 in range(m):
-                            self.p[i2] += dq * self.KP[i + i2 * n]
-                    self.zone[i] = zn
-                    w_changed = (zo == 1 or zo == -1) != (zn == 1 or zn == -1)
-                    if w_changed:
-                        self.changed[nch] = i
-                        nch += 1
-                if nch > 0:
-                    info = self.update_factor(nch)
-            if info != 0:
-                raise np.linalg.LinAlgError("the generalized Hessian (23) is not numerically positive definite")
-            if nzc == 0:
-                return it, True
-        return max_newton, False
+        with nogil:
+            for j in range(m):
+                self.beta_[j] += t * d[j]
+            # fused pass: residuals, zones, loss and the list of zone changes
+            loss = 0.0
+            nzc = 0
+            for i in range(n):
+                ri = self.r[i] + t * self.u[i]
+                self.r[i] = ri
+                loss += hloss_bf(ri, self.eps, self.delta)
+                zn = zone_bf(ri, self.eps, self.delta)
+                self.changed[nzc] = i             # kept only when the zone changed
+                nzc += (zn != self.zone[i])
+            self.loss = loss
+            # p += 2 (q_new - q_old) K_P[i, :] for every zone change; W changes are compacted
+            nch = 0
+            for j in range(nzc):
+                i = self.changed[j]
+                zo = self.zone[i]
+                zn = zone_bf(self.r[i], self.eps, self.delta)
+                dq = 2.0 * (qval(zn, self.y[i], self.eps, self.delta) - qval(zo, self.y[i], self.eps, self.delta))
+                if dq != 0.0:
+                    for i2 in range(m):
+                        self.p[i2] += dq * self.KP[i + i2 * n]
+                self.zone[i] = zn
+                if (zo == 1 or zo == -1) != (zn == 1 or zn == -1):
+                    self.changed[nch] = i
+                    nch += 1
+            self.nch = nch
+        return nzc > 0, nch
+
+    def update_factor(self, bint rank_one):
+        """Apply the last step's change of W to H (dsyrk) and to L (rank-one updates with ``rank_one``,
+        else dpotrf)."""
+        cdef int info
+        with nogil:
+            info = self._update_factor(self.nch, rank_one)
+        if info != 0:
+            raise np.linalg.LinAlgError("the generalized Hessian (23) is not numerically positive definite")
 
 
 def ssvr_srs(X, y, spec, n_basis, lam=1e-2, epsilon=0.1, delta=0.3, n_candidates=100, selection="srs",
              tol=0.0, max_newton=50, random_state=None, callback=None, n_jobs=None):
-    """Same signature and result as :func:`refimpl.ssvr.ssvr_srs` (SSVR-SRS, 002 Table 1, or RSVM).
+    """:func:`refimpl.ssvr.ssvr_srs` (SSVR-SRS, 002 Table 1, or RSVM) with the numerics of :class:`FastSSVROps`.
 
     ``n_jobs``: OpenMP threads of the candidate scoring (None: ``OMP_NUM_THREADS`` if set, else all
     CPUs, or 1 when the 1-minute load average is already >= the CPU count; -1: all CPUs); the
-    results do not depend on it (each candidate's sums run on one thread).  On a machine already busy with other work, 1 can be faster:
-    threads waiting at the end of a parallel region spin on the cores the others need.
+    results do not depend on it (each candidate's sums run on one thread).  On a machine already
+    busy with other work, 1 can be faster: threads waiting at the end of a parallel region spin on
+    the cores the others need.
 
     BLAS runs single-threaded during the fit: its calls here are small (m x m) or memory-bound
     (one pass over K_P), and threaded BLAS next to the OpenMP candidate scoring oversubscribes
@@ -707,8 +751,10 @@ def ssvr_srs(X, y, spec, n_basis, lam=1e-2, epsilon=0.1, delta=0.3, n_candidates
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1, user_api="blas"):
-        return _ssvr_srs(X, y, spec, n_basis, lam, epsilon, delta, n_candidates, selection, tol, max_newton,
-                         random_state, callback, _threads(n_jobs))
+        return _loop.ssvr_srs(X, y, spec, n_basis, lam=lam, epsilon=epsilon, delta=delta,
+                              n_candidates=n_candidates, selection=selection, tol=tol, max_newton=max_newton,
+                              random_state=random_state, callback=callback, n_jobs=n_jobs,
+                              ops_class=FastSSVROps)
 
 
 def _threads(n_jobs):
@@ -729,75 +775,3 @@ def _threads(n_jobs):
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0 or n_jobs < -1:
         raise ValueError(f"n_jobs must be None, -1 or a positive integer, got {n_jobs!r}")
     return (os.cpu_count() or 1) if n_jobs == -1 else int(n_jobs)
-
-
-def _ssvr_srs(X, y, spec, n_basis, lam, epsilon, delta, n_candidates, selection, tol, max_newton, random_state,
-              callback, nthreads):
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    n = X.shape[0]
-    n_basis, lam, epsilon, delta, n_candidates, tol, max_newton = validate_ssvr_params(
-        n, n_basis, lam, epsilon, delta, n_candidates, selection, tol, max_newton)
-    rng = make_rng(random_state)
-    fit = _Fit(X, y, spec, n_basis, lam, epsilon, delta)
-    available = np.ones(n, dtype=bool)
-    basis, history, newton_its = [], [], []
-    converged, n_rejected, stop = True, 0, "n_basis"
-    L_prev = fit.objective()
-    m = 0
-    while m < n_basis:
-        g = fit.residual_derivative()
-        beta = fit.beta_array()
-        if selection == "srs" and not (g.any() or beta.any()):
-            stop = "zero_gradient"
-            break
-        added = False
-        O = np.ascontiguousarray(draw_candidates(rng, available, n_candidates),
-                                 dtype=np.intp)
-        if len(O):
-            if selection == "srs":
-                num, kn = fit.scores(O, g, nthreads)
-                gg = float(g @ g + 4.0 * lam * lam * (beta @ beta))
-                den = gg * kn
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    scores = np.where(den > 0, num * num / np.where(den > 0, den, 1.0), 0.0)
-            else:
-                scores = np.ones(len(O))
-            excluded = np.zeros(len(O), dtype=bool)
-            while True:
-                j = pick(scores, excluded)
-                if j < 0:
-                    break
-                cand = int(O[j])
-                available[cand] = False
-                if fit.try_add(cand):
-                    added = True
-                    basis.append(cand)
-                    break
-                excluded[j] = True
-                n_rejected += 1
-        if not added:
-            stop = "no_candidates"
-            break
-        m += 1
-        its, ok = fit.newton(max_newton)
-        converged &= ok
-        newton_its.append(its)
-        L_now = fit.objective()
-        history.append(L_now)
-        if callback is not None:
-            callback(np.array(basis), fit.beta_array())
-        if tol > 0 and L_prev - L_now <= tol * L_prev:
-            stop = "tol"
-            break
-        L_prev = L_now
-    if not converged:
-        warnings.warn(f"finite Newton reached max_newton={max_newton} iterations before its stopping rule "
-                      "in at least one sub-problem", ConvergenceWarning)
-    if stop == "no_candidates":
-        warnings.warn(f"SSVR-SRS stopped at {m} < n_basis={n_basis} basis functions: every candidate of the "
-                      "last draw was numerically dependent on the basis (the kernel's numerical rank is "
-                      "reached; a narrower kernel or fewer basis functions avoids this)", UserWarning)
-    return SSVRResult(basis=np.array(basis, dtype=np.intp), beta=fit.beta_array(),
-                      objective_history=np.array(history), newton_iterations=np.array(newton_its, dtype=np.intp),
-                      converged=converged, n_rejected=n_rejected, stop_reason=stop)

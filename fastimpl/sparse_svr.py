@@ -1,8 +1,9 @@
 """SparseSVR: SSVR-SRS sparse support vector regression built in the primal (002_e1ad84299eaaf4ed.txt).
 
-A thin scikit-learn estimator over :func:`refimpl.ssvr.ssvr_srs` (``impl='ref'``) and
-:func:`fastimpl._ssvr.ssvr_srs` (``impl='fast'``), which make the same draws and select the same
-basis.  ``selection='random'`` gives RSVM (a random basis refitted by the same primal solver).
+A thin scikit-learn estimator over the SSVR-SRS loop :func:`refimpl.ssvr.ssvr_srs`, run with the
+NumPy numerics (``impl='ref'``) or with the C numerics of :func:`fastimpl._ssvr.ssvr_srs`
+(``impl='fast'``): the same draws and rules, so the same basis.  ``selection='random'`` gives RSVM
+(a random basis refitted by the same primal solver).
 """
 from __future__ import annotations
 

@@ -5,16 +5,19 @@ points, grown one basis function at a time (Table 1) to decrease the primal obje
 
     L(beta) = sum_i l_{eps,Delta}(K_i beta - y_i) + lam beta' K beta
 
-with the insensitive Huber loss (7).  Each step
+with the insensitive Huber loss (7).  :func:`ssvr_srs` is the loop of Table 1:
 
-1. draws a random candidate subset O of the unused points Q (|O| = ``n_candidates``, 100 in the
-   paper) and selects the candidate with the largest normalised squared gradient (eqs. (14)-(17));
-2. re-solves the sub-problem (18) in beta_P by finite Newton: sign vectors s, s_bar (19)-(20),
-   active matrix W (21), gradient (22), generalized Hessian (23), Newton step (24) with an exact
-   line search on the piecewise quadratic along the step;
-3. keeps a Cholesky factor L of the generalized Hessian up to date incrementally (Sec. 3.3): a new
-   basis function appends one row (O(n m) for the new Hessian column, O(m^2) for the row of L),
-   and a change of the active matrix W is applied as rank-one up/downdates of L (O(m^2) each).
+1. P = {}, Q = {1..n}, beta = 0;
+2. select a new basis function s from Q (:func:`select_basis_function`): draw a random candidate
+   subset O of Q (|O| = ``n_candidates``, 100 in the paper) and take the candidate with the largest
+   normalised squared gradient (eqs. (14)-(17)); grow K_P, K_PP, the generalized Hessian H (23) and
+   its Cholesky factor L by one row and column (Sec. 3.3: O(n m) for the new Hessian column, O(m^2)
+   for the row of L);
+3. re-solve the sub-problem (18) in beta_P by finite Newton (:func:`finite_newton`): sign vectors
+   s, s_bar (19)-(20), active matrix W (21), gradient (22), Newton step (24) with an exact line search
+   on the piecewise quadratic along the step; a change of W is applied to L as rank-one up/downdates
+   (O(m^2) each) or by refactoring H;
+4. stop at m = ``n_basis`` functions, else go to 2.
 
 RSVM (Lee & Mangasarian, the paper's ref. [5]) is the same loop with ``selection='random'``: the
 next basis function is a uniformly random unused point (the first of the random draw O that is not
@@ -22,17 +25,25 @@ numerically dependent on the basis) and the same primal solver refits beta_P.
 
 No n x n matrix is formed: the state is the n x m block K_P of basis columns, K_PP, H and L.
 
-Rules shared with :mod:`fastimpl._ssvr` (so that both select the same basis)
------------------------------------------------------------------------------
-* Random draws: :func:`draw_candidates` is the only consumer of the Generator (one
-  ``rng.choice`` per selection round, made in Python by both implementations).
+The loop and its numerics
+-------------------------
+The loop is written once, here.  Its numerics -- the kernel columns, the terms of the criterion
+(16), the new rows of H and L, the Newton direction, the line search, the update of the residuals
+and of L -- are the methods of an ops object (``ops_class``, as in the MEB engine): :class:`SSVROps`
+in NumPy here, ``fastimpl._ssvr.FastSSVROps`` in C (fused SIMD candidate scoring, a maintained
+gradient, BLAS/LAPACK on the factor).  Both hold the same state and follow the same rules, so the
+same ``random_state`` selects the same basis in both:
+
+* Random draws: :func:`draw_candidates` is the only consumer of the Generator (one ``rng.choice``
+  per selection round, made by the loop).
 * Ties: the selected candidate is the first one, in the order O was drawn, whose score is at least
   ``(1 - TIE_RTOL)`` times the best score; scores <= ``SCORE_FLOOR`` count as 0 (:func:`pick`).
 * Dependency: a candidate whose new Cholesky pivot^2 is <= ``DEP_RTOL`` h_ss (it is numerically in
   the span of the current basis, e.g. a duplicate point) is discarded from Q for good and the next
-  candidate of O is taken; when all of O is dependent the loop stops (stop_reason 'no_candidates').
-* W changes: rank-one updates of L while ``16 c <= m`` (c changed points), else L is refactored
-  from H, which is always maintained.
+  candidate of O is taken (:func:`pick_independent`); when all of O is dependent the loop stops
+  (stop_reason 'no_candidates').
+* W changes: rank-one updates of L while ``RANK1_RATIO c <= m`` (c changed points), else L is
+  refactored from H, which is always maintained (:func:`finite_newton` decides, the ops apply).
 """
 from __future__ import annotations
 
@@ -234,7 +245,7 @@ def draw_candidates(rng, available, n_candidates):
     """The random subset O of Q (eq. (17)): ``n_candidates`` distinct unused points in draw order.
 
     ``available`` is the boolean mask of Q.  When |Q| <= n_candidates, O = Q in index order and no
-    random number is used.  The fast implementation calls this same function.
+    random number is used.
     """
     idx = np.flatnonzero(available)
     if len(idx) <= n_candidates:
@@ -242,18 +253,22 @@ def draw_candidates(rng, available, n_candidates):
     return rng.choice(idx, size=n_candidates, replace=False)
 
 
-def srs_scores(g, beta, K_O, K_PO, lam):
-    """The normalised squared gradient (16) of every candidate column: (g_bar'K_bar_j)^2 / (|g_bar|^2 |K_bar_j|^2).
+def criterion_terms(g, beta, K_O, K_PO, lam):
+    """(g_bar'K_bar_j, |K_bar_j|^2) of eq. (16) for every candidate column j of ``K_O``.
 
     g_bar = [g; 2 lam beta_P], K_bar_j = [K_j; K_Pj]; ``K_O`` is n x |O|, ``K_PO`` = K_O[P] (|P| x |O|).
-    A zero denominator scores 0.
     """
     num = g @ K_O + 2.0 * lam * (beta @ K_PO)
+    return num, (K_O * K_O).sum(axis=0) + (K_PO * K_PO).sum(axis=0)
+
+
+def srs_scores(num, knorm2, g, beta, lam):
+    """The normalised squared gradient (16), (g_bar'K_bar_j)^2 / (|g_bar|^2 |K_bar_j|^2), from the
+    terms of :func:`criterion_terms`; a zero denominator scores 0."""
     gg = float(g @ g + 4.0 * lam * lam * (beta @ beta))
-    den = gg * ((K_O * K_O).sum(axis=0) + (K_PO * K_PO).sum(axis=0))
+    den = gg * knorm2
     with np.errstate(divide="ignore", invalid="ignore"):
-        score = np.where(den > 0, num * num / np.where(den > 0, den, 1.0), 0.0)
-    return score
+        return np.where(den > 0, num * num / np.where(den > 0, den, 1.0), 0.0)
 
 
 def pick(scores, excluded):
@@ -269,6 +284,155 @@ def pick(scores, excluded):
     if not np.isfinite(best):
         return -1
     return int(np.flatnonzero(s >= best * (1.0 - TIE_RTOL) if best > 0 else s >= best)[0])
+
+
+def pick_independent(scores, O, available, pivot):
+    """The candidates of O in the order of :func:`pick` until one is independent of the basis.
+
+    Each candidate tried leaves Q (``available``) for good.  ``pivot(j)`` gives (pivot^2, scale) of
+    candidate j's new Cholesky row; pivot^2 <= DEP_RTOL * scale (or scale <= 0) means numerically
+    dependent: rejected, and the next one is tried.  Returns (j, number rejected), j = -1 when every
+    candidate of O is dependent.  (Shared by SSVR-SRS and RSS, :mod:`refimpl.baselines.rss`.)
+    """
+    excluded = np.zeros(len(O), dtype=bool)
+    rejected = 0
+    while True:
+        j = pick(scores, excluded)
+        if j < 0:
+            return -1, rejected
+        available[O[j]] = False
+        piv2, scale = pivot(j)
+        if not (piv2 <= DEP_RTOL * scale or scale <= 0):
+            return j, rejected
+        excluded[j] = True
+        rejected += 1
+
+
+# ----------------------------------------------------------------------------------------------
+# the numerics of the loop, in NumPy
+# ----------------------------------------------------------------------------------------------
+class SSVROps:
+    """The state of SSVR-SRS and the numeric steps :func:`ssvr_srs` asks of it (NumPy reference).
+
+    State: the m basis columns K_P (n x m), K_PP, the generalized Hessian H (23) and its lower
+    Cholesky factor L, beta_P, the residuals r = K_P beta_P - y (12) and the sign vectors (19)-(21).
+    ``fastimpl._ssvr.FastSSVROps`` has the same methods, in C.
+
+    Selection (step 2): :meth:`load_candidates` (the candidates O of a round), :meth:`criterion_terms`
+    (eq. (16)), :meth:`cholesky_row` (the new row of H and L of candidate j), :meth:`append`.
+    Finite Newton (step 3): :meth:`newton_direction` (eqs. (22)-(24)), :meth:`step_length` (the exact
+    line search), :meth:`take_step`, :meth:`update_factor` (W changes, Sec. 3.3).
+    """
+
+    def __init__(self, X, y, spec, n_basis, lam, epsilon, delta, n_jobs=None):
+        n = X.shape[0]
+        self.X, self.y, self.spec = X, y, spec
+        self.lam, self.epsilon, self.delta = lam, epsilon, delta
+        self.m = 0
+        self.basis = []
+        self.K_P = np.zeros((n, n_basis), order="F")
+        self.K_PP = np.zeros((n_basis, n_basis))
+        self.H = np.zeros((n_basis, n_basis))
+        self.L = np.zeros((n_basis, n_basis))
+        self._beta = np.zeros(n_basis)
+        self.r = -y.copy()                                   # residuals (12) at beta = 0
+        self.s, self.s_bar, self.w = sign_vectors(self.r, epsilon, delta)
+
+    # -- the state
+    def _views(self):
+        m = self.m
+        return self.K_P[:, :m], self.K_PP[:m, :m], self.H[:m, :m], self.L[:m, :m], self._beta[:m]
+
+    def beta(self):
+        """A copy of beta_P."""
+        return self._beta[:self.m].copy()
+
+    def objective(self):
+        """L(beta_P) of eq. (18)."""
+        _, K_PP, _, _, beta = self._views()
+        return objective(self.r, beta, K_PP, self.lam, self.epsilon, self.delta)
+
+    def loss_derivative(self):
+        """g of eq. (15) at the current residuals."""
+        return huber_derivative(self.r, self.epsilon, self.delta)
+
+    # -- step 2: candidates and the new basis function
+    def load_candidates(self, O):
+        """The kernel columns K_O (n x |O|) of the round's candidates."""
+        self._O = O
+        self._K_O = kernel_block(self.spec, self.X, self.X[O])
+
+    def criterion_terms(self, g):
+        """(g_bar'K_bar_j, |K_bar_j|^2) of eq. (16) for the loaded candidates."""
+        return criterion_terms(g, self._beta[:self.m], self._K_O, self._K_O[self.basis], self.lam)
+
+    def cholesky_row(self, j):
+        """Candidate j's new Hessian column [h; h_ss] (O(n m)) and Cholesky row [l, pivot] (O(m^2)), kept
+        for :meth:`append`; returns (pivot^2, h_ss)."""
+        K_P, _, _, L, _ = self._views()
+        cand = int(self._O[j])
+        k = self._K_O[:, j]
+        k_ss = float(kernel_diag(self.spec, self.X[cand:cand + 1])[0])
+        h = 2.0 * (K_P.T @ (self.w * k)) + 2.0 * self.lam * k[self.basis]
+        h_ss = 2.0 * float(self.w @ (k * k)) + 2.0 * self.lam * k_ss
+        l, piv2 = chol_append(L, h, h_ss)
+        self._new = (cand, k, k_ss, h, h_ss, l, piv2)
+        return piv2, h_ss
+
+    def append(self):
+        """Grow K_P, K_PP, H and L by the candidate of the last :meth:`cholesky_row` (beta_s = 0)."""
+        cand, k, k_ss, h, h_ss, l, piv2 = self._new
+        m = self.m
+        self.K_P[:, m] = k
+        self.K_PP[:m, m] = self.K_PP[m, :m] = k[self.basis]
+        self.K_PP[m, m] = k_ss
+        self.H[:m, m] = self.H[m, :m] = h
+        self.H[m, m] = h_ss
+        self.L[m, :m] = l
+        self.L[m, m] = np.sqrt(piv2)
+        self.basis.append(cand)
+        self.m = m + 1
+
+    # -- step 3: finite Newton on the sub-problem (18)
+    def newton_direction(self):
+        """The Newton direction d = -H^{-1} grad (24) with the gradient (22); returns (decrement -grad'd, L)."""
+        K_P, K_PP, _, L, beta = self._views()
+        v = huber_derivative(self.r, self.epsilon, self.delta)   # = 2Wr - 2 eps s + 2 (Delta - eps) s_bar
+        grad = K_P.T @ v + 2.0 * self.lam * (K_PP @ beta)        # eq. (22)
+        z = solve_triangular(L, -grad, lower=True, check_finite=False)
+        self._d = solve_triangular(L.T, z, lower=False, check_finite=False)
+        return float(-(grad @ self._d)), self.objective()
+
+    def step_length(self):
+        """The exact minimiser t >= 0 of L(beta + t d) (:func:`line_search`)."""
+        K_P, K_PP, _, _, beta = self._views()
+        self._u = K_P @ self._d
+        Kd = K_PP @ self._d
+        return line_search(self.r, self._u, float(beta @ Kd), float(self._d @ Kd), self.lam, self.epsilon,
+                           self.delta)
+
+    def take_step(self, t):
+        """beta += t d, r += t K_P d and the new sign vectors (19)-(21); returns (whether s or s_bar
+        changed, the number of points whose w_i changed)."""
+        self._beta[:self.m] += t * self._d
+        self.r += t * self._u
+        s_new, s_bar_new, w_new = sign_vectors(self.r, self.epsilon, self.delta)
+        self._changed = np.flatnonzero(w_new != self.w)
+        zones_changed = not (np.array_equal(s_new, self.s) and np.array_equal(s_bar_new, self.s_bar))
+        self.s, self.s_bar, self.w = s_new, s_bar_new, w_new
+        return zones_changed, len(self._changed)
+
+    def update_factor(self, rank_one):
+        """Apply the last step's change of W to H (always) and to L: rank-one up/downdates with
+        ``rank_one`` (a refactorisation if one loses positive definiteness), else a refactorisation."""
+        K_P, _, H, L, _ = self._views()
+        changed = self._changed
+        sign = np.where(self.w[changed] > 0, 1.0, -1.0)
+        rows = K_P[changed]                                  # c x m
+        H += 2.0 * (rows.T * sign) @ rows
+        if rank_one and all(chol_rank1(L, np.sqrt(2.0) * x, sg) for x, sg in zip(rows, sign)):
+            return
+        L[:] = cholesky(H)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -328,66 +492,16 @@ def validate_ssvr_params(n, n_basis, lam, epsilon, delta, n_candidates, selectio
     return n_basis, lam, epsilon, delta, n_candidates, tol, max_newton
 
 
-def _newton(K_P, K_PP, beta, r, H, L, w, lam, epsilon, delta, max_newton):
-    """Finite Newton on the sub-problem (18), warm-started; updates beta, r, H, L, w in place.
-
-    Entry invariant: r = K_P beta - y, w = diag W(beta) (21), H = (23), L = chol(H).
-    Stops when a full step leaves the sign vectors unchanged (then beta minimises the exact quadratic
-    model of the current piece: the finite termination of finite Newton) or when the Newton
-    decrement -grad'd is <= NEWTON_RTOL max(L, 1).  Returns (iterations, converged).
-    """
-    m = len(beta)
-    s, s_bar, _ = sign_vectors(r, epsilon, delta)
-    for it in range(1, max_newton + 1):
-        v = huber_derivative(r, epsilon, delta)             # = 2Wr - 2 eps s + 2 (Delta - eps) s_bar
-        grad = K_P.T @ v + 2.0 * lam * (K_PP @ beta)        # eq. (22)
-        z = solve_triangular(L, -grad, lower=True, check_finite=False)
-        d = solve_triangular(L.T, z, lower=False, check_finite=False)   # Newton direction (24)
-        decrement = float(-(grad @ d))
-        Lval = objective(r, beta, K_PP, lam, epsilon, delta)
-        if decrement <= NEWTON_RTOL * max(Lval, 1.0):
-            return it - 1, True
-        u = K_P @ d
-        Kd = K_PP @ d
-        t = line_search(r, u, float(beta @ Kd), float(d @ Kd), lam, epsilon, delta)
-        beta += t * d
-        r += t * u
-        s_new, s_bar_new, w_new = sign_vectors(r, epsilon, delta)
-        changed = np.flatnonzero(w_new != w)
-        if len(changed):
-            _update_factor(K_P, H, L, changed, w_new, m)
-            w[:] = w_new
-        if np.array_equal(s_new, s) and np.array_equal(s_bar_new, s_bar):
-            return it, True
-        s, s_bar = s_new, s_bar_new
-    return max_newton, False
-
-
-def _update_factor(K_P, H, L, changed, w_new, m):
-    """Apply the change of W at rows ``changed`` to H (always) and L (rank-one or refactor)."""
-    sign = np.where(w_new[changed] > 0, 1.0, -1.0)
-    rows = K_P[changed]                                     # c x m
-    H += 2.0 * (rows.T * sign) @ rows
-    if RANK1_RATIO * len(changed) <= m:
-        ok = True
-        for x, sg in zip(rows, sign):
-            if not chol_rank1(L, np.sqrt(2.0) * x, sg):
-                ok = False
-                break
-        if ok:
-            return
-    L[:] = cholesky(H)
-
-
 def ssvr_srs(X, y, spec, n_basis, lam=1e-2, epsilon=0.1, delta=0.3, n_candidates=100, selection="srs",
-             tol=0.0, max_newton=50, random_state=None, callback=None, n_jobs=None):
+             tol=0.0, max_newton=50, random_state=None, callback=None, n_jobs=None, ops_class=SSVROps):
     """SSVR-SRS (002 Table 1) or RSVM (``selection='random'``) on (X, y) with kernel ``spec``.
 
     Parameters follow the paper: ``lam`` = lambda of (8), ``epsilon`` and ``delta`` = eps and Delta
     of the loss (7), ``n_candidates`` = |O| (17), ``n_basis`` = m.  The loop stops at ``n_basis``
     functions, when the relative decrease of L from the last function is <= ``tol``, or when no
-    usable candidate is left.  ``callback(P, beta_P)`` is called after every addition.  ``n_jobs``
-    is accepted for signature parity with the fast implementation and ignored.
+    usable candidate is left.  ``callback(P, beta_P)`` is called after every addition.
+    ``ops_class`` implements the numerics (:class:`SSVROps`, or ``fastimpl._ssvr.FastSSVROps``);
+    ``n_jobs`` is passed to it (the NumPy ops ignore it).
     """
     from .meb import make_rng
 
@@ -397,77 +511,84 @@ def ssvr_srs(X, y, spec, n_basis, lam=1e-2, epsilon=0.1, delta=0.3, n_candidates
     n_basis, lam, epsilon, delta, n_candidates, tol, max_newton = validate_ssvr_params(
         n, n_basis, lam, epsilon, delta, n_candidates, selection, tol, max_newton)
     rng = make_rng(random_state)
-    K_P = np.zeros((n, n_basis), order="F")
-    K_PP = np.zeros((n_basis, n_basis))
-    H = np.zeros((n_basis, n_basis))
-    L = np.zeros((n_basis, n_basis))
-    beta = np.zeros(0)
-    r = -y.copy()                                           # residuals (12) at beta = 0
-    w = sign_vectors(r, epsilon, delta)[2]
-    available = np.ones(n, dtype=bool)                      # Q
+    ops = ops_class(X, y, spec, n_basis, lam, epsilon, delta, n_jobs)          # step 1: P = {}, beta = 0
+    available = np.ones(n, dtype=bool)                                         # Q
     basis, history, newton_its = [], [], []
     converged, n_rejected, stop = True, 0, "n_basis"
-    L_prev = objective(r, beta, K_PP[:0, :0], lam, epsilon, delta)
-    m = 0
-    while m < n_basis:
-        # ---- step 2: select a new basis function from Q
-        g = huber_derivative(r, epsilon, delta)           # eq. (15)
-        if selection == "srs" and not (g.any() or beta.any()):
+    L_prev = ops.objective()
+    while len(basis) < n_basis:                                                # step 4
+        g = ops.loss_derivative()                                              # eq. (15)
+        if selection == "srs" and not (g.any() or ops.beta().any()):
             stop = "zero_gradient"                          # g_bar = 0: beta is optimal for (8)
             break
-        # one round: the candidates of O in the order of pick(); if every one of them is numerically
-        # dependent on the basis, the kernel's numerical rank is reached and the loop stops
-        s_idx, col = -1, None
-        O = draw_candidates(rng, available, n_candidates)
-        if len(O):
-            K_O = kernel_block(spec, X, X[O])               # n x |O| kernel columns
-            scores = srs_scores(g, beta, K_O, K_O[basis], lam) if selection == "srs" else np.ones(len(O))
-            excluded = np.zeros(len(O), dtype=bool)
-            while True:
-                j = pick(scores, excluded)
-                if j < 0:
-                    break
-                cand = int(O[j])
-                k = K_O[:, j]
-                k_ss = float(kernel_diag(spec, X[cand:cand + 1])[0])
-                h = 2.0 * (K_P[:, :m].T @ (w * k)) + 2.0 * lam * k[basis]
-                h_ss = 2.0 * float(w @ (k * k)) + 2.0 * lam * k_ss
-                l, piv2 = chol_append(L[:m, :m], h, h_ss)
-                available[cand] = False
-                if piv2 <= DEP_RTOL * h_ss or h_ss <= 0:
-                    excluded[j] = True                      # numerically dependent: drop from Q
-                    n_rejected += 1
-                    continue
-                s_idx, col = cand, (k, k_ss, h, h_ss, l, piv2)
-                break
-        if s_idx < 0:
+        s, rejected = select_basis_function(ops, rng, available, g, lam, n_candidates, selection)  # step 2
+        n_rejected += rejected
+        if s < 0:
             stop = "no_candidates"
             break
-        # ---- grow K_P, K_PP, H and L by the new basis function (Sec. 3.3)
-        k, k_ss, h, h_ss, l, piv2 = col
-        K_P[:, m] = k
-        K_PP[:m, m] = K_PP[m, :m] = k[basis]
-        K_PP[m, m] = k_ss
-        H[:m, m] = H[m, :m] = h
-        H[m, m] = h_ss
-        L[m, :m] = l
-        L[m, m] = np.sqrt(piv2)
-        basis.append(s_idx)
-        m += 1
-        beta = np.append(beta, 0.0)
-        # ---- step 3: solve the sub-problem (18) by finite Newton
-        its, ok = _newton(K_P[:, :m], K_PP[:m, :m], beta, r, H[:m, :m], L[:m, :m], w, lam, epsilon, delta,
-                          max_newton)
+        basis.append(s)
+        its, ok = finite_newton(ops, max_newton)                               # step 3
         converged &= ok
         newton_its.append(its)
-        L_now = objective(r, beta, K_PP[:m, :m], lam, epsilon, delta)
+        L_now = ops.objective()
         history.append(L_now)
         if callback is not None:
-            callback(np.array(basis), beta.copy())
+            callback(np.array(basis), ops.beta())
         if tol > 0 and L_prev - L_now <= tol * L_prev:
             stop = "tol"
             break
         L_prev = L_now
+    _warn_if_stopped_early(converged, max_newton, stop, len(basis), n_basis)
+    return SSVRResult(basis=np.array(basis, dtype=np.intp), beta=ops.beta(), objective_history=np.array(history),
+                      newton_iterations=np.array(newton_its, dtype=np.intp), converged=converged,
+                      n_rejected=n_rejected, stop_reason=stop)
+
+
+def select_basis_function(ops, rng, available, g, lam, n_candidates, selection):
+    """Step 2 of Table 1: draw O from Q, pick by the criterion (16)-(17) (or the first draw for RSVM)
+    the best candidate that is not numerically dependent on the basis, and append it to the basis.
+
+    Returns (its index s, or -1 when every candidate of O is dependent, number of candidates rejected).
+    """
+    O = draw_candidates(rng, available, n_candidates)
+    if not len(O):
+        return -1, 0
+    ops.load_candidates(O)
+    if selection == "srs":
+        num, knorm2 = ops.criterion_terms(g)
+        scores = srs_scores(num, knorm2, g, ops.beta(), lam)
+    else:
+        scores = np.ones(len(O))
+    j, rejected = pick_independent(scores, O, available, ops.cholesky_row)
+    if j < 0:
+        return -1, rejected
+    ops.append()                                            # Sec. 3.3: K_s, the Hessian column, the row of L
+    return int(O[j]), rejected
+
+
+def finite_newton(ops, max_newton):
+    """Step 3 of Table 1: finite Newton on the sub-problem (18), warm-started from the current beta_P.
+
+    Each iteration takes the Newton step (24) with the exact step length, then applies the change of
+    the active matrix W (21) to the Cholesky factor: rank-one updates while RANK1_RATIO c <= m (c
+    changed points), else a refactorisation.  Stops when a step leaves the sign vectors (19)-(20)
+    unchanged (then beta minimises the exact quadratic model of the current piece: the finite
+    termination of finite Newton) or when the Newton decrement -grad'd is <= NEWTON_RTOL max(L, 1).
+    Returns (iterations, converged).
+    """
+    for it in range(1, max_newton + 1):
+        decrement, L_val = ops.newton_direction()
+        if decrement <= NEWTON_RTOL * max(L_val, 1.0):
+            return it - 1, True
+        zones_changed, n_changed = ops.take_step(ops.step_length())
+        if n_changed:
+            ops.update_factor(rank_one=RANK1_RATIO * n_changed <= ops.m)
+        if not zones_changed:
+            return it, True
+    return max_newton, False
+
+
+def _warn_if_stopped_early(converged, max_newton, stop, m, n_basis):
     if not converged:
         warnings.warn(f"finite Newton reached max_newton={max_newton} iterations before its stopping rule "
                       "in at least one sub-problem", ConvergenceWarning)
@@ -475,6 +596,3 @@ def ssvr_srs(X, y, spec, n_basis, lam=1e-2, epsilon=0.1, delta=0.3, n_candidates
         warnings.warn(f"SSVR-SRS stopped at {m} < n_basis={n_basis} basis functions: every candidate of the "
                       "last draw was numerically dependent on the basis (the kernel's numerical rank is "
                       "reached; a narrower kernel or fewer basis functions avoids this)", UserWarning)
-    return SSVRResult(basis=np.array(basis, dtype=np.intp), beta=beta, objective_history=np.array(history),
-                      newton_iterations=np.array(newton_its, dtype=np.intp), converged=converged,
-                      n_rejected=n_rejected, stop_reason=stop)

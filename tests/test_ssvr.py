@@ -281,11 +281,11 @@ def test_no_n_by_n_matrix_and_duplicates_are_rejected():
     X, y, spec = _problem(n=20, seed=6)
     X2, y2 = np.vstack([X, X]), np.concatenate([y, y])
     for solver in (ref.ssvr_srs, fast.ssvr_srs):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
+        with pytest.warns(UserWarning, match=r"stopped at \d+ < n_basis=40 .* numerically dependent"):
             res = solver(X2, y2, spec, 40, n_candidates=100, tol=0.0, random_state=0)
         assert len(res.basis) <= 20
         assert len(np.unique(X2[res.basis], axis=0)) == len(res.basis)
+        assert res.stop_reason == "no_candidates" and res.n_rejected >= 20
 
 
 # ------------------------------------------------------------------ the estimator
@@ -331,15 +331,24 @@ def test_fast_equals_ref_with_residuals_on_the_zone_boundaries(kernel, n):
     np.testing.assert_allclose(a.objective_history, b.objective_history, rtol=OBJ_RTOL, atol=1e-12)
 
 
+def _grow(ops, points, max_newton=50):
+    """Add ``points`` to the basis of an ops object as the loop does (without the selection), refitting
+    beta_P by finite Newton after each."""
+    for s in points:
+        ops.load_candidates(np.array([s], dtype=np.intp))
+        piv2, h_ss = ops.cholesky_row(0)
+        assert piv2 > ref.DEP_RTOL * h_ss > 0
+        ops.append()
+        ref.finite_newton(ops, max_newton)
+
+
 def test_fast_scores_match_the_reference_criterion():
     """The fused (SIMD) candidate scoring gives eq. (16)'s numerator and |K_bar_j|^2 to rounding."""
     X, y, spec = _problem(n=301, d=4, seed=7)
-    fit = fast._Fit(X, y, spec, 10, 1e-2, 0.1, 0.3)
-    for s in (5, 17, 40):
-        assert fit.try_add(s)
-        fit.newton(50)
-    g = fit.residual_derivative()
-    beta = fit.beta_array()
+    fit = fast.FastSSVROps(X, y, spec, 10, 1e-2, 0.1, 0.3)
+    _grow(fit, (5, 17, 40))
+    g = fit.loss_derivative()
+    beta = fit.beta()
     O = np.arange(0, 301, 7, dtype=np.intp)
     for nthreads in (1, 2):
         num, kn = fit.scores(O, g, nthreads)
@@ -349,6 +358,60 @@ def test_fast_scores_match_the_reference_criterion():
         np.testing.assert_allclose(kn, (K_O ** 2).sum(0) + (K_PO ** 2).sum(0), rtol=1e-12)
 
 
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian", "poly"])
+def test_ops_classes_agree_step_by_step(kernel):
+    """SSVROps (NumPy) and FastSSVROps (C) behind the one loop: every method gives the same values to
+    rounding when both are driven through the same steps (selection terms, new Cholesky rows, Newton
+    directions, step lengths, zone changes, factor updates).  Their sums run in different orders, so
+    the states drift apart by rounding as the steps accumulate: values are compared at the tolerances
+    of the whole-fit comparisons (OBJ_RTOL, PRED_TOL), zone changes exactly."""
+    X, y, spec = _problem(n=157, d=3, seed=12, gamma=2.0, kernel=kernel)
+    m = 8 if kernel == "poly" else 24                   # degree-2 poly in 3 dimensions has rank 10
+    args = (X, y, spec, m, 1e-3, 0.05, 0.4)
+    a, b = ref.SSVROps(*args), fast.FastSSVROps(*args, n_jobs=1)
+    assert a.objective() == pytest.approx(b.objective(), rel=1e-13)
+    rng = np.random.default_rng(0)
+    updates = set()
+    for step in range(m):
+        np.testing.assert_allclose(a.loss_derivative(), b.loss_derivative(), rtol=0, atol=PRED_TOL)
+        O = rng.choice(np.setdiff1d(np.arange(157), a.basis), 20, replace=False)
+        a.load_candidates(O)
+        b.load_candidates(O)
+        g = a.loss_derivative()
+        (num_a, kn_a), (num_b, kn_b) = a.criterion_terms(g), b.criterion_terms(g)
+        g_bar = np.sqrt(g @ g + 4e-6 * (a.beta() @ a.beta()))
+        np.testing.assert_allclose(num_b, num_a, rtol=0, atol=OBJ_RTOL * g_bar * np.sqrt(kn_a).max())
+        np.testing.assert_allclose(kn_b, kn_a, rtol=OBJ_RTOL)
+        j = int(np.argmax(ref.srs_scores(num_a, kn_a, g, a.beta(), 1e-3)))
+        piv2, h_ss = a.cholesky_row(j)
+        assert piv2 > ref.DEP_RTOL * h_ss
+        np.testing.assert_allclose(b.cholesky_row(j), (piv2, h_ss), rtol=OBJ_RTOL)
+        a.append()
+        b.append()
+        assert a.m == b.m == step + 1
+        for _ in range(50):
+            (dec_a, L_a), (dec_b, L_b) = a.newton_direction(), b.newton_direction()
+            assert L_a == pytest.approx(L_b, rel=OBJ_RTOL)
+            assert dec_a == pytest.approx(dec_b, rel=1e-6, abs=OBJ_RTOL * max(L_a, 1.0))
+            if dec_a <= ref.NEWTON_RTOL * max(L_a, 1.0):
+                break
+            t = a.step_length()
+            assert t == pytest.approx(b.step_length(), rel=1e-6)
+            changes = a.take_step(t)
+            assert b.take_step(t) == changes
+            if changes[1]:
+                rank_one = changes[1] * ref.RANK1_RATIO <= a.m
+                a.update_factor(rank_one)
+                b.update_factor(rank_one)
+                updates.add(rank_one)
+            if not changes[0]:
+                break
+        K = kernel_block(spec, X, X[a.basis])
+        assert np.max(np.abs(K @ a.beta() - K @ b.beta())) <= PRED_TOL * max(1.0, np.abs(y).max())
+        assert a.objective() == pytest.approx(b.objective(), rel=OBJ_RTOL)
+    assert updates == ({False} if kernel == "poly" else {True, False})   # rank-one updates need m >= 16
+
+
 def test_parallel_scoring_is_thread_count_independent():
     """Above the parallel threshold (|O| n d >= 2e6) the candidates are scored by several threads;
     each candidate's sums must stay private to its thread, so scores, basis and coefficients are
@@ -356,16 +419,14 @@ def test_parallel_scoring_is_thread_count_independent():
     basis at n = 30k; short columns and many candidates make such a race show up within a few calls.)"""
     n, d = 600, 4
     X, y, spec = _problem(n=n, d=d, seed=11)
-    fit = fast._Fit(X, y, spec, 4, 1e-2, 0.1, 0.3)
-    for s in (3, 90, 450):
-        assert fit.try_add(s)
-        fit.newton(50)
-    g = fit.residual_derivative()
+    fit = fast.FastSSVROps(X, y, spec, 4, 1e-2, 0.1, 0.3)
+    _grow(fit, (3, 90, 450))
+    g = fit.loss_derivative()
     O = np.tile(np.arange(n, dtype=np.intp), 6)
     assert len(O) * n * d >= 2_000_000
     ref_num, ref_kn = fit.scores(O, g, 1)
     K_O = kernel_block(spec, X, X[O])
-    np.testing.assert_allclose(ref_num, g @ K_O + 2e-2 * (fit.beta_array() @ K_O[[3, 90, 450]]),
+    np.testing.assert_allclose(ref_num, g @ K_O + 2e-2 * (fit.beta() @ K_O[[3, 90, 450]]),
                                rtol=1e-10, atol=1e-10)
     for _ in range(20):
         num, kn = fit.scores(O, g, 2)
@@ -390,7 +451,7 @@ def test_parallel_scoring_is_thread_count_independent():
     (dict(impl="gpu"), ValueError, "impl"), (dict(tol=-1.0), ValueError, "tol"),
     (dict(max_newton=0), ValueError, "max_newton"), (dict(gamma=-1.0), ValueError, "gamma"),
     (dict(kernel="sigmoid"), ValueError, "kernel"), (dict(lam="big"), TypeError, "lam"),
-    (dict(fit_intercept="yes"), TypeError, "fit_intercept"),
+    (dict(fit_intercept="yes"), TypeError, "fit_intercept"), (dict(n_jobs=0), ValueError, "n_jobs"),
 ])
 def test_bad_parameters(params, exc, name):
     X, y, _ = _problem(n=10)
