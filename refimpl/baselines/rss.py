@@ -8,7 +8,8 @@ vectors z_j among the training points one at a time and sets their coefficients 
 i.e. alpha_P = K_PP^{-1} K_PS beta_S (a least-squares projection in feature space, solved with an
 incrementally grown Cholesky factor of K_PP).  The next vector is, among a random subset O of the
 unused points (the same draws as SSVR-SRS, :func:`refimpl.ssvr.draw_candidates`), the one whose
-feature-space direction is best aligned with the current residual w - w_P:
+feature-space direction is best aligned with the current residual w - w_P (ties and numerically
+dependent candidates are handled as in SSVR-SRS, :func:`refimpl.ssvr.pick_independent`):
 
     s = argmin_{j in O}  -( [beta_S', -alpha_P'] [K_Sj; K_Pj] )^2 / ( ||[beta_S', -alpha_P']||^2 k(x_j, x_j) )   (26)
 
@@ -24,7 +25,7 @@ from scipy.linalg import solve_triangular
 
 from ..kernels import kernel_block, kernel_diag
 from ..meb import make_rng
-from ..ssvr import DEP_RTOL, draw_candidates, pick
+from ..ssvr import chol_append, draw_candidates, pick_independent
 
 
 @dataclass
@@ -70,29 +71,20 @@ def reduced_set_selection(X, sv_index, sv_coef, intercept, spec, n_basis, n_cand
         corr = beta @ K_SO - alpha @ K_PO                    # [beta_S; -alpha_P]'[K_Sj; K_Pj]
         den = (c @ c) * kdiag
         scores = np.where(den > 0, corr * corr / np.where(den > 0, den, 1.0), 0.0)   # -(26)
-        excluded = np.zeros(len(O), dtype=bool)
-        added = False
-        while not added:
-            j = pick(scores, excluded)
-            if j < 0:
-                break
-            s = int(O[j])
-            available[s] = False
-            l = solve_triangular(L[:m, :m], K_PO[:, j], lower=True, check_finite=False) if m else np.zeros(0)
-            piv2 = float(kdiag[j] - l @ l)
-            if piv2 <= DEP_RTOL * kdiag[j]:
-                excluded[j] = True
-                n_rejected += 1
-                continue
-            L[m, :m] = l
-            L[m, m] = np.sqrt(piv2)
-            KPS[m] = K_SO[:, j]
-            KPS_beta[m] = K_SO[:, j] @ beta
-            basis.append(s)
-            m += 1
-            added = True
-        if not added:
+        # the best candidate of (26) that is not numerically dependent on the reduced vectors (its row of
+        # the Cholesky factor of K_PP has pivot^2 > DEP_RTOL k(x_j, x_j))
+        j, rejected = pick_independent(
+            scores, O, available, lambda j: (chol_append(L[:m, :m], K_PO[:, j], kdiag[j])[1], kdiag[j]))
+        n_rejected += rejected
+        if j < 0:
             break              # every candidate of the round is dependent: numerical rank reached
+        l, piv2 = chol_append(L[:m, :m], K_PO[:, j], kdiag[j])
+        L[m, :m] = l
+        L[m, m] = np.sqrt(piv2)
+        KPS[m] = K_SO[:, j]
+        KPS_beta[m] = K_SO[:, j] @ beta
+        basis.append(int(O[j]))
+        m += 1
         # alpha_P = K_PP^{-1} K_PS beta_S: the minimiser of (25) over the current reduced vectors
         zz = solve_triangular(L[:m, :m], KPS_beta[:m], lower=True, check_finite=False)
         alpha = solve_triangular(L[:m, :m].T, zz, lower=False, check_finite=False)
