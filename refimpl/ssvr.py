@@ -325,6 +325,8 @@ class SSVROps:
     """
 
     def __init__(self, X, y, spec, n_basis, lam, epsilon, delta, n_jobs=None):
+        """Empty basis, beta = 0 (Table 1, step 1), room for ``n_basis`` functions; ``n_jobs`` is part of
+        the interface (the C ops' threads) and ignored here."""
         n = X.shape[0]
         self.X, self.y, self.spec = X, y, spec
         self.lam, self.epsilon, self.delta = lam, epsilon, delta
@@ -337,6 +339,10 @@ class SSVROps:
         self._beta = np.zeros(n_basis)
         self.r = -y.copy()                                   # residuals (12) at beta = 0
         self.s, self.s_bar, self.w = sign_vectors(self.r, epsilon, delta)
+        # passed from one call to the next: the round's candidates O and their kernel columns, the
+        # accepted candidate's new rows, the Newton direction d and u = K_P d, the points whose w changed
+        self._O = self._K_O = self._new = self._d = self._u = None
+        self._changed = np.zeros(0, dtype=np.intp)
 
     # -- the state
     def _views(self):
