@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 MODES = ("tiny", "quick", "full")
 
 
@@ -109,24 +111,70 @@ def _child(queue, job, args, trace):
 class FitJob:
     """What :func:`measure_fit` runs in a child process.  Subclass or pass callables.
 
-    prepare(*args) -> data (not timed), fit(data) -> model (timed), evaluate(model, data) -> dict.
-    All three must be picklable (module-level functions): the child is a spawned interpreter.
+    prepare(*args) -> data (not timed), fit(data) -> model (timed), evaluate(model, data) -> dict
+    (not timed; keys ending in ``_time`` are timings it makes itself and are summarised over the
+    runs like the fit's).  All three must be picklable (module-level functions): the child is a
+    spawned interpreter.
     """
 
     def __init__(self, prepare, fit, evaluate):
         self.prepare, self.fit, self.evaluate = prepare, fit, evaluate
 
 
-def measure_fit(job: FitJob, *args, trace_memory=True, timeout=None):
-    """Run one fit in a fresh (spawned) process and return its measurements.
+#: fresh processes per measurement (at least 3): every timing is their median, with _min and _max
+REPEATS = 3
+#: result columns summarised over the runs (median under the plain name, plus _min and _max):
+#: every key ending in ``_time`` (fit, CPU, predict, render, ... times) and these
+SUMMARISED = ("maxrss_delta_mb",)
+
+
+def _summarise_runs(runs):
+    """One result from several runs of the same job: the first run's values (evaluation results,
+    warnings, the traced memory peak), and for every timing the median over the runs under its own
+    name, the extremes under ``<name>_min`` and ``<name>_max``; ``n_runs`` counts the runs."""
+    out = dict(runs[0])
+    for key, value in runs[0].items():
+        if not (key.endswith("_time") or key in SUMMARISED):
+            continue
+        vals = [r.get(key) for r in runs]
+        if not all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) for v in vals):
+            continue
+        vals = [float(v) for v in vals]
+        out[key] = float(np.median(vals))
+        out[f"{key}_min"], out[f"{key}_max"] = min(vals), max(vals)
+    out["n_runs"] = len(runs)
+    return out
+
+
+def measure_fit(job: FitJob, *args, trace_memory=True, timeout=None, repeats=REPEATS):
+    """Run one fit in ``repeats`` fresh (spawned) processes and return its measurements.
+
+    Every run prepares its data, then times ``job.fit`` alone (no evaluation callback inside the
+    timer), then evaluates the model.  Timings (``fit_time``, ``fit_cpu_time`` and any ``*_time``
+    the evaluation reports) are the median over the runs, with ``<name>_min`` / ``<name>_max``;
+    the other values come from the first run (see :func:`_summarise_runs`).
 
     The child's ru_maxrss high-water mark is read just before and after the fit, so
     ``maxrss_delta_mb`` is the extra resident memory the fit needed on top of its data (all
     allocations, including the compiled engine's malloc); ``tracemalloc_peak_mb`` is the peak of
-    Python/numpy allocations in a second, traced fit (``trace_memory``; skip it for pure-Python
-    code, which tracemalloc slows several-fold).  Warnings raised by the timed fit are counted in
-    ``n_warnings`` and listed in ``warnings``.  Failures come back as ``{'error': ...}``.
+    Python/numpy allocations in a second, traced fit of the first run (``trace_memory``; skip it
+    for pure-Python code, which tracemalloc slows several-fold).  Warnings raised by the timed fit
+    are counted in ``n_warnings`` and listed in ``warnings``.  A failure (or a run beyond
+    ``timeout`` seconds) ends the measurement: ``{'error': ...}``.
     """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    runs = []
+    for i in range(repeats):
+        res = _measure_once(job, args, trace_memory and i == 0, timeout)
+        if "error" in res:
+            return res
+        runs.append(res)
+    return _summarise_runs(runs)
+
+
+def _measure_once(job, args, trace_memory, timeout):
+    """One fresh process: prepare, the timed fit, evaluate (see :func:`measure_fit`)."""
     # spawn, not fork: GNU OpenMP (used by the compiled engine) hangs in a forked child once the
     # parent has run a parallel region, and a fresh interpreter also gives a clean maxRSS baseline
     ctx = mp.get_context("spawn")

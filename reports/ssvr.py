@@ -23,13 +23,14 @@ Protocol (as in 002 Sec. 4.1 where it says how, documented choices where it does
 * A curve may end before m_max: SSVR-SRS, RSVM and RSS stop when every candidate of a draw is
   numerically dependent on the basis (pivot^2 <= 1e-12 of its scale), i.e. the Gaussian kernel's
   numerical rank at the tuned width is reached; column ``m`` of the table is the size reached.
-* Times are wall-clock seconds of one fit in this process (SVR: final fit only; RSS: the selection
-  only, on top of an SVR fit, which the paper's Table 5 includes).  The like-for-like fast vs. ref
-  comparison at n = 30,000 is the separate experiment ``ssvr_speed`` (fresh processes).
+* Times are wall-clock seconds of one fit, the median of ``reports.common.REPEATS`` runs each in a
+  fresh process (min and max in ``ssvr_times.csv``), with the tuned hyper-parameters and the random
+  draws of the first repetition, and no test-set callback inside any timer (the RMSE curves come
+  from separate, untimed fits).  SVR: final fit only; RSS: the selection only, on top of an SVR fit
+  (which the paper's Table 5 includes).  The like-for-like fast vs. ref comparison at n = 30,000 is
+  the separate experiment ``ssvr_speed``.
 """
 from __future__ import annotations
-
-import time
 
 import numpy as np
 import pandas as pd
@@ -102,6 +103,38 @@ def rmse(pred, yt):
     return float(np.sqrt(np.mean((pred - yt) ** 2)))
 
 
+# ---------------------------------------------------------------------------------------------- timing jobs
+TIME_COLUMNS = ("fit_time", "fit_time_min", "fit_time_max", "n_runs")
+
+
+def _prepare_timing(name, mode, seed, kind, params, svr):
+    from refimpl.kernels import make_kernel_spec
+    X, y, *_ = load(name, mode, seed)
+    spec = make_kernel_spec(X, "rbf", gamma=params["gamma"]) if kind == "rss" else None
+    return kind, params, svr, spec, X, y
+
+
+def _fit_timing(data):
+    kind, params, svr, spec, X, y = data
+    if kind == "svr":
+        from sklearn.svm import SVR
+        return SVR(**params).fit(X, y)
+    if kind == "rss":
+        from refimpl.baselines.rss import rss_from_svr
+        return rss_from_svr(svr, X, spec, params["n_basis"], n_candidates=N_CANDIDATES,
+                            random_state=params["random_state"])
+    from fastimpl import SparseSVR
+    return SparseSVR(**params).fit(X, y)
+
+
+def _evaluate_timing(model, data):
+    return {}
+
+
+#: one timed fit of Table 5 (no callback): prepare loads the data set (and the kernel of RSS)
+TIMING_JOB = FitJob(_prepare_timing, _fit_timing, _evaluate_timing)
+
+
 # ---------------------------------------------------------------------------------------------- one data set
 def run_dataset(name, mode, seed):
     from sklearn.svm import SVR
@@ -115,12 +148,11 @@ def run_dataset(name, mode, seed):
     lam3 = DATASETS[name][3]
     C, gamma, eps = tune_svr(X, y, mode, seed)
     spec = make_kernel_spec(X, "rbf", gamma=gamma)
-    t0 = time.perf_counter()
-    svr = SVR(C=C, gamma=gamma, epsilon=eps, cache_size=500).fit(X, y)
-    t_svr = time.perf_counter() - t0
+    svr_params = dict(C=C, gamma=gamma, epsilon=eps, cache_size=500)
+    svr = SVR(**svr_params).fit(X, y)
     rmse_svr = rmse(svr.predict(Xt) * sd + mu, yt)
     cps = checkpoints(m_max)
-    curves, times = [], []
+    curves = []
 
     def recorder(method, rep):
         def cb(P, coef, b=0.0):
@@ -129,33 +161,39 @@ def run_dataset(name, mode, seed):
                 curves.append(dict(method=method, rep=rep, m=len(P), rmse=rmse(f * sd + mu, yt)))
         return cb
 
+    def ssvr_params(lam, sel, rs, impl="fast"):
+        return dict(n_basis=m_max, lam=lam, epsilon=eps, delta=DELTA, gamma=gamma, n_candidates=N_CANDIDATES,
+                    selection=sel, fit_intercept=False, tol=0.0, random_state=rs, impl=impl)
+
+    variants = [("SSVR-SRS (lambda of Table 3)", lam3, "srs"), (f"SSVR-SRS (lambda={LAM_TABLE4:g}, Table 4)",
+                                                                  LAM_TABLE4, "srs"),
+                ("RSVM (lambda of Table 3)", lam3, "random")]
+    # the curves: every fit with its test-set callback (untimed)
     for rep in range(REPEATS[mode]):
         rs = seed * 100 + rep
-        for method, lam, sel in [("SSVR-SRS (lambda of Table 3)", lam3, "srs"),
-                                 (f"SSVR-SRS (lambda={LAM_TABLE4:g}, Table 4)", LAM_TABLE4, "srs"),
-                                 ("RSVM (lambda of Table 3)", lam3, "random")]:
-            est = SparseSVR(n_basis=m_max, lam=lam, epsilon=eps, delta=DELTA, gamma=gamma,
-                            n_candidates=N_CANDIDATES, selection=sel, fit_intercept=False, tol=0.0,
-                            random_state=rs)
-            est.fit(X, y, callback=recorder(method, rep))
-            t0 = time.perf_counter()
-            est.fit(X, y)                      # timed without the test-set callback
-            times.append(dict(method=method, rep=rep, fit_time=time.perf_counter() - t0, impl="fast"))
+        for method, lam, sel in variants:
+            SparseSVR(**ssvr_params(lam, sel, rs)).fit(X, y, callback=recorder(method, rep))
         cb = recorder("RSS", rep)
-        t0 = time.perf_counter()
         rss_from_svr(svr, X, spec, m_max, n_candidates=N_CANDIDATES, random_state=rs,
                      callback=lambda P, a: cb(P, a, float(svr.intercept_[0])))
-        times.append(dict(method="RSS", rep=rep, fit_time=time.perf_counter() - t0, impl="ref"))
-        if name == "abalone" or mode == "tiny":        # the reference is timed where it is cheap
-            t0 = time.perf_counter()
-            SparseSVR(n_basis=m_max, lam=lam3, epsilon=eps, delta=DELTA, gamma=gamma, n_candidates=N_CANDIDATES,
-                      fit_intercept=False, tol=0.0, random_state=rs, impl="ref").fit(X, y)
-            times.append(dict(method="SSVR-SRS (lambda of Table 3)", rep=rep, fit_time=time.perf_counter() - t0,
-                              impl="ref"))
+    # Table 5: every method timed alike, without any callback, in fresh processes (median of
+    # common.REPEATS runs, with min and max), on the draws of the first repetition
+    rs = seed * 100
+    jobs = [("SVR", "sklearn", "svr", svr_params, None)]
+    jobs += [(method, "fast", "ssvr", ssvr_params(lam, sel, rs), None) for method, lam, sel in variants]
+    jobs.append(("RSS", "ref", "rss", dict(gamma=gamma, n_basis=m_max, random_state=rs), svr))
+    if name == "abalone" or mode == "tiny":        # the reference is timed where it is cheap
+        jobs.append(("SSVR-SRS (lambda of Table 3)", "ref", "ssvr", ssvr_params(lam3, "srs", rs, "ref"), None))
+    times = []
+    for method, impl, kind, params, fitted_svr in jobs:
+        res = measure_fit(TIMING_JOB, name, mode, seed, kind, params, fitted_svr, trace_memory=False)
+        times.append(dict(method=method, impl=impl, **{k: res.get(k, np.nan) for k in TIME_COLUMNS},
+                          error=res.get("error")))
+    t_svr = times[0]["fit_time"]
     cur = pd.DataFrame(curves).groupby(["method", "m"], as_index=False)["rmse"].agg(["mean", "std"]).reset_index()
     cur = cur.rename(columns={"mean": "rmse", "std": "rmse_std"})
     cur.insert(0, "dataset", name)
-    tim = pd.DataFrame(times).groupby(["method", "impl"], as_index=False)["fit_time"].mean()
+    tim = pd.DataFrame(times)
     tim.insert(0, "dataset", name)
     info = dict(dataset=name, paper_name=DATASETS[name][0], n_train=len(y), n_test=len(yt), d=X.shape[1],
                 C=C, gamma=gamma, epsilon=eps, svr_rmse=rmse_svr, svr_n_sv=int(len(svr.support_)),
@@ -224,12 +262,11 @@ def run(ctx: Context) -> ExperimentResult:
     cur.to_csv(ctx.out / "ssvr_curves.csv", index=False)
     summary.to_csv(ctx.out / "ssvr_table.csv", index=False)
     setup.to_csv(ctx.out / "ssvr_setup.csv", index=False)
-    # Table 5: training times
+    # Table 5: training times (medians; min and max over the fresh-process runs in the CSV)
+    tim.to_csv(ctx.out / "ssvr_times.csv", index=False)
     t5 = tim.pivot_table(index="dataset", columns=["method", "impl"], values="fit_time")
     t5.columns = [f"{a} [{b}]" for a, b in t5.columns]
     t5 = t5.reset_index()
-    t5["SVR (sklearn)"] = [infos[n]["svr_fit_time"] for n in t5["dataset"]]
-    t5.to_csv(ctx.out / "ssvr_times.csv", index=False)
     plot(cur, infos, ctx.out / "ssvr_curves.png")
     show = summary[["dataset", "method", "svr_rmse", "svr_n_sv", "m", "rmse_at_m", "best_rmse", "m_best",
                     "m_within_1pct", "m_reach_svr", "m_within_1pct/#SV (%)"]]
