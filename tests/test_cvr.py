@@ -140,3 +140,5 @@ def test_metrics_follow_footnote_10():
     assert cvr.mean_relative_error(y, f) == pytest.approx((0.25 + 0.25 + 0.0) / 3)
     with pytest.raises(ValueError, match="0"):
         cvr.mean_relative_error(np.array([0.0, 1.0]), np.array([1.0, 1.0]))
+    # negative targets are fine: |(f - y) / y| = |f/y - 1|
+    assert cvr.mean_relative_error(np.array([-2.0, 4.0]), np.array([-1.0, 4.0])) == pytest.approx(0.25)
