@@ -108,8 +108,9 @@ def test_cvm_module_recover_orders_support_and_sets_each_kind():
     meb = cvm.recover(cvm.svdd_problem(X, RBF), res, None, "meb")
     assert meb.intercept == 0.0
     np.testing.assert_array_equal(meb.xi, 0.0)
-    with pytest.raises(ValueError, match="formulation"):
-        cvm.recover(cvm.svdd_problem(X, RBF), res, None, "three_class")
+    for kind in ("three_class", "linear", ""):          # unknown kinds sorting after and before "meb"
+        with pytest.raises(ValueError, match="formulation"):
+            cvm.recover(cvm.svdd_problem(X, RBF), res, None, kind)
 
 
 def test_rbf_problem_eta_needs_no_data_pass():
