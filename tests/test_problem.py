@@ -87,8 +87,9 @@ def test_offset_needs_the_constant_linear_term_and_one_value_per_row():
             cvr.cvr_problem(X, bad, RBF, 1.0, 0.5)
 
 
-@pytest.mark.parametrize("bad", [np.array([1, -1, 1, 1, -1, -1]), np.array([1, -1, 1, 1, -1, 0, 1]),
-                                 np.array([2, -1, 1, 1, -1, -1, 1])])
+@pytest.mark.parametrize("bad", [np.array([1, -1, 1, 1, -1, -1]), np.array([1, -1, 1, 1, -1, -1, 1, 1]),
+                                 np.array([[1], [-1], [1], [1], [-1], [-1], [1]]),
+                                 np.array([1, -1, 1, 1, -1, 0, 1]), np.array([2, -1, 1, 1, -1, -1, 1])])
 def test_cvm_module_two_class_labels_must_be_plus_minus_one(bad):
     with pytest.raises(ValueError, match="y_pm"):
         cvm.two_class_problem(X, bad, RBF, 1.0)
