@@ -1,38 +1,32 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""The core-set MEB engine in Cython: the same algorithm, draws and tie-breaking as ``refimpl.meb``.
+"""The numerics of the core-set loop in Cython: :class:`FastMEBOps` behind :func:`refimpl.driver.run_core_set_loop`.
 
-Differences from the reference are only in *how*, never in *what*:
+``fit_meb`` here is :func:`refimpl.meb.fit_meb` with ``ops_class=FastMEBOps``: the same loop, the same
+random draws, the same decisions (tie-breaking, stop rules, inner tolerances); only *how* the numbers are
+computed differs from :class:`refimpl.meb.MEBOps`:
 
-* kernel values are computed point by point in C (no temporary blocks), distance scans and
-  kernel expansions run under ``nogil`` with OpenMP ``prange`` (falling back to serial loops
-  when the compiler has no OpenMP);
-* the core-set kernel matrix Q = K~[S, S] lives in a cache bounded by ``cache_size`` bytes:
-  the first ``n_cached`` core vectors keep their rows there; entries beyond are recomputed;
-* the coordinates of the core vectors are copied into a contiguous block, and the sums over
-  the center skip core vectors with alpha = 0;
-* nothing in the loop is O(n) in sampling mode: only the initial pair, the samples and the
-  final certificate scan touch the data.
-
-Random draws are made through the same ``numpy.random.Generator`` calls in the same order
-as the reference, so the same ``random_state`` gives the same core set.
+* kernel rows run through the SIMD loops of ``_simd.h`` (points stored by coordinate) or, from
+  ``BLAS_MIN_D`` coordinates on, through BLAS GEMV/GEMM against cached squared norms (``_rows.pxi``);
+* rows of Q = K~[S, S] live in an LRU cache bounded by ``cache_size`` bytes (LIBSVM's design): a row is
+  computed once, extended when the core set grows, and recomputed only after eviction;
+* the core-set QP (SMO with second-order working-set selection, or the active-set Newton method with an
+  updated Cholesky factor) runs in C without the GIL;
+* scans and certificates run under ``nogil`` with OpenMP ``prange`` over chunks of candidates, and a full
+  scan of the 2m mirrored points of CVR computes each input's kernel row once for both signs;
+* nothing is O(n) in sampling mode: only the initial pair, the samples and the final certificate touch
+  the data, and a full scan keeps only its top-k candidates, never n values.
 """
-import time
-import warnings
-
 import numpy as np
 cimport numpy as cnp
 from cython.parallel cimport prange
 from libc.math cimport exp, sqrt, fabs, INFINITY
 from libc.stdlib cimport malloc, free, realloc
 from libc.string cimport memcpy
-from scipy.linalg.cython_lapack cimport dpotrf, dpotrs
+from scipy.linalg.cython_lapack cimport dpotrf
 
-from sklearn.exceptions import ConvergenceWarning
-
-from refimpl.meb import (auto_max_free, MEBResult, initial_pair, inner_tolerance, kkt_gap, make_rng, margin_scale,
-                         smo_step_bound, stop_accepts, validate_engine_params, warn_if_radius_too_coarse,
-                         warn_if_smo_capped)
-from refimpl.progress import Progress
+from refimpl import meb as _ref_meb
+from refimpl.driver import Ball, Scan
+from refimpl.meb import smo_step_bound
 
 cnp.import_array()
 
@@ -43,7 +37,17 @@ cdef double PIVOT_RTOL = 1e-12  # refimpl.simplex_qp.PIVOT_RTOL: smallest accept
 cdef Py_ssize_t PARALLEL_MIN_WORK = 20000
 #: the active set's gradient refresh runs in parallel from this many multiply-adds on
 cdef Py_ssize_t GRAD_PARALLEL_MIN_WORK = 2_000_000
+#: a sampled scan runs in parallel from this many kernel evaluations on.  Below it (59 candidates and
+#: up to ~17,000 support vectors) one thread is faster: every parallel region waits for the other
+#: thread, which on a busy machine can take a scheduler time slice (measured: 2.3 s serial against
+#: 20-47 s with a parallel region per sample, checkerboard m = 2e4, load 5 on 2 cores)
+cdef Py_ssize_t SCAN_PARALLEL_MIN_WORK = 1_000_000
+#: a single Q row is split over threads from this many kernel-evaluation coordinates on
+cdef Py_ssize_t ROW_PARALLEL_MIN_WORK = 1_000_000
+#: candidates per chunk of a full scan (its top-k list and its maximum are kept per chunk)
 cdef Py_ssize_t SCAN_CHUNK = 2048
+#: candidates per GEMM block on the BLAS path
+cdef Py_ssize_t GEMM_BLOCK = 64
 
 
 def _set_grad_parallel_min_work(Py_ssize_t work):
@@ -56,158 +60,180 @@ def _set_grad_parallel_min_work(Py_ssize_t work):
 
 
 include "_kernels.pxi"
+include "_rows.pxi"
 
 
-# ---------------------------------------------------------------- the engine state
-cdef class _Engine:
+cdef inline Py_ssize_t _bsearch(const Py_ssize_t* a, Py_ssize_t n, Py_ssize_t z) noexcept nogil:
+    """Position of z in the sorted a[0:n], or -1."""
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[mid] < z:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if (lo < n and a[lo] == z) else -1
+
+
+cdef inline void _topk_insert(double* vals, Py_ssize_t* keys, Py_ssize_t* cnt, Py_ssize_t k, double v,
+                              Py_ssize_t z) noexcept nogil:
+    """Keep the k largest (v, z) -- larger v first, ties to the lower z -- in vals/keys[0:cnt]."""
+    cdef Py_ssize_t p = cnt[0]
+    if p == k:
+        if v < vals[k - 1] or (v == vals[k - 1] and z > keys[k - 1]):
+            return
+        p = k - 1
+    else:
+        cnt[0] = p + 1
+    while p > 0 and (vals[p - 1] < v or (vals[p - 1] == v and keys[p - 1] > z)):
+        vals[p] = vals[p - 1]
+        keys[p] = keys[p - 1]
+        p -= 1
+    vals[p] = v
+    keys[p] = z
+
+
+cdef class FastMEBOps:
+    """The numerics interface of refimpl.driver for an ``MEBProblem`` (see refimpl.meb.MEBOps)."""
+    cdef readonly object init_problem
+    cdef readonly Py_ssize_t n
+    cdef public long long n_eval
     cdef Kern K
     cdef const double[:, ::1] X
-    cdef Py_ssize_t n, d
-    cdef const signed char* sign  # s_i in {-1, +1} of the m inputs; NULL: all +1
-    cdef object sign_arr
-    cdef Py_ssize_t m            # inputs; n = 2m augmented points when mirrored (CVR)
-    cdef bint mirror             # z >= m is input z - m with its sign negated (000 eq. (8))
-    cdef bint signed_            # any sign is -1 (sign array or mirror)
-    cdef const double* offset    # t_i: linear term eta + s_z t_p(z) (000 eq. (15)); NULL: eta
-    cdef object offset_arr
-    cdef double label_bias, diag_add, eta
-    cdef double c0               # constant part of the linear term, taken out of l (refimpl.meb._CoreSetQP)
-    cdef bint lconst             # constant-diagonal kernel without Delta: l - c0 = 0 exactly
+    cdef Py_ssize_t m, d
+    cdef bint mirror, signed_, lconst
+    cdef const signed char* sign
+    cdef const double* offset
+    cdef object _keep               # arrays the raw pointers above point into
+    cdef double label_bias, diag_add, c0
     cdef int has_delta
+    cdef Py_ssize_t* czs            # the core set's augmented indices, sorted (in_core, the self term)
+    cdef Py_ssize_t* czp            # their positions in the core set
     # core set (capacity cap)
     cdef Py_ssize_t size, cap
     cdef Py_ssize_t* S
-    cdef double* SX          # cap x d coordinates of the core vectors
-    cdef double* Ss          # signs
-    cdef double* Sda         # raw k(x, x) of the core vectors
-    cdef double* l           # linear term diag(K~) + Delta
+    cdef double* Ss                 # signs s_z
+    cdef double* l                  # shifted linear term l - c0
     cdef double* alpha
-    cdef double* grad
-    cdef double* Qd          # diag of Q
-    # the bounded cache of Q: rows/cols < n_cached stored densely with stride qcap
-    cdef double* Q
-    cdef Py_ssize_t qcap, qmax
-    cdef double* rowbuf_i
-    cdef double* rowbuf_j
+    cdef double* grad               # 2 Q alpha - (l - c0)
+    cdef double* Qd                 # diag of Q
+    cdef _PointStore core           # coordinates of the core vectors
+    # LRU cache of Q rows
+    cdef double** rows
+    cdef Py_ssize_t* rlen
+    cdef Py_ssize_t* rcap
+    cdef Py_ssize_t* lprev
+    cdef Py_ssize_t* lnext
+    cdef Py_ssize_t lhead, ltail, used, budget
+    # SMO work space
     cdef double* scorebuf
     cdef Py_ssize_t* actbuf
-    # active-set solver work space: free set, its Gram matrix/factor, right-hand sides
+    # support (alpha > 0) packed for the scans
+    cdef _PointStore sv
+    cdef double* svcoef             # alpha_t s_t
+    cdef Py_ssize_t nsv, svcap
+    cdef double svsum               # sum_t alpha_t s_t
+    cdef bint sv_dirty
+    # active-set work space: free set, the Cholesky factor of Q_FF, right-hand sides
     cdef Py_ssize_t* F
     cdef double* QFF
     cdef double* rhs
+    cdef double* yu                 # L^-1 l_F
+    cdef double* yv                 # L^-1 1
+    cdef char* inF
     cdef Py_ssize_t fcap, nf
     cdef bint fvalid
-    cdef double* yu          # L^-1 l_F
-    cdef double* yv          # L^-1 1
-    cdef char* inF           # inF[t]: core vector t is in the free set
-    # support (alpha > 0) compacted for the sums over the center
-    cdef Py_ssize_t nsv
-    cdef Py_ssize_t* sv
-    cdef double* svalpha_s   # alpha_t * s_t
-    cdef double* svX         # packed coordinates of the support (alpha > 0)
-    cdef double* svda        # their raw k(x, x)
-    cdef Py_ssize_t* svidx   # their indices among the n points
-    cdef public long long n_eval
 
     def __cinit__(self):
-        self.S = NULL; self.SX = NULL; self.Ss = NULL; self.Sda = NULL; self.l = NULL
-        self.alpha = NULL; self.grad = NULL; self.Qd = NULL; self.Q = NULL
-        self.rowbuf_i = NULL; self.rowbuf_j = NULL; self.scorebuf = NULL; self.actbuf = NULL; self.F = NULL; self.QFF = NULL; self.rhs = NULL; self.fcap = 0; self.nf = 0; self.fvalid = False; self.yu = NULL; self.yv = NULL; self.inF = NULL; self.sv = NULL; self.svalpha_s = NULL
-        self.svX = NULL; self.svda = NULL; self.svidx = NULL
+        self.S = NULL; self.Ss = NULL; self.l = NULL; self.alpha = NULL; self.grad = NULL; self.Qd = NULL
+        self.rows = NULL; self.rlen = NULL; self.rcap = NULL; self.lprev = NULL; self.lnext = NULL
+        self.scorebuf = NULL; self.actbuf = NULL
+        self.svcoef = NULL; self.czs = NULL; self.czp = NULL; self.svcap = 0
+        self.F = NULL; self.QFF = NULL; self.rhs = NULL; self.yu = NULL; self.yv = NULL; self.inF = NULL
+        self.fcap = 0; self.nf = 0; self.fvalid = False
+        self.size = 0; self.cap = 0; self.used = 0; self.lhead = -1; self.ltail = -1
 
     def __dealloc__(self):
-        free(self.S); free(self.SX); free(self.Ss); free(self.Sda); free(self.l)
-        free(self.alpha); free(self.grad); free(self.Qd); free(self.Q)
-        free(self.rowbuf_i); free(self.rowbuf_j); free(self.scorebuf); free(self.actbuf); free(self.F); free(self.QFF); free(self.rhs); free(self.yu); free(self.yv);
-        free(self.inF); free(self.sv); free(self.svalpha_s)
-        free(self.svX); free(self.svda); free(self.svidx)
+        cdef Py_ssize_t t
+        if self.rows != NULL:
+            for t in range(self.size):
+                free(self.rows[t])
+        free(self.rows); free(self.rlen); free(self.rcap); free(self.lprev); free(self.lnext)
+        free(self.S); free(self.Ss); free(self.l); free(self.alpha); free(self.grad); free(self.Qd)
+        free(self.scorebuf); free(self.actbuf)
+        free(self.svcoef); free(self.czs); free(self.czp)
+        free(self.F); free(self.QFF); free(self.rhs); free(self.yu); free(self.yv); free(self.inF)
 
-    def __init__(self, problem, Py_ssize_t cache_size):
+    def __init__(self, problem, Py_ssize_t cache_size=200 * 2**20):
         cdef const signed char[::1] s
         cdef const double[::1] t
+        self.init_problem = problem
         self.X = problem.X
         self.m = problem.X.shape[0]
         self.n = problem.n
         self.d = problem.X.shape[1]
         self.mirror = bool(problem.mirror)
         self.K = make_kern(problem.kernel, self.d)
+        keep = []
+        self.sign = NULL
         if problem.sign is not None:
             arr = np.ascontiguousarray(problem.sign, dtype=np.int8)
-            self.sign_arr = arr
+            keep.append(arr)
             s = arr
             self.sign = &s[0]
-        else:
-            self.sign = NULL
-        self.signed_ = self.sign != NULL or self.mirror
+        self.offset = NULL
         if problem.offset is not None:
             arr = np.ascontiguousarray(problem.offset, dtype=np.float64)
-            self.offset_arr = arr
+            keep.append(arr)
             t = arr
             self.offset = &t[0]
-        else:
-            self.offset = NULL
+        self._keep = keep
+        self.signed_ = self.sign != NULL or self.mirror
         self.label_bias = problem.label_bias
         self.diag_add = problem.diag_add
-        self.eta = problem.eta
         self.has_delta = 1 if problem.has_delta else 0
         self.c0 = problem.constant_term or 0.0
         self.lconst = (not problem.has_delta) and problem.kernel.constant_diagonal
-        self.size = 0
-        self.cap = 0
-        self.nsv = 0
         self.n_eval = 0
-        # largest dense block of Q that fits the cache (at least 2 x 2)
-        self.qmax = max(2, <Py_ssize_t> sqrt(max(cache_size, 32) / 8.0))
-        self.qcap = 0
+        self.budget = max(cache_size, 0) // sizeof(double)
+        self.core = _PointStore()
+        self.core.setup(self.K, 64)
+        self.sv = _PointStore()
+        self.sv.setup(self.K, 64)
+        self.sv_dirty = True
         self._grow(64)
 
     cdef void _grow(self, Py_ssize_t newcap) except *:
-        cdef Py_ssize_t old = self.cap, newq, i
-        cdef double* newQ
+        cdef Py_ssize_t t, old = self.cap
         self.S = <Py_ssize_t*> realloc(self.S, newcap * sizeof(Py_ssize_t))
-        self.SX = <double*> realloc(self.SX, newcap * self.d * sizeof(double))
         self.Ss = <double*> realloc(self.Ss, newcap * sizeof(double))
-        self.Sda = <double*> realloc(self.Sda, newcap * sizeof(double))
         self.l = <double*> realloc(self.l, newcap * sizeof(double))
         self.alpha = <double*> realloc(self.alpha, newcap * sizeof(double))
         self.grad = <double*> realloc(self.grad, newcap * sizeof(double))
         self.Qd = <double*> realloc(self.Qd, newcap * sizeof(double))
-        self.rowbuf_i = <double*> realloc(self.rowbuf_i, newcap * sizeof(double))
-        self.rowbuf_j = <double*> realloc(self.rowbuf_j, newcap * sizeof(double))
+        self.rows = <double**> realloc(self.rows, newcap * sizeof(double*))
+        self.rlen = <Py_ssize_t*> realloc(self.rlen, newcap * sizeof(Py_ssize_t))
+        self.rcap = <Py_ssize_t*> realloc(self.rcap, newcap * sizeof(Py_ssize_t))
+        self.lprev = <Py_ssize_t*> realloc(self.lprev, newcap * sizeof(Py_ssize_t))
+        self.lnext = <Py_ssize_t*> realloc(self.lnext, newcap * sizeof(Py_ssize_t))
         self.scorebuf = <double*> realloc(self.scorebuf, newcap * sizeof(double))
         self.actbuf = <Py_ssize_t*> realloc(self.actbuf, newcap * sizeof(Py_ssize_t))
-        self.sv = <Py_ssize_t*> realloc(self.sv, newcap * sizeof(Py_ssize_t))
-        self.svalpha_s = <double*> realloc(self.svalpha_s, newcap * sizeof(double))
-        self.svX = <double*> realloc(self.svX, newcap * self.d * sizeof(double))
-        self.svda = <double*> realloc(self.svda, newcap * sizeof(double))
-        self.svidx = <Py_ssize_t*> realloc(self.svidx, newcap * sizeof(Py_ssize_t))
-        if (self.S == NULL or self.SX == NULL or self.Ss == NULL or self.Sda == NULL or self.l == NULL
-                or self.alpha == NULL or self.grad == NULL or self.Qd == NULL or self.rowbuf_i == NULL
-                or self.rowbuf_j == NULL or self.scorebuf == NULL or self.actbuf == NULL or self.sv == NULL or self.svalpha_s == NULL
-                or self.svX == NULL or self.svda == NULL or self.svidx == NULL):
+        self.czs = <Py_ssize_t*> realloc(self.czs, newcap * sizeof(Py_ssize_t))
+        self.czp = <Py_ssize_t*> realloc(self.czp, newcap * sizeof(Py_ssize_t))
+        if (self.czs == NULL or self.czp == NULL or self.S == NULL or self.Ss == NULL or self.l == NULL or self.alpha == NULL or self.grad == NULL
+                or self.Qd == NULL or self.rows == NULL or self.rlen == NULL or self.rcap == NULL
+                or self.lprev == NULL or self.lnext == NULL or self.scorebuf == NULL or self.actbuf == NULL):
             raise MemoryError("core-set arrays")
+        for t in range(old, newcap):
+            self.rows[t] = NULL
+            self.rlen[t] = 0
+            self.rcap[t] = 0
+            self.lprev[t] = -1
+            self.lnext[t] = -1
+        self.core.reserve(newcap)
         self.cap = newcap
-        newq = min(newcap, self.qmax)
-        if newq > self.qcap:
-            newQ = <double*> malloc(newq * newq * sizeof(double))
-            if newQ == NULL:
-                raise MemoryError("core-set kernel cache")
-            if self.Q != NULL:
-                for i in range(min(self.size, self.qcap)):
-                    memcpy(&newQ[i * newq], &self.Q[i * self.qcap], min(self.size, self.qcap) * sizeof(double))
-                free(self.Q)
-            self.Q = newQ
-            self.qcap = newq
 
-    cdef inline double kt_core_core(self, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
-        cdef double v = k_eval(&self.K, &self.SX[a * self.d], &self.SX[b * self.d], self.Sda[a], self.Sda[b]) \
-            + self.label_bias
-        if self.signed_:
-            v *= self.Ss[a] * self.Ss[b]
-        if a == b:
-            v += self.diag_add
-        return v
-
+    # ------------------------------------------------------------ the augmented points (MEBProblem)
     cdef inline Py_ssize_t pz(self, Py_ssize_t z) noexcept nogil:
         """p(z): the input row of augmented point z (z mod m)."""
         return z - self.m if (self.mirror and z >= self.m) else z
@@ -217,11 +243,9 @@ cdef class _Engine:
         cdef double s = <double> self.sign[self.pz(z)] if self.sign != NULL else 1.0
         return -s if (self.mirror and z >= self.m) else s
 
-    cdef inline double point_rawdiag(self, Py_ssize_t z) noexcept nogil:
-        cdef Py_ssize_t p = self.pz(z)
-        if self.K.normalize and self.K.code >= 2:
-            return k_raw(&self.K, &self.X[p, 0], &self.X[p, 0])
-        return k_rawdiag(&self.K, &self.X[p, 0])
+    cdef inline double rawdiag(self, Py_ssize_t z) noexcept nogil:
+        """k_raw(x, x) of z's input for the dot-product kernels, 1 for the radial ones."""
+        return point_rawdiag(&self.K, &self.X[self.pz(z), 0])
 
     cdef inline double point_ldiag(self, Py_ssize_t z, double daz) noexcept nogil:
         """shifted linear term l_z - c0 = k~(z, z) + Delta_z - c0 (MEBProblem.shifted_linear_term):
@@ -234,46 +258,214 @@ cdef class _Engine:
             return 0.0
         return k_diag(&self.K, daz) + self.label_bias + self.diag_add
 
-    cdef double* qrow(self, Py_ssize_t i, double* buf) noexcept nogil:
-        """Row i of Q over the core set: from the cache where it is, recomputed elsewhere."""
-        cdef Py_ssize_t t, nc = min(self.size, self.qcap)
-        if i < self.qcap and self.size <= self.qcap:
-            return &self.Q[i * self.qcap]
-        if i < self.qcap:
-            memcpy(buf, &self.Q[i * self.qcap], nc * sizeof(double))
-            for t in range(nc, self.size):
-                buf[t] = self.kt_core_core(i, t)
+    # ------------------------------------------------------------ the LRU cache of Q rows
+    cdef inline void _lru_unlink(self, Py_ssize_t t) noexcept nogil:
+        if self.lprev[t] >= 0:
+            self.lnext[self.lprev[t]] = self.lnext[t]
         else:
-            for t in range(self.size):
-                buf[t] = self.kt_core_core(i, t)
-        self.n_eval += self.size - (nc if i < self.qcap else 0)
-        return buf
+            self.lhead = self.lnext[t]
+        if self.lnext[t] >= 0:
+            self.lprev[self.lnext[t]] = self.lprev[t]
+        else:
+            self.ltail = self.lprev[t]
+        self.lprev[t] = -1
+        self.lnext[t] = -1
 
-    # ------------------------------------------------------------ core-set operations
-    cdef void add(self, Py_ssize_t z) except *:
-        """Append z with alpha_z = 0; grad_z = 2 (K~alpha)_z - l_z."""
-        cdef Py_ssize_t k = self.size, t
-        cdef double daz, v, ka = 0.0
-        if k == self.cap:
-            self._grow(2 * self.cap)
-        memcpy(&self.SX[k * self.d], &self.X[self.pz(z), 0], self.d * sizeof(double))
-        self.S[k] = z
-        self.Ss[k] = self.zsign(z)
-        daz = self.point_rawdiag(z)
-        self.Sda[k] = daz
-        self.l[k] = self.point_ldiag(z, daz)
-        self.size = k + 1
-        for t in range(k + 1):
-            v = self.kt_core_core(k, t)
-            if t < k:
-                ka += self.alpha[t] * v
-            if k < self.qcap and t < self.qcap:
-                self.Q[k * self.qcap + t] = v
-                self.Q[t * self.qcap + k] = v
-        self.n_eval += k + 1
-        self.Qd[k] = self.kt_core_core(k, k)
-        self.alpha[k] = 0.0
-        self.grad[k] = 2.0 * ka - self.l[k]
+    cdef inline void _lru_front(self, Py_ssize_t t) noexcept nogil:
+        self.lprev[t] = -1
+        self.lnext[t] = self.lhead
+        if self.lhead >= 0:
+            self.lprev[self.lhead] = t
+        self.lhead = t
+        if self.ltail < 0:
+            self.ltail = t
+
+    cdef void _evict_for(self, Py_ssize_t need, Py_ssize_t keep1, Py_ssize_t keep2) noexcept nogil:
+        """Free least-recently used rows until ``need`` more doubles fit the budget (rows keep1/keep2
+        stay: SMO holds two rows at once)."""
+        cdef Py_ssize_t t = self.ltail, prev
+        while self.used + need > self.budget and t >= 0:
+            prev = self.lprev[t]
+            if t != keep1 and t != keep2:
+                self._lru_unlink(t)
+                self.used -= self.rcap[t]
+                free(self.rows[t])
+                self.rows[t] = NULL
+                self.rlen[t] = 0
+                self.rcap[t] = 0
+            t = prev
+
+    cdef double* qrow(self, Py_ssize_t i, Py_ssize_t keep) noexcept nogil:
+        """Row i of Q over the core set, from the cache (computing what it lacks), or NULL when no
+        memory is left.  ``keep`` is a row that must not be evicted meanwhile (or -1)."""
+        cdef Py_ssize_t size = self.size, lo = self.rlen[i], newcap
+        cdef double* r = self.rows[i]
+        if r != NULL and lo >= size:
+            if self.lhead != i:
+                self._lru_unlink(i)
+                self._lru_front(i)
+            return r
+        if r == NULL or self.rcap[i] < size:
+            newcap = max(size + size // 4, 16)
+            if newcap > self.cap:
+                newcap = max(self.cap, size)
+            self._evict_for(newcap - self.rcap[i], i, keep)
+            r = <double*> realloc(r, newcap * sizeof(double))
+            if r == NULL:
+                return NULL
+            if self.rows[i] == NULL:
+                lo = 0
+            else:
+                self._lru_unlink(i)
+            self.used += newcap - self.rcap[i]
+            self.rows[i] = r
+            self.rcap[i] = newcap
+            self._lru_front(i)
+        elif self.lhead != i:
+            self._lru_unlink(i)
+            self._lru_front(i)
+        self._fill_row(i, lo, size, r)
+        self.rlen[i] = size
+        return r
+
+    cdef void _fill_row(self, Py_ssize_t i, Py_ssize_t lo, Py_ssize_t hi, double* r) noexcept nogil:
+        """r[t] = Q[i, t] = s_i s_t (k(x_i, x_t) + beta_b) + delta_it c for t in [lo, hi)."""
+        cdef Py_ssize_t t, c, nchunk, clo, chi, step
+        cdef const double* x = &self.X[self.pz(self.S[i]), 0]
+        cdef double xsq = self.core.sq[i], xrd = self.core.rd[i], si = self.Ss[i]
+        if hi <= lo:
+            return
+        if (hi - lo) * self.d < ROW_PARALLEL_MIN_WORK or self.core.blas:
+            self.core.row(lo, hi, x, xsq, xrd, &r[lo])
+        else:
+            step = 4096
+            nchunk = (hi - lo + step - 1) // step
+            for c in prange(nchunk, schedule="static"):
+                clo = lo + c * step
+                chi = min(clo + step, hi)
+                self.core.row(clo, chi, x, xsq, xrd, &r[clo])
+        for t in range(lo, hi):
+            r[t] = si * self.Ss[t] * (r[t] + self.label_bias)
+        if lo <= i < hi:
+            r[i] += self.diag_add
+        self.n_eval += hi - lo
+
+    # ------------------------------------------------------------ the numerics interface
+    def furthest_from(self, Py_ssize_t z, idx):
+        """Initialisation: argmax over idx of ||phi~(z) - phi~(z_l)||^2 + Delta_l (refimpl.driver.initial_pair)."""
+        cdef cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] a = np.ascontiguousarray(idx, dtype=np.intp)
+        cdef Py_ssize_t cnt = a.shape[0], p, l, best = -1
+        cdef double daz = self.rawdiag(z), dal, v, best_v = -INFINITY, kzz, sz = self.zsign(z), sl
+        with nogil:
+            kzz = k_diag(&self.K, daz) + self.label_bias + self.diag_add
+            for p in range(cnt):
+                l = a[p]
+                dal = self.rawdiag(l)
+                sl = self.zsign(l)
+                v = sz * sl * (k_eval(&self.K, &self.X[self.pz(z), 0], &self.X[self.pz(l), 0], daz, dal)
+                               + self.label_bias)
+                if l == z:
+                    v += self.diag_add
+                v = kzz - 2.0 * v + (self.point_ldiag(l, dal) + self.c0)
+                if v > best_v:
+                    best_v = v
+                    best = l
+        self.n_eval += cnt
+        return best
+
+    def start(self, Py_ssize_t z_a, Py_ssize_t z_b):
+        """S_0 = {z_a, z_b} with alpha = e_a (refimpl.meb.MEBOps.start)."""
+        self.add([z_a])
+        self.alpha[0] = 1.0
+        self.grad[0] = 2.0 * self.Qd[0] - self.l[0]
+        self.add([z_b])
+
+    def add(self, zs):
+        """Append the points zs with alpha = 0; each one's gradient 2 (K~ alpha)_z - l_z comes from its
+        new Q row (which the cache keeps: the next solve starts with it)."""
+        cdef Py_ssize_t z, k, t
+        cdef double ka
+        cdef double* r
+        for zz in zs:
+            z = zz
+            k = self.size
+            if k == self.cap:
+                self._grow(2 * self.cap)
+            self.S[k] = z
+            self.Ss[k] = self.zsign(z)
+            self.core.put(k, &self.X[self.pz(z), 0])
+            self.l[k] = self.point_ldiag(z, self.core.rd[k] if self.K.code >= 2 else 1.0)
+            self.alpha[k] = 0.0
+            self.size = k + 1
+            self._index(z, k)
+            with nogil:
+                r = self.qrow(k, -1)
+            if r == NULL:
+                raise MemoryError("core-set kernel cache")
+            self.Qd[k] = r[k]
+            ka = 0.0
+            for t in range(k):
+                ka += self.alpha[t] * r[t]
+            self.grad[k] = 2.0 * ka - self.l[k]
+
+    cdef void _index(self, Py_ssize_t z, Py_ssize_t k) noexcept nogil:
+        """Insert z (core position k) into the sorted index of the core set (k core vectors before it)."""
+        cdef Py_ssize_t p = k
+        while p > 0 and self.czs[p - 1] > z:
+            self.czs[p] = self.czs[p - 1]
+            self.czp[p] = self.czp[p - 1]
+            p -= 1
+        self.czs[p] = z
+        self.czp[p] = k
+
+    def in_core(self, Py_ssize_t z):
+        return _bsearch(self.czs, self.size, z) >= 0
+
+    def n_core(self):
+        return self.size
+
+    def n_support(self):
+        return self.count_support()
+
+    def core_set(self):
+        return np.array([self.S[t] for t in range(self.size)], dtype=np.intp)
+
+    def weights(self):
+        return np.array([self.alpha[t] for t in range(self.size)], dtype=np.float64)
+
+    def step_bound(self):
+        return smo_step_bound(self.size)
+
+    def solve(self, double tol, method, Py_ssize_t bound):
+        """Warm-started core-set QP to gap <= tol (refimpl.meb.MEBOps.solve): the active set (SMO when
+        Q_FF is singular) or SMO.  Returns the steps made."""
+        cdef Py_ssize_t steps = -1
+        cdef bint active = method == "active_set"
+        with nogil:
+            if active:
+                steps = self.active_set(tol, bound)
+            if steps == -1 or not active:
+                steps = self.smo(tol, bound)
+                self.fvalid = False  # SMO moved alpha: the free set is rebuilt from the support next time
+        if steps == -2:
+            raise MemoryError("core-set kernel cache")
+        self.sv_dirty = True
+        return steps
+
+    def ball(self):
+        """R^2, the margin alpha'Q alpha and the core vectors' squared distances (refimpl.meb.MEBOps.ball)."""
+        cdef double marg = self.margin(), lsum = 0.0, gmin = INFINITY, gmax = -INFINITY, g
+        cdef Py_ssize_t t
+        for t in range(self.size):
+            lsum += self.alpha[t] * self.l[t]
+            g = self.grad[t]
+            if g < gmin:
+                gmin = g
+            if self.alpha[t] > 0 and g > gmax:
+                gmax = g
+        R2 = self.c0 + (lsum - marg)
+        return Ball(R2, marg, _ref_meb.margin_scale(R2, self.init_problem.constant_term),
+                    marg + self.c0 - gmax, marg + self.c0 - gmin)
 
     cdef double margin(self) noexcept nogil:
         """alpha'Q alpha = alpha'(g + l) / 2."""
@@ -283,13 +475,202 @@ cdef class _Engine:
             s += self.alpha[t] * (self.grad[t] + self.l[t])
         return 0.5 * s
 
-    cdef double radius2(self) noexcept nogil:
-        cdef double s = 0.0
-        cdef Py_ssize_t t
+    cdef Py_ssize_t count_support(self) noexcept nogil:
+        cdef Py_ssize_t t, k = 0
         for t in range(self.size):
-            s += self.alpha[t] * self.l[t]
-        return self.c0 + (s - self.margin())
+            if self.alpha[t] > 0:
+                k += 1
+        return k
 
+    # ------------------------------------------------------------ scans (001 eq. (12))
+    cdef void _pack_support(self) except *:
+        """The support (alpha > 0) packed for the scans: coordinates and alpha_t s_t."""
+        cdef Py_ssize_t t, k = 0, nsv = self.count_support()
+        if nsv > self.svcap:
+            self.svcap = max(2 * self.svcap, nsv, 64)
+            self.svcoef = <double*> realloc(self.svcoef, self.svcap * sizeof(double))
+            if self.svcoef == NULL:
+                raise MemoryError("support arrays")
+        self.sv.reserve(nsv)
+        self.sv.n = 0
+        self.svsum = 0.0
+        for t in range(self.size):
+            if self.alpha[t] > 0:
+                self.sv.put(k, &self.X[self.pz(self.S[t]), 0])
+                self.svcoef[k] = self.alpha[t] * self.Ss[t]
+                self.svsum += self.svcoef[k]
+                k += 1
+        self.nsv = nsv
+        self.sv_dirty = False
+
+    cdef inline double _finish_d2(self, Py_ssize_t z, double ka, double marg) noexcept nogil:
+        """d^2(z) - c0 from ka = sum_t alpha_t s_t k(x_t, x_z): marg - 2 (K~alpha)_z + l_z - c0."""
+        cdef double kal = self.zsign(z) * (ka + self.label_bias * self.svsum)
+        cdef Py_ssize_t p
+        if self.diag_add != 0.0:
+            p = _bsearch(self.czs, self.size, z)
+            if p >= 0:
+                kal += self.alpha[self.czp[p]] * self.diag_add
+        return marg - 2.0 * kal + self.point_ldiag(z, self.rawdiag(z))
+
+    cdef void _kalpha(self, Py_ssize_t lo, Py_ssize_t hi, const Py_ssize_t* idx, double* out,
+                      double* buf) noexcept nogil:
+        """out[p - lo] = sum_t alpha_t s_t k(x_t, x_p(z)) for the candidates z = idx[p] (idx NULL: the
+        input rows p themselves), p in [lo, hi).  ``buf`` holds GEMM_BLOCK x nsv (BLAS path) or nsv
+        values, plus GEMM_BLOCK x (d + 2) for gathered candidates."""
+        cdef Py_ssize_t p, q, b, nb, e, d = self.d, nsv = self.nsv
+        cdef double* xs
+        cdef double* xsq
+        cdef double* xrd
+        cdef const double* x
+        if self.sv.blas:
+            xs = &buf[GEMM_BLOCK * nsv]
+            xsq = &xs[GEMM_BLOCK * d]
+            xrd = &xsq[GEMM_BLOCK]
+            p = lo
+            while p < hi:
+                nb = min(GEMM_BLOCK, hi - p)
+                for b in range(nb):
+                    q = self.pz(idx[p + b]) if idx != NULL else p + b
+                    memcpy(&xs[b * d], &self.X[q, 0], d * sizeof(double))
+                    xsq[b] = point_sq(&xs[b * d], d)
+                    xrd[b] = point_rawdiag(&self.K, &xs[b * d])
+                self.sv.block(xs, nb, d, xsq, xrd, 0, nsv, buf, nsv)
+                for b in range(nb):
+                    out[p + b - lo] = cv_dot4(self.svcoef, &buf[b * nsv], nsv)
+                p += nb
+            return
+        for p in range(lo, hi):
+            q = self.pz(idx[p]) if idx != NULL else p
+            x = &self.X[q, 0]
+            out[p - lo] = self.sv.weighted(x, 0.0, point_rawdiag(&self.K, x), self.svcoef, buf)
+
+    cdef Py_ssize_t _bufsize(self) noexcept nogil:
+        if self.sv.blas:
+            return GEMM_BLOCK * self.nsv + GEMM_BLOCK * (self.d + 2) + 1
+        return self.nsv + 1
+
+    def scan(self, idx, Py_ssize_t k, double d2_over):
+        """The furthest candidate (first within a relative TIE of the maximum) and, for a full scan
+        (idx None), its top-k beyond d2_over (refimpl.meb.MEBOps.scan)."""
+        if self.sv_dirty:
+            self._pack_support()
+        if idx is not None:
+            return self._scan_sample(np.ascontiguousarray(idx, dtype=np.intp))
+        return self._scan_all(k, d2_over)
+
+    cdef object _scan_sample(self, cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] idx):
+        cdef Py_ssize_t cnt = idx.shape[0], p, nchunk, c, lo, hi, chunk = 16
+        cdef cnp.ndarray[double, ndim=1, mode="c"] d2 = np.empty(cnt)
+        cdef double marg = self.margin(), best = -INFINITY, thr
+        cdef double* buf
+        cdef Py_ssize_t bufsize = self._bufsize()
+        cdef const Py_ssize_t* ip = &idx[0] if cnt > 0 else NULL
+        cdef double* out = &d2[0] if cnt > 0 else NULL
+        with nogil:
+            nchunk = (cnt + chunk - 1) // chunk
+            if cnt * self.nsv < SCAN_PARALLEL_MIN_WORK or nchunk == 1 or self.sv.blas:
+                buf = <double*> malloc(bufsize * sizeof(double))
+                self._kalpha(0, cnt, ip, out, buf)
+                free(buf)
+            else:
+                for c in prange(nchunk, schedule="dynamic"):
+                    lo = c * chunk
+                    hi = min(lo + chunk, cnt)
+                    buf = <double*> malloc(bufsize * sizeof(double))
+                    self._kalpha(lo, hi, ip, &out[lo], buf)
+                    free(buf)
+            for p in range(cnt):
+                out[p] = self._finish_d2(ip[p], out[p], marg)
+                if out[p] > best:
+                    best = out[p]
+        self.n_eval += cnt * self.nsv
+        thr = best - TIE * (fabs(best) + fabs(self.c0))
+        for p in range(cnt):
+            if d2[p] >= thr:
+                break
+        return Scan(int(idx[p]), best + self.c0, sample_d2=d2 + self.c0)
+
+    cdef void _chunk_d2(self, Py_ssize_t c, double marg, double* vals, double* buf) noexcept nogil:
+        """d^2 - c0 of the augmented points of chunk c of input rows, vals[h * SCAN_CHUNK + (p - lo)] for
+        the half h (0: z = p; 1, mirrored: z = p + m): one kernel row per input serves both."""
+        cdef Py_ssize_t lo = c * SCAN_CHUNK, hi = min(lo + SCAN_CHUNK, self.m), p
+        self._kalpha(lo, hi, NULL, vals, buf)
+        if self.mirror:
+            for p in range(lo, hi):
+                vals[SCAN_CHUNK + p - lo] = self._finish_d2(p + self.m, vals[p - lo], marg)
+        for p in range(lo, hi):
+            vals[p - lo] = self._finish_d2(p, vals[p - lo], marg)
+
+    cdef object _scan_all(self, Py_ssize_t k, double d2_over):
+        cdef Py_ssize_t nchunk = (self.m + SCAN_CHUNK - 1) // SCAN_CHUNK, halves = 2 if self.mirror else 1
+        cdef Py_ssize_t c, h, p, lo, hi, kk = max(k, 1), nall, first = -1, bc = -1, bh = 0
+        cdef double marg = self.margin(), best = -INFINITY, thr, over = d2_over - self.c0, v
+        cdef Py_ssize_t bufsize = self._bufsize()
+        cdef double* cmax = <double*> malloc(nchunk * halves * sizeof(double))
+        cdef double* tv = <double*> malloc(nchunk * kk * sizeof(double))
+        cdef Py_ssize_t* tz = <Py_ssize_t*> malloc(nchunk * kk * sizeof(Py_ssize_t))
+        cdef Py_ssize_t* tc = <Py_ssize_t*> malloc(nchunk * sizeof(Py_ssize_t))
+        cdef double* vals
+        cdef double* buf
+        if cmax == NULL or tv == NULL or tz == NULL or tc == NULL:
+            free(cmax); free(tv); free(tz); free(tc)
+            raise MemoryError("scan buffers")
+        with nogil:
+            for c in prange(nchunk, schedule="dynamic",
+                            use_threads_if=self.m * self.nsv >= PARALLEL_MIN_WORK and nchunk > 1 and not self.sv.blas):
+                vals = <double*> malloc((2 * SCAN_CHUNK + bufsize) * sizeof(double))
+                buf = &vals[2 * SCAN_CHUNK]
+                self._chunk_d2(c, marg, vals, buf)
+                lo = c * SCAN_CHUNK
+                hi = min(lo + SCAN_CHUNK, self.m)
+                tc[c] = 0
+                for h in range(halves):
+                    v = -INFINITY
+                    for p in range(lo, hi):
+                        if vals[h * SCAN_CHUNK + p - lo] > v:
+                            v = vals[h * SCAN_CHUNK + p - lo]
+                        if k > 0 and vals[h * SCAN_CHUNK + p - lo] > over:
+                            _topk_insert(&tv[c * kk], &tz[c * kk], &tc[c], k, vals[h * SCAN_CHUNK + p - lo],
+                                         p + h * self.m)
+                    cmax[h * nchunk + c] = v
+                free(vals)
+            for c in range(nchunk * halves):
+                if cmax[c] > best:
+                    best = cmax[c]
+            # the first candidate (in index order: the first half, then the mirrored one) within TIE
+            thr = best - TIE * (fabs(best) + fabs(self.c0))
+            for h in range(halves):
+                for c in range(nchunk):
+                    if cmax[h * nchunk + c] >= thr and bc < 0:
+                        bc = c
+                        bh = h
+            if bc < 0:
+                bc = 0
+            vals = <double*> malloc((2 * SCAN_CHUNK + bufsize) * sizeof(double))
+            self._chunk_d2(bc, marg, vals, &vals[2 * SCAN_CHUNK])
+            lo = bc * SCAN_CHUNK
+            hi = min(lo + SCAN_CHUNK, self.m)
+            for p in range(lo, hi):
+                if vals[bh * SCAN_CHUNK + p - lo] >= thr:
+                    first = p + bh * self.m
+                    break
+            free(vals)
+        self.n_eval += self.m * self.nsv
+        top_v = []
+        top_z = []
+        if k > 0:
+            for c in range(nchunk):
+                for p in range(tc[c]):
+                    top_v.append(tv[c * kk + p])
+                    top_z.append(tz[c * kk + p])
+        free(cmax); free(tv); free(tz); free(tc)
+        tz_a = np.asarray(top_z, dtype=np.intp)
+        tv_a = np.asarray(top_v, dtype=np.float64)
+        order = np.lexsort((tz_a, -tv_a))[:k]
+        return Scan(int(first), best + self.c0, top=tz_a[order], top_d2=tv_a[order] + self.c0)
+
+    # ------------------------------------------------------------ the core-set QP: SMO
     cdef void grad_stats(self, double* gmin, double* gmax, double* gabs) noexcept nogil:
         """min g, max_{alpha>0} g and max |g| over the core set (SMO fuses this pass into its update)."""
         cdef Py_ssize_t t
@@ -315,12 +696,12 @@ cdef class _Engine:
         return 0
 
     cdef Py_ssize_t smo(self, double tol, Py_ssize_t max_steps) noexcept nogil:
-        """Warm-started SMO with second-order working-set selection (refimpl.simplex_qp).
+        """Warm-started SMO with second-order working-set selection (refimpl.simplex_qp.smo_simplex).
 
         Same selections as the reference, organised for speed: the min/max statistics of the
-        gradient for the next step are gathered in the pass that updates it, and the choice of j
-        runs over a sorted list of the coordinates with alpha > 0 (the only ones that may
-        decrease), rebuilt only when a coordinate enters or leaves the support."""
+        gradient for the next step are gathered in the pass that updates it, the choice of j runs
+        over the coordinates with alpha > 0 (the only ones that may decrease), and Q rows come from
+        the LRU cache.  Returns the steps made (-2: out of memory)."""
         cdef Py_ssize_t steps = 0, t, k, i, j, nact = 0
         cdef double gmin = INFINITY, gmax = -INFINITY, gabs = 0.0, gi
         cdef double diff, curv, score, best, step, tstep, Qii, g, two_t, ai_old
@@ -346,7 +727,9 @@ cdef class _Engine:
             gi = grad[i]
             if gmax - gi <= tol or steps >= max_steps:
                 return steps
-            Qi = self.qrow(i, self.rowbuf_i)
+            Qi = self.qrow(i, -1)
+            if Qi == NULL:
+                return -2
             Qii = Qd[i]
             best = -INFINITY
             for k in range(nact):
@@ -382,7 +765,9 @@ cdef class _Engine:
             alpha[i] += tstep
             if ai_old <= 0 and alpha[i] > 0:
                 changed = True
-            Qj = self.qrow(j, self.rowbuf_j)
+            Qj = self.qrow(j, i)
+            if Qj == NULL:
+                return -2
             two_t = 2.0 * tstep
             gmin = INFINITY
             gmax = -INFINITY
@@ -398,6 +783,7 @@ cdef class _Engine:
                     gmax = g
             steps += 1
 
+    # ------------------------------------------------------------ the core-set QP: active set
     cdef int _ensure_free_capacity(self, Py_ssize_t k) noexcept nogil:
         """Room for k free coordinates (and k core vectors in inF), keeping F, L, yu, yv, inF intact."""
         cdef Py_ssize_t c = self.fcap, r
@@ -462,7 +848,9 @@ cdef class _Engine:
                 nf += 1
         self.nf = nf
         for a in range(nf):
-            row = self.qrow(self.F[a], self.rowbuf_i)
+            row = self.qrow(self.F[a], -1)
+            if row == NULL:
+                return -2
             for b in range(a + 1):
                 self.QFF[a * self.fcap + b] = row[self.F[b]]
         n_ = <int> nf
@@ -479,9 +867,11 @@ cdef class _Engine:
     cdef int _append_free(self, Py_ssize_t i) noexcept nogil:
         """F += [i]; L gains the row [w', delta] with L w = Q_Fi, delta^2 = Q_ii - w'w (O(nf^2))."""
         cdef Py_ssize_t a, c, nf = self.nf, ld = self.fcap
-        cdef double* row = self.qrow(i, self.rowbuf_i)
+        cdef double* row = self.qrow(i, -1)
         cdef double* L = self.QFF
         cdef double acc, d2 = self.Qd[i]
+        if row == NULL:
+            return -2
         for a in range(nf):
             acc = row[self.F[a]]
             for c in range(a):
@@ -526,60 +916,72 @@ cdef class _Engine:
         self.nf = nf - 1
         self._forward_vectors(k)
 
-    cdef void _full_gradient(self) noexcept nogil:
-        cdef Py_ssize_t a, t
+    cdef int _gradient_from_free(self, double lam, bint at_optimum) noexcept nogil:
+        """g_t = 2 Q_tF alpha_F - l_t for every core vector, from the rows of the free vectors (which the
+        cache holds: they are the active ones); at a free-set optimum g_F = lambda exactly.  Each g_t sums
+        over F in free-set order, so the chunked parallel pass gives the serial values bit for bit."""
+        cdef Py_ssize_t size = self.size, nf = self.nf, a, t, c, nchunk, lo, hi, step = 1024
+        cdef double w
         cdef double* row
-        cdef double d
-        for t in range(self.size):
+        cdef bint all_cached = True
+        cdef double* grad = self.grad
+        for a in range(nf):
+            if self.rows[self.F[a]] == NULL or self.rlen[self.F[a]] < size:
+                all_cached = False
+                break
+        if all_cached and (size - nf) * nf >= GRAD_PARALLEL_MIN_WORK:
+            nchunk = (size + step - 1) // step
+            for c in prange(nchunk, schedule="static"):
+                lo = c * step
+                hi = min(lo + step, size)
+                self._gradient_chunk(lo, hi)
+        else:
+            for t in range(size):
+                grad[t] = -self.l[t]
+            for a in range(nf):
+                row = self.qrow(self.F[a], -1)
+                if row == NULL:
+                    return -2
+                w = 2.0 * self.alpha[self.F[a]]
+                for t in range(size):
+                    grad[t] += w * row[t]
+        if at_optimum:
+            for a in range(nf):
+                grad[self.F[a]] = lam
+        return 0
+
+    cdef void _gradient_chunk(self, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+        cdef Py_ssize_t a, t
+        cdef double w
+        cdef const double* row
+        for t in range(lo, hi):
             self.grad[t] = -self.l[t]
         for a in range(self.nf):
-            d = 2.0 * self.alpha[self.F[a]]
-            if d != 0.0:
-                row = self.qrow(self.F[a], self.rowbuf_i)
-                for t in range(self.size):
-                    self.grad[t] += d * row[t]
-
-    cdef void _inactive_gradient_parallel(self, double lam) noexcept nogil:
-        """grad_t = 2 (Q_tF alpha_F) - l_t for t outside F and lambda on F, rows read from the cache."""
-        cdef Py_ssize_t t, a, nf = self.nf, qcap = self.qcap
-        cdef double d
-        cdef const double* row
-        cdef double* grad = self.grad
-        cdef const double* alpha = self.alpha
-        cdef const Py_ssize_t* F = self.F
-        cdef const char* inF = self.inF
-        cdef const double* Q = self.Q
-        cdef const double* l = self.l
-        for t in prange(self.size, schedule="static"):
-            if inF[t]:
-                grad[t] = lam
-            else:
-                row = &Q[t * qcap]
-                d = 0.0
-                for a in range(nf):
-                    d = d + row[F[a]] * alpha[F[a]]
-                grad[t] = 2.0 * d - l[t]
+            row = self.rows[self.F[a]]
+            w = 2.0 * self.alpha[self.F[a]]
+            for t in range(lo, hi):
+                self.grad[t] += w * row[t]
 
     cdef Py_ssize_t active_set(self, double tol, Py_ssize_t max_changes) noexcept nogil:
         """Exact active-set Newton solver for the core-set QP (refimpl.simplex_qp.active_set_simplex):
         same ratio test, entering rule and stopping gap.  The free set F and the Cholesky factor of
         Q_FF persist between calls and are updated, not recomputed: appending a coordinate or
         dropping one costs O(|F|^2), a Newton step two triangular solves, and the gradient is
-        recomputed only at free-set optima, where g_F = lambda and only the |S| - |F| inactive
-        entries need Q.  Returns the number of Newton steps, or -1 when Q_FF is not positive
-        definite (the caller then runs SMO)."""
+        recomputed from the free vectors' rows.  Returns the number of Newton steps, -1 when Q_FF is
+        not positive definite (the caller then runs SMO), -2 when out of memory."""
         cdef Py_ssize_t size = self.size, t, a, k, i, n_changes = 0, kblock, nf
         cdef double* alpha = self.alpha
         cdef double* grad = self.grad
         cdef double* rhs
-        cdef double* row
         cdef double su, sv, lam, tg, s, r, d, gmin, gabs, gmax, gap
         cdef bint allpos
+        cdef int rc
         if self._ensure_free_capacity(size + 1) != 0:
-            return -1
+            return -2
         if not self.fvalid:
-            if self._factor_free_set() != 0:
-                return -1
+            rc = self._factor_free_set()
+            if rc != 0:
+                return rc
             self.fvalid = True
         rhs = self.rhs
         while True:
@@ -643,24 +1045,12 @@ cdef class _Engine:
             n_changes += 1
             if not allpos:
                 if n_changes >= max_changes:
-                    self._full_gradient()
+                    if self._gradient_from_free(0.0, False) != 0:
+                        return -2
                     return n_changes
                 continue
-            # at the free-set optimum g_F = lambda exactly; only the |S| - |F| inactive entries need Q
-            if size <= self.qcap and (size - nf) * nf >= GRAD_PARALLEL_MIN_WORK:
-                # every row is cached (qrow only reads): the rows are independent and each sum runs
-                # in the same order on one thread, so the result does not depend on the team size
-                self._inactive_gradient_parallel(lam)
-            else:
-                for t in range(size):
-                    if self.inF[t]:
-                        grad[t] = lam
-                    else:
-                        row = self.qrow(t, self.rowbuf_j)
-                        d = 0.0
-                        for a in range(nf):
-                            d += row[self.F[a]] * alpha[self.F[a]]
-                        grad[t] = 2.0 * d - self.l[t]
+            if self._gradient_from_free(lam, True) != 0:
+                return -2
             self.grad_stats(&gmin, &gmax, &gabs)
             i = self.most_violating(gmin, gabs)
             gap = gmax - grad[i]
@@ -671,258 +1061,25 @@ cdef class _Engine:
             for a in range(nf):
                 if self.F[a] == i:
                     return n_changes
-            if self._append_free(i) != 0:
+            rc = self._append_free(i)
+            if rc != 0:
                 self.fvalid = False
-                return -1
-
-    cdef Py_ssize_t count_support(self) noexcept nogil:
-        cdef Py_ssize_t t, k = 0
-        for t in range(self.size):
-            if self.alpha[t] > 0:
-                k += 1
-        return k
-
-    cdef void compact_support(self) noexcept nogil:
-        cdef Py_ssize_t t, k = 0
-        for t in range(self.size):
-            if self.alpha[t] > 0:
-                self.sv[k] = t
-                self.svalpha_s[k] = self.alpha[t] * self.Ss[t]
-                memcpy(&self.svX[k * self.d], &self.SX[t * self.d], self.d * sizeof(double))
-                self.svda[k] = self.Sda[t]
-                self.svidx[k] = self.S[t]
-                k += 1
-        self.nsv = k
-
-    cdef inline double dist2_point(self, Py_ssize_t z, double marg, double* buf) noexcept nogil:
-        """||c - phi~(z)||^2 + Delta_z = alpha'K~alpha - 2 (K~alpha)_z + l_z (001 eq. (12)).
-        ``buf`` is scratch space for one kernel row (nsv values)."""
-        cdef Py_ssize_t k
-        cdef double daz = self.point_rawdiag(z)
-        cdef double s = 0.0, self_term = 0.0
-        cdef double sz = self.zsign(z)
-        k_row(&self.K, self.svX, self.svda, self.nsv, &self.X[self.pz(z), 0], daz, buf)
-        for k in range(self.nsv):
-            s += self.svalpha_s[k] * (buf[k] + self.label_bias)
-            if self.svidx[k] == z:
-                self_term += self.alpha[self.sv[k]] * self.diag_add  # the delta_ij / C of k~(z, z)
-        return marg - 2.0 * (sz * s + self_term) + self.point_ldiag(z, daz)
-
-    cdef double chunk_max(self, const Py_ssize_t* idx, Py_ssize_t cnt, Py_ssize_t c, double marg,
-                          double* buf) noexcept nogil:
-        """max of dist2 over chunk c of the candidates (idx[p], or p itself when idx is NULL)."""
-        cdef Py_ssize_t p, z, lo = c * SCAN_CHUNK, hi = min(c * SCAN_CHUNK + SCAN_CHUNK, cnt)
-        cdef double v, bd = -INFINITY
-        for p in range(lo, hi):
-            z = idx[p] if idx != NULL else p
-            v = self.dist2_point(z, marg, buf)
-            if v > bd:
-                bd = v
-        return bd
-
-    cdef void furthest(self, const Py_ssize_t* idx, Py_ssize_t cnt, Py_ssize_t* best_out,
-                       double* d2_out) noexcept nogil:
-        """argmax of dist2 over idx[0:cnt] (or all n points when idx is NULL), as refimpl.meb._furthest:
-        the first candidate within a relative TIE of the maximum wins.  Chunk maxima are found in
-        parallel; the first chunk reaching the threshold is then rescanned serially."""
-        cdef double marg = self.margin()
-        cdef Py_ssize_t nchunk = (cnt + SCAN_CHUNK - 1) // SCAN_CHUNK
-        cdef Py_ssize_t c, p, lo, hi, z
-        cdef double bestd = -INFINITY, thr
-        cdef double* cd = <double*> malloc(nchunk * sizeof(double))
-        cdef double* buf
-        cdef Py_ssize_t bufsize = (self.nsv + 1) * sizeof(double)
-        if cnt * self.nsv < PARALLEL_MIN_WORK or nchunk == 1:
-            buf = <double*> malloc(bufsize)
-            for c in range(nchunk):
-                cd[c] = self.chunk_max(idx, cnt, c, marg, buf)
-            free(buf)
-        else:
-            for c in prange(nchunk, schedule="dynamic"):
-                buf = <double*> malloc(bufsize)  # one scratch row per chunk keeps threads apart
-                cd[c] = self.chunk_max(idx, cnt, c, marg, buf)
-                free(buf)
-        for c in range(nchunk):
-            if cd[c] > bestd:
-                bestd = cd[c]
-        thr = bestd - TIE * (fabs(bestd) + fabs(self.c0))
-        best_out[0] = -1
-        buf = <double*> malloc(bufsize)
-        for c in range(nchunk):
-            if cd[c] >= thr:
-                lo = c * SCAN_CHUNK
-                hi = min(lo + SCAN_CHUNK, cnt)
-                for p in range(lo, hi):
-                    z = idx[p] if idx != NULL else p
-                    if self.dist2_point(z, marg, buf) >= thr:
-                        best_out[0] = z
-                        break
-                break
-        free(buf)
-        free(cd)
-        self.n_eval += cnt * self.nsv
-        d2_out[0] = bestd + self.c0  # unshifted squared distance
-
-    cdef bint in_core(self, Py_ssize_t z) noexcept nogil:
-        cdef Py_ssize_t t
-        for t in range(self.size):
-            if self.S[t] == z:
-                return True
-        return False
-
-    cdef Py_ssize_t furthest_from(self, Py_ssize_t z, const Py_ssize_t* idx, Py_ssize_t cnt) noexcept nogil:
-        """Initialisation: argmax over idx of ||phi~(z) - phi~(z_l)||^2 + Delta_l (refimpl.meb.initial_pair)."""
-        cdef double daz = self.point_rawdiag(z), dal, v, best_v = -INFINITY, kzz
-        cdef Py_ssize_t p, l, best = -1
-        cdef double sz = self.zsign(z), sl
-        kzz = k_diag(&self.K, daz) + self.label_bias + self.diag_add
-        for p in range(cnt):
-            l = idx[p]
-            dal = self.point_rawdiag(l)
-            sl = self.zsign(l)
-            v = sz * sl * (k_eval(&self.K, &self.X[self.pz(z), 0], &self.X[self.pz(l), 0], daz, dal)
-                           + self.label_bias)
-            if l == z:
-                v += self.diag_add
-            v = kzz - 2.0 * v + (self.point_ldiag(l, dal) + self.c0)
-            if v > best_v:
-                best_v = v
-                best = l
-        self.n_eval += cnt
-        return best
+                return rc
 
 
-cdef Py_ssize_t _solve(_Engine eng, double tol, Py_ssize_t bound, bint use_active_set) noexcept nogil:
-    """The core-set QP: active set when asked (SMO when Q_FF is singular), else SMO (refimpl.meb.fit_meb)."""
-    cdef Py_ssize_t steps = -1
-    if use_active_set:
-        steps = eng.active_set(tol, bound)
-    if steps < 0:
-        steps = eng.smo(tol, bound)
-        eng.fvalid = False  # SMO moved alpha: the free set is rebuilt from the support next time
-    return steps
+def fit_meb(problem, eps, **kwargs):
+    """:func:`refimpl.meb.fit_meb` on the Cython numerics :class:`FastMEBOps` (same contract)."""
+    kwargs.setdefault("ops_class", FastMEBOps)
+    return _ref_meb.fit_meb(problem, eps, **kwargs)
 
 
-cdef Py_ssize_t _pick(_Engine eng, Py_ssize_t z, cnp.ndarray idx):
-    cdef cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] a = np.ascontiguousarray(idx, dtype=np.intp)
-    return eng.furthest_from(z, &a[0], a.shape[0])
-
-
-def fit_meb(problem, eps, *, sample_size=59, max_iter=10_000, tol=None, random_state=None,
-            cache_size=200 * 2**20, certify=True, verbose=False, n_confirm=30, solver="auto", stop="radius"):
-    """Same contract as :func:`refimpl.meb.fit_meb` (see its docstring)."""
-    cdef Py_ssize_t n = problem.n, z_a, z_b, n_iter = 0, steps, best
-    cdef double R2, d2, inner_tol, bound, r_cert2
-    cdef double eps_ = 0.0
-    cdef Py_ssize_t bound_steps, n_solves = 0, n_capped = 0
-    cdef double tighten = 1.0
-    cdef cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] samp
-    cdef _Engine eng
-    validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm, solver, stop)
-    cdef bint use_active_set = solver != "smo"
-    cdef bint auto = solver == "auto"
-    cdef Py_ssize_t max_free = auto_max_free(stop)
-    eps_ = float(eps)
-    rng = make_rng(random_state)
-    if sample_size is not None and sample_size >= n:
-        sample_size = None
-    t0 = time.perf_counter()
-    history = {"core_set_size": [], "radius": [], "elapsed": [], "smo_steps": [], "smo_capped": []}
-    eng = _Engine(problem, int(cache_size))
-    progress = Progress(verbose, "CVM (fast)")
-
-    # --- initialisation, 001 Sec. 4.1.1: the reference's draws and rules, this engine's distances
-    z_a, z_b = initial_pair(problem, rng, sample_size, lambda z, idx: _pick(eng, z, idx))
-    eng.add(z_a)
-    eng.alpha[0] = 1.0
-    eng.grad[0] = 2.0 * eng.Qd[0] - eng.l[0]
-    eng.add(z_b)
-
-    R2 = eng.radius2()
-    inner_tol = float(tol) if tol is not None else inner_tolerance(stop, eps_, R2, margin_scale(problem, R2))
-    bound_steps = smo_step_bound(eng.size)
-    if auto and use_active_set and eng.count_support() > max_free:
-        use_active_set = False  # refimpl.meb: one-way switch to SMO
-    with nogil:
-        steps = _solve(eng, inner_tol, bound_steps, use_active_set)
-    n_solves += 1
-    n_capped += steps >= bound_steps
-    cdef Py_ssize_t clean = 0
-    converged = False
-    last_scan = None
-    while True:
-        R2 = eng.radius2()
-        if clean == 0:  # a re-drawn sample at the same center is not a new iteration
-            history["core_set_size"].append(eng.size)
-            history["radius"].append(sqrt(max(R2, 0.0)))
-            history["elapsed"].append(time.perf_counter() - t0)
-            history["smo_steps"].append(steps)
-            history["smo_capped"].append(steps >= bound_steps)
-            progress.update(n_iter, eng.size, R2)
-        eng.compact_support()
-        if sample_size is None:
-            with nogil:
-                eng.furthest(NULL, n, &best, &d2)
-        else:
-            samp = rng.integers(0, n, size=sample_size)
-            with nogil:
-                eng.furthest(&samp[0], samp.shape[0], &best, &d2)
-        if stop_accepts(stop, eps_, R2, d2, margin_scale(problem, R2), eng.margin(), _gmax_support(eng)):
-            clean += 1
-            if sample_size is None or clean > n_confirm:
-                converged = True
-                if sample_size is None:
-                    last_scan = d2
-                break
-            continue
-        clean = 0
-        if n_iter >= max_iter:
-            warnings.warn(f"the MEB engine stopped at max_iter={max_iter} before the stop={stop!r} test held; "
-                          "the certified ratio reports what was reached", ConvergenceWarning, stacklevel=2)
-            break
-        if eng.in_core(best):
-            tighten *= 0.1  # the last QP stopped early: re-solve it tighter (refimpl.meb.fit_meb)
-        else:
-            eng.add(best)
-        R2 = eng.radius2()
-        inner_tol = tighten * (float(tol) if tol is not None else
-                               inner_tolerance(stop, eps_, R2, margin_scale(problem, R2)))
-        bound_steps = smo_step_bound(eng.size)
-        if auto and use_active_set and eng.count_support() > max_free:
-            use_active_set = False  # refimpl.meb: one-way switch to SMO
-        with nogil:
-            steps = _solve(eng, inner_tol, bound_steps, use_active_set)
-        n_solves += 1
-        n_capped += steps >= bound_steps
-        n_iter += 1
-    progress.close(n_iter, eng.size, eng.radius2())
-    warn_if_smo_capped(steps >= bound_steps, n_capped, n_solves)
-
-    R2 = eng.radius2()
-    S = margin_scale(problem, R2)
-    warn_if_radius_too_coarse(stop, eps_, R2, S)
-    if certify:
-        if last_scan is None:
-            eng.compact_support()
-            with nogil:
-                eng.furthest(NULL, n, &best, &d2)
-            last_scan = d2
-        r_cert2 = last_scan
-    else:
-        r_cert2 = float("nan")
-    core = np.array([eng.S[t] for t in range(eng.size)], dtype=np.intp)
-    alpha = np.array([eng.alpha[t] for t in range(eng.size)], dtype=np.float64)
-    return MEBResult(core_set=core, alpha=alpha, radius2=R2, margin=eng.margin(), r_cert2=r_cert2,
-                     certified_ratio=r_cert2 / R2 if R2 > 0 else float("nan"), n_iter=n_iter,
-                     converged=converged, history=history, kernel_evaluations=int(eng.n_eval),
-                     margin_scale=S, kkt_gap=kkt_gap(eng.margin(), r_cert2, S, _gmax_support(eng)), stop=stop)
-
-
-cdef double _gmax_support(_Engine eng):
-    """max g_t over the core vectors with alpha_t > 0 (refimpl.meb._gmax_support)."""
-    cdef double gmin, gmax, gabs
-    eng.grad_stats(&gmin, &gmax, &gabs)
-    return gmax - eng.c0
+cdef double _expansion_row(_PointStore store, const double* x, const Kern* K, const double* c,
+                           Py_ssize_t ns) noexcept nogil:
+    """sum_t c_t k(sv_t, x) for a dot-product kernel on the coordinate layout (scratch row malloc'd)."""
+    cdef double* buf = <double*> malloc(ns * sizeof(double))
+    cdef double v = store.weighted(x, 0.0, point_rawdiag(K, x), c, buf)
+    free(buf)
+    return v
 
 
 def kernel_expansion(spec, SV, coef, X, Py_ssize_t min_parallel_work=-1):
@@ -933,31 +1090,41 @@ def kernel_expansion(spec, SV, coef, X, Py_ssize_t min_parallel_work=-1):
     cdef const double[:, ::1] sv = np.ascontiguousarray(SV, dtype=np.float64)
     cdef const double[::1] c = np.ascontiguousarray(coef, dtype=np.float64)
     cdef const double[:, ::1] x = np.ascontiguousarray(X, dtype=np.float64)
-    cdef Py_ssize_t nx = x.shape[0], ns = sv.shape[0], d = x.shape[1], i, t
+    cdef Py_ssize_t nx = x.shape[0], ns = sv.shape[0], d = x.shape[1], i, t, nb, blk, nblk
     cdef cnp.ndarray[double, ndim=1, mode="c"] out = np.zeros(nx)
     cdef double[::1] o = out
     cdef Kern K = make_kern(spec, d)
-    cdef double s, dax
-    cdef double* sda
+    cdef _PointStore store
     cdef double* buf
+    cdef double* xsq
+    cdef double* xrd
     if nx == 0 or ns == 0:
         return out
-    sda = <double*> malloc(ns * sizeof(double))
+    store = _PointStore()
+    store.setup(K, ns)
+    for t in range(ns):
+        store.put(t, &sv[t, 0])
     # small expansions (e.g. a 59-point sample) run serially: starting threads would cost more,
     # and far more on a loaded machine, where spin-waiting threads compete for the cores
     cdef bint parallel = nx * ns >= (PARALLEL_MIN_WORK if min_parallel_work < 0 else min_parallel_work)
+    nblk = (nx + GEMM_BLOCK - 1) // GEMM_BLOCK
     with nogil:
-        for t in range(ns):
-            sda[t] = k_raw(&K, &sv[t, 0], &sv[t, 0]) if (K.normalize and K.code >= 2) else 1.0
-        for i in prange(nx, schedule="static", use_threads_if=parallel):
-            # one scratch row per test point keeps the loop body thread-private
-            buf = <double*> malloc(ns * sizeof(double))
-            dax = k_raw(&K, &x[i, 0], &x[i, 0]) if (K.normalize and K.code >= 2) else 1.0
-            k_row(&K, &sv[0, 0], sda, ns, &x[i, 0], dax, buf)
-            s = 0.0
-            for t in range(ns):
-                s = s + c[t] * buf[t]
-            o[i] = s
-            free(buf)
-    free(sda)
+        if not store.blas:
+            for i in prange(nx, schedule="static", use_threads_if=parallel):
+                o[i] = store.weighted(&x[i, 0], 0.0, point_rawdiag(&K, &x[i, 0]), &c[0], NULL) \
+                    if (K.code <= 1) else _expansion_row(store, &x[i, 0], &K, &c[0], ns)
+        else:
+            for blk in range(nblk):
+                # BLAS threads by itself: one GEMM per block of test points
+                nb = min(GEMM_BLOCK, nx - blk * GEMM_BLOCK)
+                buf = <double*> malloc((GEMM_BLOCK * ns + 2 * GEMM_BLOCK) * sizeof(double))
+                xsq = &buf[GEMM_BLOCK * ns]
+                xrd = &xsq[GEMM_BLOCK]
+                for i in range(nb):
+                    xsq[i] = point_sq(&x[blk * GEMM_BLOCK + i, 0], d)
+                    xrd[i] = point_rawdiag(&K, &x[blk * GEMM_BLOCK + i, 0])
+                store.block(&x[blk * GEMM_BLOCK, 0], nb, d, xsq, xrd, 0, ns, buf, ns)
+                for i in range(nb):
+                    o[blk * GEMM_BLOCK + i] = cv_dot4(&c[0], &buf[i * ns], ns)
+                free(buf)
     return out

@@ -394,8 +394,8 @@ def finish_kt_block(double[:, ::1] K, const Py_ssize_t[::1] rows, const Py_ssize
 class FastConstrainedOps(ConstrainedOps):
     """``refimpl.constrained_meb.ConstrainedOps`` with its numerics in C."""
 
-    def __init__(self, problem):
-        super().__init__(problem)
+    def __init__(self, problem, omega=1.0):
+        super().__init__(problem, omega)
         b = self.base
         self._X = np.ascontiguousarray(b.X, dtype=np.float64)
         self._sign = np.zeros(0, dtype=np.int8) if b.sign is None else np.ascontiguousarray(b.sign, dtype=np.int8)

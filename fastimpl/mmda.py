@@ -68,7 +68,10 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     max_iter : int, default=10000
         Bound on core-set updates per direction (ConvergenceWarning when it stops a fit).
     tol : float or None, default=None
-        Core-set QP tolerance on squared distances; None means eps * R^2.
+        Core-set QP tolerance on squared distances; None means eps * R^2 (eps * c'c for the margin rules).
+    stop : {'radius', 'margin', 'gap', 'hybrid'}, default='radius'
+        The test that ends each direction's core-set loop (:data:`refimpl.driver.STOPS`): the paper's
+        (1+eps) ball test, or one measured against the margin term c'c of the constrained ball.
     omega : float in (0, 2), default=1.0
         SOR's relaxation factor (Algorithm 3).
     certify : bool, default=True
@@ -97,7 +100,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def __init__(self, n_components=1, *, C=1.0, eps=1e-3, kernel="rbf", gamma="beta", degree=3, coef0=0.0,
                  normalize=False, method="cvm", sample_size=59, n_confirm=30, max_iter=10000, tol=None,
-                 omega=1.0, certify=True, qp_solver="active_set", random_state=None, impl="fast"):
+                 stop="radius", omega=1.0, certify=True, qp_solver="active_set", random_state=None, impl="fast"):
         self.n_components = n_components
         self.C = C
         self.eps = eps
@@ -111,6 +114,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.n_confirm = n_confirm
         self.max_iter = max_iter
         self.tol = tol
+        self.stop = stop
         self.omega = omega
         self.certify = certify
         self.qp_solver = qp_solver
@@ -145,7 +149,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if self.impl not in IMPLS:
             raise ValueError(f"impl must be one of {IMPLS}, got {self.impl!r}")
         validate_engine_params(self.eps, self.sample_size, self.max_iter, self.tol, max(n_samples, 2),
-                               self.n_confirm)
+                               self.n_confirm, stop=self.stop)
 
     def fit(self, X, y):
         X, y = validate_data(self, X, y, dtype=np.float64, order="C", ensure_min_samples=2)
@@ -159,7 +163,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         if self.method == "cvm":
             solve = ref_mmda.solve_cvm(float(self.eps), sample_size=self.sample_size, n_confirm=self.n_confirm,
                                        max_iter=self.max_iter, tol=self.tol, omega=float(self.omega),
-                                       certify=self.certify, ops_class=ops_class)
+                                       certify=self.certify, stop=self.stop, ops_class=ops_class)
         else:
             from refimpl.baselines.mmda_svm import solve_svm
             solve = solve_svm(ops_class, self.qp_solver)

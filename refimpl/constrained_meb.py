@@ -24,13 +24,14 @@ The squared distance of any point to the center (23) needs only kernel expansion
 
 with eta_l = k~(z_l, z_l) + Delta_l; no m x m matrix is formed.
 
-Algorithm 1 (the CVM loop) is the engine of ``refimpl.meb`` with only step 4 changed, as the
+Algorithm 1 (the CVM loop) is the loop of ``refimpl.driver`` with only step 4 changed, as the
 paper says: the constrained MEB of the core set is found through the MMDA sub-problem (3) by SOR
 (``refimpl.sor``, Algorithm 3), warm-started from the previous core set, and mapped to (a~, g~)
-by the normalisation (35), x~ = x / 1'alpha.  Everything else is the engine's: the initial pair
-(``meb.initial_pair``), the random draws (``meb.make_rng``), the 59-point sampling with
-``n_confirm`` confirmations, the max_iter bound and its ConvergenceWarning, the re-solve when a
-core vector is found outside the ball, the certificate scan and ``MEBResult``.
+by the normalisation (35), x~ = x / 1'alpha.  Everything else is the driver's: the initial pair,
+the random draws, the 59-point sampling with ``n_confirm`` confirmations, the stop rules
+(``refimpl.driver.STOPS``, the paper's 'radius' by default), the max_iter bound and its
+ConvergenceWarning, the re-solve when a core vector is found outside the ball and the certificate
+scan.  :class:`ConstrainedOps` is the numerics interface the driver talks to.
 
 The tolerance of the core-set QP follows the engine (tol = eps R^2 on squared distances): since
 at the optimum of (3)  d_l^2 - R^2 = -2 g_l / 1'alpha  (g = G x - b, from (35) and (42)), the SOR
@@ -46,15 +47,15 @@ below is shared so that both implementations make the same draws and the same de
 """
 from __future__ import annotations
 
-import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
+from .driver import Ball, Scan, margin_scale, run_core_set_loop
 from .kernels import kernel_block, kernel_expansion
-from .meb import MEBResult, initial_pair, make_rng, validate_engine_params
+from .meb import MEBResult, validate_engine_params
 from .problem import MEBProblem
 from .simplex_qp import TIE
 from .sor import sor_solve, sor_step_bound
@@ -130,11 +131,91 @@ class ConstrainedOps:
     difference of the order of its tolerance).
     """
 
-    def __init__(self, problem: ConstrainedMEBProblem):
+    def __init__(self, problem: ConstrainedMEBProblem, omega=1.0):
         self.problem = problem
-        self.base = problem.base
+        self.base = self.init_problem = problem.base
+        self.n = problem.n
+        self.omega = float(omega)
         self.n_eval = 0
+        self.total_steps = 0         # SOR steps over all core-set QPs
         self._proj = None            # Phi~'U~ of all points, filled at its first use
+        self.st = None               # the core-set state (_CoreSetState), made by start()
+        self._in = set()
+
+    # -- the numerics interface of refimpl.driver.run_core_set_loop
+    def furthest_from(self, z, idx):
+        """Distance between projected points, ||P(phi~(z) - phi~(z_l))||^2 + Delta_l, maximised."""
+        idx = np.asarray(idx, dtype=np.intp)
+        b = self.base
+        d2 = b.diag([z])[0] - 2.0 * self.kt_block(idx, [z])[:, 0] + b.linear_term(idx)
+        if self.problem.s:
+            pz = self.proj_rows([z])[0]
+            d2 = d2 - ((self.proj_rows(idx) - pz) ** 2).sum(1)
+        return int(idx[int(np.argmax(d2))])
+
+    def start(self, z_a, z_b):
+        """S_1: alpha_1 = [1], gamma_1 = 0 (Sec. IV-C2), then z_b joins with weight 0."""
+        st = self.st = _CoreSetState(self, self.problem.s)
+        s = st.s
+        self.add([z_a])
+        st.x[s] = 1.0
+        st.g[:st.n] = st.G[:st.n, :st.n] @ st.x[:st.n]
+        st.g[s] -= 1.0
+        self.add([z_b])
+
+    def add(self, zs):
+        for z in zs:
+            self.st.add(int(z))
+            self._in.add(int(z))
+
+    def in_core(self, z):
+        return int(z) in self._in
+
+    def n_core(self):
+        return self.st.t
+
+    def n_support(self):
+        return int(np.count_nonzero(self.st.alpha))
+
+    def core_set(self):
+        return self.st.S.copy()
+
+    def step_bound(self):
+        return sor_step_bound(self.st.n)
+
+    def solve(self, tol, method, bound):
+        """SOR on (3) restricted to the core set (Algorithm 3), warm-started.  ``tol`` is on squared
+        distances, like the engine's; since d_l^2 - R^2 = -2 g_l / 1'alpha, SOR stops at |g| <= tol 1'alpha / 2."""
+        st = self.st
+        A, _, _ = st.ball()
+        nn = st.n
+        steps, _ = self.sor(st.G[:nn, :nn], st.g[:nn], st.x[:nn], st.bounded[:nn], self.omega, tol * A / 2.0, bound)
+        self.total_steps += steps
+        return steps
+
+    def ball(self) -> Ball:
+        """R^2 and c'c of the normalised solution (eqs. (22), (35)); the core vectors' squared distances
+        d_l^2 = c'c - 2 (G x)_l / A + eta_l with (G x)_l = g_l + 1."""
+        st = self.st
+        A, cc, R2 = st.ball()
+        s, n = st.s, st.n
+        d2 = cc - 2.0 * (st.g[s:n] + 1.0) / A + st.lin[s:n]
+        return Ball(R2, cc, margin_scale(R2, self.base.constant_term),
+                    float(d2[st.alpha > 0].min()), float(d2.max()))
+
+    def scan(self, idx, k, d2_over) -> Scan:
+        """The furthest candidate of idx (None: all n points, by ``furthest``), with every candidate's
+        squared distance for an explicit sample; no top-k list (MMDA runs the papers' loop)."""
+        st = self.st
+        A, cc, _ = st.ball()
+        if idx is None:
+            z, d2 = self.furthest(np.arange(self.n), st.S, st.alpha, st.gamma, A, cc)
+            return Scan(int(z), float(d2))
+        idx = np.asarray(idx, dtype=np.intp)
+        d2 = cc - 2.0 * self.gx(idx, st.S, st.alpha, st.gamma) / A + self.linear_term(idx)
+        best = float(d2.max())
+        p = int(np.flatnonzero(d2 >= best - TIE * abs(best))[0])
+        return Scan(int(idx[p]), best, sample_d2=d2)
 
     # -- overridable numerics
     def raw_block(self, A, B):
@@ -323,114 +404,36 @@ class _CoreSetState:
 
 
 def fit_constrained_meb(problem: ConstrainedMEBProblem, eps: float, *, sample_size=59, n_confirm=30,
-                        max_iter=10_000, tol=None, omega=1.0, random_state=None, certify=True,
-                        ops_class=ConstrainedOps) -> ConstrainedMEBResult:
+                        max_iter=10_000, tol=None, omega=1.0, random_state=None, certify=True, stop="radius",
+                        verbose=False, ops_class=ConstrainedOps) -> ConstrainedMEBResult:
     """Algorithm 1 on the constrained MEB (19), step 4 by SOR on (3) (Algorithm 3).
 
     Parameters are those of ``refimpl.meb.fit_meb``; ``omega`` in (0, 2) is SOR's relaxation
     factor and ``ops_class`` the implementation of the numerics (NumPy here, C in ``fastimpl``).
-    With ``sample_size=None`` (full scans) Theorem 2 holds: R_tau^2 <= p* <= (1+eps)^2 R_tau^2.
+    With ``sample_size=None`` (full scans) and stop='radius' Theorem 2 holds:
+    R_tau^2 <= p* <= (1+eps)^2 R_tau^2.
     """
-    n, s = problem.n, problem.s
-    validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm)
+    n = problem.n
+    validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm, "smo", stop)
     if isinstance(omega, bool) or not isinstance(omega, (int, float, np.integer, np.floating)) \
             or not 0.0 < omega < 2.0:
         raise ValueError(f"omega must be in (0, 2), got {omega!r}")
-    rng = make_rng(random_state)
-    if sample_size is not None and sample_size >= n:
-        sample_size = None
-    t0 = time.perf_counter()
-    ops = ops_class(problem)
-    base = problem.base
-    history = {"core_set_size": [], "radius": [], "elapsed": [], "sor_steps": [], "sor_capped": []}
-
-    def furthest_from(z, idx):
-        """Distance between projected points, ||P(phi~(z) - phi~(z_l))||^2 + Delta_l, maximised."""
-        idx = np.asarray(idx, dtype=np.intp)
-        d2 = base.diag([z])[0] - 2.0 * ops.kt_block(idx, [z])[:, 0] + base.linear_term(idx)
-        if s:
-            pz = ops.proj_rows([z])[0]
-            d2 = d2 - ((ops.proj_rows(idx) - pz) ** 2).sum(1)
-        return int(idx[int(np.argmax(d2))])
-
-    z_a, z_b = initial_pair(base, rng, sample_size, furthest_from)
-    st = _CoreSetState(ops, s)
-    st.add(z_a)
-    st.x[s] = 1.0                          # S_1: alpha_1 = [1], gamma_1 = 0 (Sec. IV-C2)
-    st.g[:st.n] = st.G[:st.n, :st.n] @ st.x[:st.n]
-    st.g[s] -= 1.0
-    st.add(z_b)
-
-    sor_stats = [0, 0, False, 0]   # solves, solves stopped by the bound, was the last one, total steps
-    tighten = [1.0]
-
-    def solve():
-        A, _, R2 = st.ball()
-        # tol (like the engine's) is on squared distances; |g| = (d^2 gap) 1'alpha / 2
-        inner_tol = tighten[0] * (tol if tol is not None else eps * max(R2, np.finfo(float).tiny)) * A / 2.0
-        bound = sor_step_bound(st.n)
-        nn = st.n
-        steps, _ = ops.sor(st.G[:nn, :nn], st.g[:nn], st.x[:nn], st.bounded[:nn], float(omega),
-                           inner_tol, bound)
-        sor_stats[0] += 1
-        sor_stats[1] += steps >= bound
-        sor_stats[2] = steps >= bound
-        sor_stats[3] += steps
-        return steps
-
-    steps = solve()
-    all_idx = np.arange(n)
-    converged = False
-    n_iter = 0
-    last_scan = None
-    clean = 0
-    while True:
-        A, cc, R2 = st.ball()
-        if clean == 0:
-            history["core_set_size"].append(len(st.S))
-            history["radius"].append(float(np.sqrt(max(R2, 0.0))))
-            history["elapsed"].append(time.perf_counter() - t0)
-            history["sor_steps"].append(steps)
-            history["sor_capped"].append(bool(sor_stats[2]))
-        idx = all_idx if sample_size is None else rng.integers(0, n, size=sample_size)
-        z, d2 = ops.furthest(idx, st.S, st.alpha, st.gamma, A, cc)
-        if d2 <= (1.0 + eps) ** 2 * R2:     # step 2
-            clean += 1
-            if sample_size is None or clean > n_confirm:
-                converged = True
-                if sample_size is None:
-                    last_scan = d2
-                break
-            continue
-        clean = 0
-        if n_iter >= max_iter:
-            warnings.warn(f"the constrained MEB stopped at max_iter={max_iter} before the (1+eps) test held; "
-                          "the certified ratio reports what was reached", ConvergenceWarning, stacklevel=2)
-            break
-        if z in st.S:
-            tighten[0] *= 0.1                 # its QP stopped early: re-solve tighter, no duplicate
-        else:
-            st.add(z)                         # step 3
-        steps = solve()                       # step 4
-        n_iter += 1
-
-    if sor_stats[2]:
+    ops = ops_class(problem, omega)
+    out = run_core_set_loop(ops, float(eps), stop=stop, sample_size=sample_size, n_confirm=n_confirm,
+                            max_iter=max_iter, tol=tol, random_state=random_state, certify=certify,
+                            verbose=verbose, label="MMDA direction", method_for=lambda ops: "sor")
+    if out.last_capped:
         warnings.warn(f"the final core-set QP stopped at the SOR step bound before reaching tol "
-                      f"({sor_stats[1]} of {sor_stats[0]} QPs did); the certified ratio reports the result",
+                      f"({out.n_capped} of {out.n_solves} QPs did); the certified ratio reports the result",
                       ConvergenceWarning, stacklevel=2)
+    st, ball = ops.st, out.ball
     A, cc, R2 = st.ball()
-    if certify:
-        if last_scan is None:
-            _, last_scan = ops.furthest(all_idx, st.S, st.alpha, st.gamma, A, cc)
-        r_cert2 = float(last_scan)
-    else:
-        r_cert2 = float("nan")
     alpha_t = st.alpha.copy() / A            # (35)
     gamma_t = st.gamma.copy() / A
     scale = cc                               # Appendix II: [alpha; gamma] = [a~; g~] / (x~'G x~)
     return ConstrainedMEBResult(
-        core_set=st.S.copy(), alpha=alpha_t, radius2=R2, margin=cc, r_cert2=r_cert2,
-        certified_ratio=r_cert2 / R2 if R2 > 0 else float("nan"), n_iter=n_iter, converged=converged,
-        history=history, kernel_evaluations=int(ops.n_eval), gamma_tilde=gamma_t,
-        alpha_mmda=alpha_t / scale, gamma_mmda=gamma_t / scale,
-        proj_core=st.G[s:st.n, :s].copy(), sor_steps=int(sor_stats[3]))
+        core_set=st.S.copy(), alpha=alpha_t, radius2=R2, margin=cc, r_cert2=out.r_cert2,
+        certified_ratio=out.r_cert2 / R2 if R2 > 0 else float("nan"), n_iter=out.n_iter,
+        converged=out.converged, history=out.history, kernel_evaluations=int(ops.n_eval),
+        margin_scale=ball.S, stop=stop, gamma_tilde=gamma_t, alpha_mmda=alpha_t / scale,
+        gamma_mmda=gamma_t / scale, proj_core=st.G[st.s:st.n, :st.s].copy(), sor_steps=int(ops.total_steps))

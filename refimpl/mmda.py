@@ -63,12 +63,14 @@ class BinaryDirections:
 
 
 def solve_cvm(eps, *, sample_size=59, n_confirm=30, max_iter=10_000, tol=None, omega=1.0, certify=True,
-              ops_class=ConstrainedOps):
-    """The MMDA(CVM) solver of (3): the constrained MEB (19) by core sets (Sec. IV)."""
+              stop="radius", ops_class=ConstrainedOps):
+    """The MMDA(CVM) solver of (3): the constrained MEB (19) by core sets (Sec. IV), ``stop`` one of
+    ``refimpl.driver.STOPS`` (the paper's 'radius' by default)."""
 
     def solve(problem: ConstrainedMEBProblem, seed) -> Direction:
         res = fit_constrained_meb(problem, eps, sample_size=sample_size, n_confirm=n_confirm, max_iter=max_iter,
-                                  tol=tol, omega=omega, random_state=seed, certify=certify, ops_class=ops_class)
+                                  tol=tol, omega=omega, random_state=seed, certify=certify, stop=stop,
+                                  ops_class=ops_class)
         sv = res.alpha > 0
         info = dict(core_set_size=len(res.core_set), n_support=int(sv.sum()), n_iter=res.n_iter,
                     kernel_evaluations=res.kernel_evaluations, certified_ratio=res.certified_ratio,

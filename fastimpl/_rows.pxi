@@ -1,0 +1,167 @@
+# Kernel rows against a growable set of points, for fastimpl._engine (include after _kernels.pxi).
+#
+# Low-dimensional points are stored by coordinate (d x cap, "SoA") and a row runs through the SIMD
+# loops of _simd.h: one vectorised pass per coordinate, then a vector exp.  From BLAS_MIN_D
+# coordinates on, points are stored by row (cap x d) and a row is one BLAS GEMV (a block of rows one
+# GEMM) against cached squared norms: a kernel evaluation then costs what a dot product costs.
+from scipy.linalg.cython_blas cimport dgemv, dgemm
+
+cdef extern from "_simd.h":
+    int cv_simd_level() noexcept nogil
+    void cv_radial_row(const double* C, Py_ssize_t ld, Py_ssize_t n, Py_ssize_t d, const double* x,
+                       double mg, int laplace, double* out) noexcept nogil
+    void cv_dot_row(const double* C, Py_ssize_t ld, Py_ssize_t n, Py_ssize_t d, const double* x,
+                    double* out) noexcept nogil
+    void cv_radial_from_dots(double* out, Py_ssize_t n, double xsq, const double* csq, double mg,
+                             int laplace) noexcept nogil
+    double cv_dot4(const double* w, const double* v, Py_ssize_t n) noexcept nogil
+    double cv_radial_dot(const double* C, Py_ssize_t ld, Py_ssize_t n, Py_ssize_t d, const double* x,
+                         double mg, int laplace, const double* w) noexcept nogil
+
+#: from this many coordinates on, kernel rows go through BLAS (dot products against squared norms)
+cdef Py_ssize_t BLAS_MIN_D = 16
+
+SIMD_LEVEL = cv_simd_level()
+
+
+cdef inline double point_sq(const double* x, Py_ssize_t d) noexcept nogil:
+    cdef Py_ssize_t e
+    cdef double s = 0.0
+    for e in range(d):
+        s += x[e] * x[e]
+    return s
+
+
+cdef inline double point_rawdiag(const Kern* K, const double* x) noexcept nogil:
+    """k_raw(x, x) for the dot-product kernels (what normalisation divides by); 1 for radial ones."""
+    if K.code <= 1:
+        return 1.0
+    return k_raw(K, x, x)
+
+
+cdef inline void dots_to_kernel(const Kern* K, double* out, Py_ssize_t n, double xsq, const double* csq,
+                                double xrd, const double* crd) noexcept nogil:
+    """Turn dot products x'c_j (radial: with the squared norms) into kernel values k(x, c_j)."""
+    cdef Py_ssize_t j
+    cdef double v
+    if K.code <= 1:
+        cv_radial_from_dots(out, n, xsq, csq, -K.gamma, K.code == 1)
+        return
+    for j in range(n):
+        v = out[j]
+        if K.code == 2:
+            v = ipow(K.gamma * v + K.coef0, K.degree)
+        if K.normalize:
+            v = v / sqrt(xrd * crd[j]) if (xrd > 0 and crd[j] > 0) else 0.0
+        out[j] = v
+
+
+cdef class _PointStore:
+    """A growable array of points in the layout its kernel rows want (see the top of this file)."""
+    cdef Kern K
+    cdef Py_ssize_t d, n, cap
+    cdef bint blas
+    cdef double* data   # blas: cap x d by row; else d x cap by coordinate
+    cdef double* sq     # squared norms (the BLAS path of radial kernels)
+    cdef double* rd     # k_raw(c, c) (normalised dot-product kernels)
+
+    def __cinit__(self):
+        self.data = NULL
+        self.sq = NULL
+        self.rd = NULL
+        self.n = 0
+        self.cap = 0
+
+    def __dealloc__(self):
+        free(self.data)
+        free(self.sq)
+        free(self.rd)
+
+    cdef void setup(self, Kern K, Py_ssize_t cap) except *:
+        self.K = K
+        self.d = K.d
+        self.blas = K.d >= BLAS_MIN_D
+        self.reserve(max(cap, 4))
+
+    cdef void reserve(self, Py_ssize_t cap) except *:
+        """Room for ``cap`` points, keeping the first n."""
+        cdef Py_ssize_t e, d = self.d
+        cdef double* nd
+        if cap <= self.cap:
+            return
+        nd = <double*> malloc(cap * max(d, 1) * sizeof(double))
+        if nd == NULL:
+            raise MemoryError("kernel row store")
+        if self.data != NULL:
+            if self.blas:
+                memcpy(nd, self.data, self.n * d * sizeof(double))
+            else:
+                for e in range(d):
+                    memcpy(&nd[e * cap], &self.data[e * self.cap], self.n * sizeof(double))
+        free(self.data)
+        self.data = nd
+        self.sq = <double*> realloc(self.sq, cap * sizeof(double))
+        self.rd = <double*> realloc(self.rd, cap * sizeof(double))
+        if self.sq == NULL or self.rd == NULL:
+            raise MemoryError("kernel row store")
+        self.cap = cap
+
+    cdef inline void put(self, Py_ssize_t j, const double* x) noexcept nogil:
+        """Store x as point j (j < cap; n becomes max(n, j + 1))."""
+        cdef Py_ssize_t e, d = self.d
+        if self.blas:
+            memcpy(&self.data[j * d], x, d * sizeof(double))
+        else:
+            for e in range(d):
+                self.data[e * self.cap + j] = x[e]
+        self.sq[j] = point_sq(x, d)
+        self.rd[j] = point_rawdiag(&self.K, x)
+        if j >= self.n:
+            self.n = j + 1
+
+    cdef void row(self, Py_ssize_t lo, Py_ssize_t hi, const double* x, double xsq, double xrd,
+                  double* out) noexcept nogil:
+        """out[0 : hi - lo] = k(x, c_j) for the stored points j in [lo, hi)."""
+        cdef int n_ = <int> (hi - lo), d_ = <int> self.d, inc = 1
+        cdef double one = 1.0, zero = 0.0
+        cdef char trans = b'T'
+        if hi <= lo:
+            return
+        if self.blas:
+            # row-major (hi - lo) x d is column-major d x (hi - lo): out = A' x
+            dgemv(&trans, &d_, &n_, &one, &self.data[lo * self.d], &d_, <double*> x, &inc, &zero, out, &inc)
+            dots_to_kernel(&self.K, out, hi - lo, xsq, &self.sq[lo], xrd, &self.rd[lo])
+        elif self.K.code <= 1:
+            cv_radial_row(&self.data[lo], self.cap, hi - lo, self.d, x, -self.K.gamma, self.K.code == 1, out)
+        else:
+            cv_dot_row(&self.data[lo], self.cap, hi - lo, self.d, x, out)
+            dots_to_kernel(&self.K, out, hi - lo, xsq, &self.sq[lo], xrd, &self.rd[lo])
+
+    cdef double weighted(self, const double* x, double xsq, double xrd, const double* w,
+                         double* buf) noexcept nogil:
+        """sum_j w[j] k(x, c_j) over all stored points (``buf``: n values of scratch, used off the fused
+        radial path)."""
+        if not self.blas and self.K.code <= 1:
+            return cv_radial_dot(self.data, self.cap, self.n, self.d, x, -self.K.gamma, self.K.code == 1, w)
+        self.row(0, self.n, x, xsq, xrd, buf)
+        return cv_dot4(w, buf, self.n)
+
+    cdef void block(self, const double* xs, Py_ssize_t nb, Py_ssize_t ldx, const double* xsq, const double* xrd,
+                    Py_ssize_t lo, Py_ssize_t hi, double* out, Py_ssize_t ldo) noexcept nogil:
+        """out[b * ldo + (j - lo)] = k(x_b, c_j) for the nb points x_b = xs[b * ldx : b * ldx + d] and
+        j in [lo, hi): one GEMM on the BLAS path, nb rows otherwise."""
+        cdef int m_ = <int> (hi - lo), n_ = <int> nb, k_ = <int> self.d, lda = <int> self.d
+        cdef int ldb = <int> ldx, ldc = <int> ldo
+        cdef double one = 1.0, zero = 0.0
+        cdef char ta = b'T', tb = b'N'
+        cdef Py_ssize_t b
+        if hi <= lo or nb == 0:
+            return
+        if self.blas:
+            dgemm(&ta, &tb, &m_, &n_, &k_, &one, &self.data[lo * self.d], &lda, <double*> xs, &ldb, &zero,
+                  out, &ldc)
+            for b in range(nb):
+                dots_to_kernel(&self.K, &out[b * ldo], hi - lo, xsq[b], &self.sq[lo], xrd[b], &self.rd[lo])
+        else:
+            for b in range(nb):
+                self.row(lo, hi, &xs[b * ldx], xsq[b], xrd[b], &out[b * ldo])

@@ -1,0 +1,326 @@
+/* Kernel rows of the fastimpl extensions: one header, one run-time CPU dispatch.
+ *
+ * The points a row runs over are stored by coordinate ("SoA"): coordinate e of point j is
+ * C[e * ld + j], so every loop below runs over j with unit stride and vectorises.  Three copies of
+ * each body are compiled -- portable, AVX2+FMA and AVX-512F/DQ -- and cv_simd_level() picks one at run
+ * time.  With glibc's libmvec (setup.py defines COREVECTOR_LIBMVEC) exp is declared as an OpenMP SIMD
+ * function, so the vectorised loops call its 2-, 4- or 8-wide exp (_ZGV{b,d,e}N*v_exp).
+ *
+ * Results differ from the scalar kernels of _kernels.pxi only by rounding (FMA contraction and the
+ * vector exp); every copy gives the same values on a given machine and thread count, because each
+ * value is computed by one thread in one fixed order.
+ */
+#ifndef COREVECTOR_SIMD_H
+#define COREVECTOR_SIMD_H
+#include <math.h>
+#include <stddef.h>
+#include "_vexp.h"   /* declares exp as an OpenMP SIMD function when libmvec is linked */
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+#define CV_X86_DISPATCH 1
+#endif
+
+/* out[j] = exp(mg * r_j), r_j = sum_e (C[e*ld + j] - x[e])^2 (laplace: sqrt of it), j < n */
+#define CV_RADIAL_ROW_BODY                                                          \
+    ptrdiff_t j, e;                                                                 \
+    for (j = 0; j < n; j++) out[j] = 0.0;                                          \
+    for (e = 0; e < d; e++) {                                                       \
+        const double *restrict c = C + e * ld;                                      \
+        const double xe = x[e];                                                     \
+        _Pragma("omp simd")                                                         \
+        for (j = 0; j < n; j++) { double u = c[j] - xe; out[j] += u * u; }          \
+    }                                                                               \
+    if (laplace) {                                                                  \
+        _Pragma("omp simd")                                                         \
+        for (j = 0; j < n; j++) out[j] = exp(mg * sqrt(out[j]));                    \
+    } else {                                                                        \
+        _Pragma("omp simd")                                                         \
+        for (j = 0; j < n; j++) out[j] = exp(mg * out[j]);                          \
+    }
+
+/* out[j] = sum_e C[e*ld + j] x[e]  (dot products for the polynomial and linear kernels) */
+#define CV_DOT_ROW_BODY                                                             \
+    ptrdiff_t j, e;                                                                 \
+    for (j = 0; j < n; j++) out[j] = 0.0;                                          \
+    for (e = 0; e < d; e++) {                                                       \
+        const double *restrict c = C + e * ld;                                      \
+        const double xe = x[e];                                                     \
+        _Pragma("omp simd")                                                         \
+        for (j = 0; j < n; j++) out[j] += c[j] * xe;                                \
+    }
+
+/* out[j] = exp(mg * r_j) from dot products: r_j = max(xsq + csq[j] - 2 dots[j], 0) (BLAS path) */
+#define CV_RADIAL_FROM_DOTS_BODY                                                    \
+    ptrdiff_t j;                                                                    \
+    if (laplace) {                                                                  \
+        _Pragma("omp simd")                                                         \
+        for (j = 0; j < n; j++) {                                                   \
+            double r = xsq + csq[j] - 2.0 * out[j];                                 \
+            out[j] = exp(mg * sqrt(r > 0.0 ? r : 0.0));                             \
+        }                                                                           \
+    } else {                                                                        \
+        _Pragma("omp simd")                                                         \
+        for (j = 0; j < n; j++) {                                                   \
+            double r = xsq + csq[j] - 2.0 * out[j];                                 \
+            out[j] = exp(mg * (r > 0.0 ? r : 0.0));                                 \
+        }                                                                           \
+    }
+
+#define CV_DEFINE(SUFFIX, ATTR)                                                                       \
+    ATTR static void cv_radial_row_##SUFFIX(const double *restrict C, ptrdiff_t ld, ptrdiff_t n,      \
+            ptrdiff_t d, const double *restrict x, double mg, int laplace, double *restrict out)      \
+    { CV_RADIAL_ROW_BODY }                                                                            \
+    ATTR static void cv_dot_row_##SUFFIX(const double *restrict C, ptrdiff_t ld, ptrdiff_t n,         \
+            ptrdiff_t d, const double *restrict x, double *restrict out)                              \
+    { CV_DOT_ROW_BODY }                                                                               \
+    ATTR static void cv_radial_from_dots_##SUFFIX(double *restrict out, ptrdiff_t n, double xsq,      \
+            const double *restrict csq, double mg, int laplace)                                       \
+    { CV_RADIAL_FROM_DOTS_BODY }
+
+CV_DEFINE(base, )
+#ifdef CV_X86_DISPATCH
+CV_DEFINE(avx2, __attribute__((target("avx2,fma"))))
+CV_DEFINE(avx512, __attribute__((target("avx512f,avx2,fma"))))
+#endif
+
+#ifdef CV_X86_DISPATCH
+#include <immintrin.h>
+/* exp on 4 or 8 lanes, for the kernel rows' arguments (x <= 0, or small x > 0): Cody-Waite reduction
+ * x = n ln2 + r, |r| <= ln2/2, then exp(r) by its Taylor polynomial to degree 13 (truncation < 5e-18
+ * relative), scaled by 2^n built in the exponent bits.  Arguments below -708 give exp(-708) ~ 3e-308
+ * instead of a denormal or 0: the kernel values concerned are below any tolerance of the engine.
+ * Measured against libm's exp on 1e7 points of [-708, 1]: within 2 ulp. */
+#define CV_EXP_LOG2E 1.4426950408889634
+#define CV_EXP_LN2HI 6.93147180369123816490e-01
+#define CV_EXP_LN2LO 1.90821492927058770002e-10
+#define CV_EXP_POLY(ADD, MUL, FMA, SET1, r)                                                 \
+    FMA(FMA(FMA(FMA(FMA(FMA(FMA(FMA(FMA(FMA(FMA(FMA(FMA(SET1(1.0 / 6227020800.0), r,       \
+        SET1(1.0 / 479001600.0)), r, SET1(1.0 / 39916800.0)), r, SET1(1.0 / 3628800.0)), r,  \
+        SET1(1.0 / 362880.0)), r, SET1(1.0 / 40320.0)), r, SET1(1.0 / 5040.0)), r,           \
+        SET1(1.0 / 720.0)), r, SET1(1.0 / 120.0)), r, SET1(1.0 / 24.0)), r, SET1(1.0 / 6.0)), \
+        r, SET1(0.5)), r, SET1(1.0)), r, SET1(1.0))
+
+__attribute__((target("avx2,fma")))
+static inline __m256d cv_exp4(__m256d x)
+{
+    const __m256d magic = _mm256_set1_pd(6755399441055744.0);  /* 1.5 * 2^52: adds round to integers */
+    x = _mm256_max_pd(x, _mm256_set1_pd(-708.0));
+    __m256d nf = _mm256_fmadd_pd(x, _mm256_set1_pd(CV_EXP_LOG2E), magic);
+    __m256d n = _mm256_sub_pd(nf, magic);
+    __m256d r = _mm256_fnmadd_pd(n, _mm256_set1_pd(CV_EXP_LN2HI), x);
+    r = _mm256_fnmadd_pd(n, _mm256_set1_pd(CV_EXP_LN2LO), r);
+    __m256d p = CV_EXP_POLY(_mm256_add_pd, _mm256_mul_pd, _mm256_fmadd_pd, _mm256_set1_pd, r);
+    /* the low bits of nf hold n: 2^n = (n + 1023) << 52 */
+    __m256i e = _mm256_sub_epi64(_mm256_castpd_si256(nf), _mm256_castpd_si256(magic));
+    e = _mm256_slli_epi64(_mm256_add_epi64(e, _mm256_set1_epi64x(1023)), 52);
+    return _mm256_mul_pd(p, _mm256_castsi256_pd(e));
+}
+
+__attribute__((target("avx512f,avx512dq,avx2,fma")))
+static inline __m512d cv_exp8(__m512d x)
+{
+    x = _mm512_max_pd(x, _mm512_set1_pd(-708.0));
+    __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(CV_EXP_LOG2E)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(CV_EXP_LN2HI), x);
+    r = _mm512_fnmadd_pd(n, _mm512_set1_pd(CV_EXP_LN2LO), r);
+    __m512d p = CV_EXP_POLY(_mm512_add_pd, _mm512_mul_pd, _mm512_fmadd_pd, _mm512_set1_pd, r);
+    __m512i e = _mm512_slli_epi64(_mm512_add_epi64(_mm512_cvtpd_epi64(n), _mm512_set1_epi64(1023)), 52);
+    return _mm512_mul_pd(p, _mm512_castsi512_pd(e));
+}
+
+/* Fused scan kernel: sum_j w[j] exp(mg r_j) with r_j the squared distance (laplace: its root) of the
+ * stored point j (coordinates C[e*ld + j]) to x; 8 or 16 points per step, no row written. */
+__attribute__((target("avx512f,avx512dq,avx2,fma")))
+static double cv_radial_dot_avx512(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                                   const double *x, double mg, int laplace, const double *w)
+{
+    __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
+    const __m512d vmg = _mm512_set1_pd(mg);
+    ptrdiff_t j = 0, e;
+    for (; j + 16 <= n; j += 16) {
+        __m512d r0 = _mm512_setzero_pd(), r1 = _mm512_setzero_pd();
+        for (e = 0; e < d; e++) {
+            const __m512d xe = _mm512_set1_pd(x[e]);
+            __m512d u0 = _mm512_sub_pd(_mm512_loadu_pd(C + e * ld + j), xe);
+            __m512d u1 = _mm512_sub_pd(_mm512_loadu_pd(C + e * ld + j + 8), xe);
+            r0 = _mm512_fmadd_pd(u0, u0, r0);
+            r1 = _mm512_fmadd_pd(u1, u1, r1);
+        }
+        if (laplace) { r0 = _mm512_sqrt_pd(r0); r1 = _mm512_sqrt_pd(r1); }
+        acc0 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j), cv_exp8(_mm512_mul_pd(vmg, r0)), acc0);
+        acc1 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 8), cv_exp8(_mm512_mul_pd(vmg, r1)), acc1);
+    }
+    for (; j < n; j += 8) {
+        const __mmask8 k = (n - j >= 8) ? (__mmask8) 0xFF : (__mmask8) ((1u << (n - j)) - 1u);
+        __m512d r0 = _mm512_setzero_pd();
+        for (e = 0; e < d; e++) {
+            __m512d u0 = _mm512_sub_pd(_mm512_maskz_loadu_pd(k, C + e * ld + j), _mm512_set1_pd(x[e]));
+            r0 = _mm512_fmadd_pd(u0, u0, r0);
+        }
+        if (laplace) r0 = _mm512_sqrt_pd(r0);
+        acc0 = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(k, w + j), cv_exp8(_mm512_mul_pd(vmg, r0)), acc0);
+    }
+    return _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
+}
+
+__attribute__((target("avx2,fma")))
+static double cv_radial_dot_avx2(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                                 const double *x, double mg, int laplace, const double *w)
+{
+    __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+    const __m256d vmg = _mm256_set1_pd(mg);
+    ptrdiff_t j = 0, e;
+    for (; j + 8 <= n; j += 8) {
+        __m256d r0 = _mm256_setzero_pd(), r1 = _mm256_setzero_pd();
+        for (e = 0; e < d; e++) {
+            const __m256d xe = _mm256_set1_pd(x[e]);
+            __m256d u0 = _mm256_sub_pd(_mm256_loadu_pd(C + e * ld + j), xe);
+            __m256d u1 = _mm256_sub_pd(_mm256_loadu_pd(C + e * ld + j + 4), xe);
+            r0 = _mm256_fmadd_pd(u0, u0, r0);
+            r1 = _mm256_fmadd_pd(u1, u1, r1);
+        }
+        if (laplace) { r0 = _mm256_sqrt_pd(r0); r1 = _mm256_sqrt_pd(r1); }
+        acc0 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j), cv_exp4(_mm256_mul_pd(vmg, r0)), acc0);
+        acc1 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j + 4), cv_exp4(_mm256_mul_pd(vmg, r1)), acc1);
+    }
+    double tail = 0.0;
+    for (; j < n; j++) {
+        double r = 0.0;
+        for (e = 0; e < d; e++) { double u = C[e * ld + j] - x[e]; r += u * u; }
+        if (laplace) r = sqrt(r);
+        tail += w[j] * exp(mg * r);
+    }
+    __m256d a = _mm256_add_pd(acc0, acc1);
+    double t[4];
+    _mm256_storeu_pd(t, a);
+    return ((t[0] + t[1]) + (t[2] + t[3])) + tail;
+}
+
+/* Rows: out[j] = exp(mg r_j) with the same vector exp */
+__attribute__((target("avx512f,avx512dq,avx2,fma")))
+static void cv_radial_row_x512(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                               const double *x, double mg, int laplace, double *out)
+{
+    const __m512d vmg = _mm512_set1_pd(mg);
+    ptrdiff_t j, e;
+    for (j = 0; j < n; j += 8) {
+        const __mmask8 k = (n - j >= 8) ? (__mmask8) 0xFF : (__mmask8) ((1u << (n - j)) - 1u);
+        __m512d r0 = _mm512_setzero_pd();
+        for (e = 0; e < d; e++) {
+            __m512d u0 = _mm512_sub_pd(_mm512_maskz_loadu_pd(k, C + e * ld + j), _mm512_set1_pd(x[e]));
+            r0 = _mm512_fmadd_pd(u0, u0, r0);
+        }
+        if (laplace) r0 = _mm512_sqrt_pd(r0);
+        _mm512_mask_storeu_pd(out + j, k, cv_exp8(_mm512_mul_pd(vmg, r0)));
+    }
+}
+
+__attribute__((target("avx2,fma")))
+static void cv_radial_row_x256(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                               const double *x, double mg, int laplace, double *out)
+{
+    const __m256d vmg = _mm256_set1_pd(mg);
+    ptrdiff_t j = 0, e;
+    for (; j + 4 <= n; j += 4) {
+        __m256d r0 = _mm256_setzero_pd();
+        for (e = 0; e < d; e++) {
+            __m256d u0 = _mm256_sub_pd(_mm256_loadu_pd(C + e * ld + j), _mm256_set1_pd(x[e]));
+            r0 = _mm256_fmadd_pd(u0, u0, r0);
+        }
+        if (laplace) r0 = _mm256_sqrt_pd(r0);
+        _mm256_storeu_pd(out + j, cv_exp4(_mm256_mul_pd(vmg, r0)));
+    }
+    for (; j < n; j++) {
+        double r = 0.0;
+        for (e = 0; e < d; e++) { double u = C[e * ld + j] - x[e]; r += u * u; }
+        out[j] = exp(mg * (laplace ? sqrt(r) : r));
+    }
+}
+#endif
+
+/* 0: portable, 1: AVX2 + FMA, 2: AVX-512F; decided once */
+static int cv_simd_level_cached = -1;
+static int cv_simd_level(void)
+{
+    if (cv_simd_level_cached < 0) {
+        int level = 0;
+#ifdef CV_X86_DISPATCH
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+            level = (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")) ? 2 : 1;
+#endif
+        cv_simd_level_cached = level;
+    }
+    return cv_simd_level_cached;
+}
+
+static void cv_radial_row(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x,
+                          double mg, int laplace, double *out)
+{
+#ifdef CV_X86_DISPATCH
+    int level = cv_simd_level();
+    if (level == 2) { cv_radial_row_x512(C, ld, n, d, x, mg, laplace, out); return; }
+    if (level == 1) { cv_radial_row_x256(C, ld, n, d, x, mg, laplace, out); return; }
+#endif
+    cv_radial_row_base(C, ld, n, d, x, mg, laplace, out);
+}
+
+static void cv_dot_row(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x, double *out)
+{
+#ifdef CV_X86_DISPATCH
+    int level = cv_simd_level();
+    if (level == 2) { cv_dot_row_avx512(C, ld, n, d, x, out); return; }
+    if (level == 1) { cv_dot_row_avx2(C, ld, n, d, x, out); return; }
+#endif
+    cv_dot_row_base(C, ld, n, d, x, out);
+}
+
+static void cv_radial_from_dots(double *out, ptrdiff_t n, double xsq, const double *csq, double mg, int laplace)
+{
+#ifdef CV_X86_DISPATCH
+    int level = cv_simd_level();
+    if (level == 2) { cv_radial_from_dots_avx512(out, n, xsq, csq, mg, laplace); return; }
+    if (level == 1) { cv_radial_from_dots_avx2(out, n, xsq, csq, mg, laplace); return; }
+#endif
+    cv_radial_from_dots_base(out, n, xsq, csq, mg, laplace);
+}
+
+/* sum_j w[j] exp(mg r_j) over the n stored points, tile by tile so that each tile's distances stay in
+ * L1 (the scans' hot loop: no row of n values is written and read back).  The tiles are summed in a
+ * fixed order, so the result does not depend on anything but the inputs. */
+#define CV_TILE 256
+static double cv_dot4(const double *restrict w, const double *restrict v, ptrdiff_t n);
+static double cv_radial_dot(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x,
+                            double mg, int laplace, const double *w)
+{
+    double buf[CV_TILE], s = 0.0;
+#ifdef CV_X86_DISPATCH
+    int level = cv_simd_level();
+    if (level == 2) return cv_radial_dot_avx512(C, ld, n, d, x, mg, laplace, w);
+    if (level == 1) return cv_radial_dot_avx2(C, ld, n, d, x, mg, laplace, w);
+#endif
+    for (ptrdiff_t lo = 0; lo < n; lo += CV_TILE) {
+        ptrdiff_t m = n - lo < CV_TILE ? n - lo : CV_TILE;
+        cv_radial_row(C + lo, ld, m, d, x, mg, laplace, buf);
+        s += cv_dot4(w + lo, buf, m);
+    }
+    return s;
+}
+
+/* sum_j w[j] v[j] with four partial sums (j mod 4), added as (s0 + s1) + (s2 + s3): four independent
+ * chains instead of one; the order is fixed, so the result is deterministic. */
+static double cv_dot4(const double *restrict w, const double *restrict v, ptrdiff_t n)
+{
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    ptrdiff_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        s0 += w[j] * v[j];
+        s1 += w[j + 1] * v[j + 1];
+        s2 += w[j + 2] * v[j + 2];
+        s3 += w[j + 3] * v[j + 3];
+    }
+    for (; j < n; j++) s0 += w[j] * v[j];
+    return (s0 + s1) + (s2 + s3);
+}
+#endif

@@ -1,0 +1,382 @@
+"""The core-set loop of the CVM papers, written once for every formulation and both implementations.
+
+001_1b97d3ee98da12aa.txt, Sec. 4 (and 000_88c8f8810bf6206d.txt Sec. 3, 004_41bfd2b98060112a.txt Alg. 1):
+
+    1. Initialise S_0, c_0, R_0                                          (Sec. 4.1.1)
+    2. Terminate if no phi~(z) lies outside the stop rule's ball          (Sec. 4.1.2, eq. (12))
+    3. Add the furthest point to the core set                             (Sec. 4.1.3, eq. (13))
+    4. c_{t+1}, R_{t+1} = MEB(S_{t+1}) by a warm-started QP               (Sec. 4.1.4)
+    5. t += 1, go to 2.
+
+The loop knows no kernel and no QP: it talks to a *numerics* object, ``ops``, that owns the core set,
+its weights and the inner solver.  ``refimpl.meb.MEBOps`` (NumPy), ``fastimpl._engine.FastMEBOps``
+(Cython), ``refimpl.constrained_meb.ConstrainedOps`` (NumPy, SOR) and ``fastimpl._mmda.FastConstrainedOps``
+(C scans) implement it.  All random draws and all decisions are made here, so that every
+implementation of the numerics selects the same core vectors for the same ``random_state``.
+
+The numerics interface (squared distances are the unshifted ||c - phi~(z)||^2 + Delta_z of eq. (12)):
+
+    ops.n                         number of (augmented) points z
+    ops.init_problem              the MEBProblem whose labels/kernel the initialisation uses
+    ops.furthest_from(z, idx)     the candidate of idx furthest from phi~(z) (initialisation)
+    ops.start(z_a, z_b)           S_0 = {z_a, z_b}, all weight on z_a
+    ops.add(zs)                   append the points zs with zero weight
+    ops.solve(tol, method, bound) warm-started core-set QP until its KKT gap (in squared-distance units)
+                                  is <= tol or ``bound`` steps were made; returns the steps made
+    ops.step_bound()              the bound on inner steps for one solve at the current core-set size
+    ops.ball()                    a :class:`Ball` (R^2, margin, S, smallest and largest core distance)
+    ops.scan(idx, k, d2_over)     a :class:`Scan` of the candidates idx (None: all n points)
+    ops.in_core(z), ops.n_support(), ops.n_core(), ops.n_eval
+
+Two update strategies share this loop:
+
+* ``batch=False`` -- the papers': one core vector per iteration (the furthest candidate), and the
+  core-set QP solved to the fixed inner tolerance of :func:`inner_tolerance` after each.
+* ``batch=True`` -- beyond the papers (issue "Large core sets in seconds"): every violator of the
+  sample is added at once (up to ``MAX_ADD``), and the inner QP is solved only to a fraction THETA
+  of the outer gap it was called for, never tighter than needed; the stop test then also checks the
+  core set itself (its own furthest vector), and an inexact solve is finished to the final tolerance
+  before the loop may stop.  Nothing about the guarantee changes: R_tau^2 is a lower bound on r*^2
+  for *any* feasible alpha (weak duality), and the rule is tested on the same points.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from .progress import Progress
+
+#: The stopping rules of step 2.  With g = 2 Q alpha - l the gradient of the dual, the squared distance
+#: of z to the center is d_z^2 = alpha'Q alpha - g_z, and d_z^2 - R^2 = alpha'g - g_z is the Frank-Wolfe
+#: duality gap of coordinate z:
+#:
+#: * 'radius' (the paper's): d_z^2 <= (1+eps)^2 R^2.  R^2 = c0 - (margin term) is dominated by the
+#:   constant c0 = k~(z,z) + Delta (kappa + 1 + 1/C for the L2-SVM, eta for CVR) when the margin term is
+#:   small, so eps R^2 can exceed the whole margin and the test then accepts points that violate it
+#:   (Loosli & Canu, JMLR 2007).
+#: * 'margin': d_z^2 - R^2 <= ((1+eps)^2 - 1) S, S = |R^2 - c0| the margin term (rho for the L2-SVMs,
+#:   the dual objective p/C^2 for CVR, c'c for MMDA's constrained ball): the same test with eps measured
+#:   against what the model is made of.  It bounds the dual suboptimality (f - f*)/S <= (1+eps)^2 - 1.
+#: * 'gap': LIBSVM's rule, max_{alpha_t > 0} g_t - min_z g_z <= 2 eps S, i.e. d_z^2 <= min_{alpha_t>0}
+#:   d_t^2 + 2 eps S.  For the L2-SVM rescaled to LIBSVM's form (rho = 1) this is its maximal-violating-
+#:   pair test with tolerance eps.
+#: * 'hybrid': the paper's radius test, but never looser than d_z^2 - R^2 <= 2 HYBRID_NU S:
+#:   d_z^2 - R^2 <= min(((1+eps)^2 - 1) R^2, 2 nu S).  It is at least as tight as 'radius', so the (1+eps)^2
+#:   bound of 001 eqs. (14)-(15) holds unchanged.  For the two-class L2-SVM, d_z^2 - R^2 = 2 (rho - y_z f(x_z))
+#:   for a point outside the core set, so the cap with nu = 1 reads y_z f(x_z) >= 0: whatever eps and the
+#:   kernel width, the loop cannot stop while a sampled training point is misclassified.
+#:
+#: When the problem has no constant part (an MEB with a non-constant kernel diagonal), S = R^2 and
+#: 'margin' is 'radius'.  The estimators' default is chosen by measurement (README, Design notes).
+STOPS = ("radius", "margin", "gap", "hybrid")
+#: nu of the 'hybrid' rule: a point outside the core set passes only if it violates the margin rho by at
+#: most nu rho (nu = 1: the two-class L2-SVM classifies it correctly).  Chosen by measurement (README,
+#: "Stopping rule"): bounded core sets need nu >= 1 on the checkerboard at the paper's width (nu = 0.99:
+#: 2,800 core vectors and 30 s at m = 1e6; nu = 1: 1,200 and 3 s), and nu > 1 can stop at a poor model on
+#: overlapping classes (nu = 1.01: 74% test accuracy on two overlapping Gaussians, 92.4% at nu = 1).
+HYBRID_NU = 1.0
+HYBRID_ADD_NU = 0.5
+#: batch=True under 'hybrid': once a sample fails the test, every candidate violating the margin by more
+#: than HYBRID_ADD_NU rho joins the core set (not only those beyond HYBRID_NU rho): the stop test keeps
+#: the bounded core set of nu = 1, the model gets the points a tighter rule would add on the way.
+
+#: batch=True: at most this many violators of one scan join the core set at once
+MAX_ADD = 64
+#: batch=True: the inner QP stops at THETA times the outer gap (d_max^2 - R^2) it was called for
+THETA = 0.5
+
+
+@dataclass
+class Ball:
+    """The current ball: R^2 (the dual objective, a lower bound on r*^2), the margin term
+    ``margin`` = alpha'Q alpha (c'c for MMDA), its scale S = |R^2 - c0|, and the smallest squared
+    distance over the support (alpha > 0) and the largest over the whole core set."""
+
+    R2: float
+    margin: float
+    S: float
+    d2_sv_min: float
+    d2_core_max: float
+
+
+@dataclass
+class Scan:
+    """A scan of candidates: the furthest (first within a relative TIE of the maximum) and its squared
+    distance; ``top``/``top_d2``: for a full scan, up to k points with d^2 > d2_over, largest first (ties to
+    the lower index); ``sample_d2``: every candidate's d^2 when the scan covered an explicit sample."""
+
+    best: int
+    d2: float
+    top: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    top_d2: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    sample_d2: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+
+@dataclass
+class LoopOutcome:
+    """What the loop hands back to the formulation-specific wrapper (fit_meb, fit_constrained_meb)."""
+
+    ball: Ball
+    r_cert2: float
+    n_iter: int
+    converged: bool
+    history: dict
+    n_solves: int
+    n_capped: int
+    last_capped: bool
+
+
+def make_rng(random_state) -> np.random.Generator:
+    """One numpy Generator from the sklearn-style ``random_state`` (None, int, RandomState, Generator)."""
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(random_state.randint(0, 2**31 - 1))
+    if random_state is None or isinstance(random_state, (int, np.integer)):
+        return np.random.default_rng(random_state)
+    raise TypeError(f"random_state must be None, an int, a RandomState or a Generator, got {random_state!r}")
+
+
+def margin_scale(R2: float, c0) -> float:
+    """S = |R^2 - c0|, the part of the dual objective that is not the constant linear term c0
+    (S = R^2 when the linear term has no constant part, c0 None)."""
+    S = abs(R2 - c0) if c0 is not None else abs(R2)
+    return max(S, np.finfo(float).tiny)
+
+
+def d2_threshold(stop: str, eps: float, ball: Ball, nu: float = HYBRID_NU) -> float:
+    """The largest squared distance a point may have and pass ``stop`` (see :data:`STOPS`); ``nu`` is the
+    margin cap of 'hybrid'."""
+    slack = (1.0 + eps) ** 2 - 1.0
+    if stop == "radius":
+        return ball.R2 + slack * ball.R2
+    if stop == "margin":
+        return ball.R2 + slack * ball.S
+    if stop == "gap":
+        return ball.d2_sv_min + 2.0 * eps * ball.S
+    return ball.R2 + min(slack * ball.R2, 2.0 * nu * ball.S)
+
+
+def stop_accepts(stop: str, eps: float, ball: Ball, d2: float) -> bool:
+    """Step 2: does a point at squared distance d2 pass ``stop``?"""
+    return d2 <= d2_threshold(stop, eps, ball)
+
+
+#: The core-set QP is never solved more loosely than this fraction of the margin term S.  The outer test
+#: may accept points up to a large fraction of S (eps = 0.7 under 'margin' accepts every correctly
+#: classified point); if the inner QP stopped as loosely, the model on the core set itself would be
+#: poor (two overlapping Gaussians, 'margin' at eps = 0.74: 73% test accuracy instead of 92.5%).
+INNER_EPS_MAX = 1e-2
+
+
+def inner_tolerance(stop: str, eps: float, ball: Ball) -> float:
+    """Final stopping gap of the core-set QP: eps R^2 for 'radius' (001 Sec. 4.1.4), min(eps, INNER_EPS_MAX) S
+    for the margin-relative rules (an inner QP looser than the outer test would make every outer check
+    fail), the smaller of the two for 'hybrid'."""
+    tiny = np.finfo(float).tiny
+    rel = min(eps, INNER_EPS_MAX) * max(ball.S, tiny)
+    if stop == "radius":
+        return eps * max(ball.R2, tiny)
+    if stop == "hybrid":
+        return max(min(eps * ball.R2, rel), tiny)
+    return rel
+
+
+def kkt_gap(ball: Ball, r_cert2: float) -> float:
+    """The certified maximal-violation gap (max_{alpha>0} g - min_z g) / (2 S) from a full scan: in
+    distances, (r_cert^2 - min_{alpha>0} d^2) / (2 S) -- LIBSVM's gap in the units of its tolerance."""
+    return (r_cert2 - ball.d2_sv_min) / (2.0 * ball.S) if np.isfinite(r_cert2) else float("nan")
+
+
+def warn_if_radius_too_coarse(stop: str, eps: float, ball: Ball):
+    """Under 'radius', warn when the allowed slack ((1+eps)^2 - 1) R^2 is not small against the margin
+    term S: the test cannot then tell margin violators from support vectors (Loosli & Canu)."""
+    slack = ((1.0 + eps) ** 2 - 1.0) * ball.R2
+    if stop == "radius" and slack > 0.1 * ball.S:
+        warnings.warn(f"stop='radius' with eps={eps:g}: the slack ((1+eps)^2-1) R^2 = {slack:.3g} is not small "
+                      f"against the margin term {ball.S:.3g}, so points violating the margin may pass the test and "
+                      "the model can be inaccurate; use stop='margin' or 'hybrid', or a smaller eps",
+                      ConvergenceWarning, stacklevel=3)
+
+
+def initial_pair(problem, rng, sample_size, furthest_from):
+    """001 Sec. 4.1.1: z arbitrary, z_a furthest from z, z_b furthest from z_a.
+
+    For classification z_b is restricted to the class opposite to z_a: by eq. (10) the
+    feature-space distance between opposite-class points is 2(kappa + 1 + 1/C) + 2 k(x_a, x_b),
+    so z_b is the opposite-class point closest to z_a in input space (the SimpleSVM heuristic).
+    With sampling, both searches run over random samples of ``sample_size`` points, which makes
+    the initialisation O(1) as in Sec. 4.3.
+    """
+    n = problem.n
+
+    def candidates():
+        return np.arange(n) if sample_size is None else rng.integers(0, n, size=sample_size)
+
+    z = int(rng.integers(0, n))
+    z_a = furthest_from(z, candidates())
+    idx = candidates()
+    if problem.labels is not None:
+        opposite = idx[problem.labels[idx] != problem.labels[z_a]]
+        if len(opposite) == 0:  # the sample missed the other class: fall back to a full scan of it
+            opposite = np.flatnonzero(problem.labels != problem.labels[z_a])
+        idx = opposite
+    idx = idx[idx != z_a]
+    if len(idx) == 0:
+        idx = np.array([(z_a + 1) % n])
+    return z_a, furthest_from(z_a, idx)
+
+
+def _sample_violators(scan: Scan, idx, threshold, ops, k):
+    """batch=True: the candidates to add -- the violators of the scan that are not core vectors yet,
+    without duplicates, in the order drawn (a full scan: index order), at most k, the furthest k if
+    there are more (stable: ties to the earlier candidate)."""
+    if idx is None:  # a full scan returns its top-k list
+        return sorted(int(z) for z in scan.top if not ops.in_core(int(z)))
+    d2 = np.asarray(scan.sample_d2)
+    order = [p for p in range(len(idx)) if d2[p] > threshold]
+    if len(order) > k:
+        order = sorted(sorted(order, key=lambda p: -d2[p])[:k])
+    seen, out = set(), []
+    for p in order:
+        z = int(idx[p])
+        if z not in seen and not ops.in_core(z):
+            seen.add(z)
+            out.append(z)
+    return out
+
+
+class _CoreSetLoop:
+    """One fit: the state steps 1-5 share (random draws, inner-solve bookkeeping, history)."""
+
+    def __init__(self, ops, eps, stop, tol, batch, method_for, random_state):
+        self.ops, self.eps, self.stop, self.tol, self.batch = ops, eps, stop, tol, batch
+        self.method_for = method_for
+        self.rng = make_rng(random_state)
+        self.t0 = time.perf_counter()
+        self.history = {"core_set_size": [], "radius": [], "elapsed": [], "inner_steps": [], "inner_capped": []}
+        self.solves = self.capped = self.steps = 0
+        self.last_capped = False
+        self.tighten = 1.0      # shrinks the inner tolerance when the core set itself fails the test
+        self.finished = False   # the last solve used the final tolerance (batch=True)
+        self.clean_full_d2 = None  # a clean full scan made by confirm() at the final center
+        self.add_thr = np.inf      # squared distance beyond which a candidate joins the core set
+
+    def final_tol(self, ball):
+        return self.tol if self.tol is not None else inner_tolerance(self.stop, self.eps, ball)
+
+    def solve(self, tol_now):
+        bound = self.ops.step_bound()
+        self.steps = self.ops.solve(self.tighten * tol_now, self.method_for(self.ops), bound)
+        self.solves += 1
+        self.last_capped = self.steps >= bound
+        self.capped += self.last_capped
+
+    def record(self, ball):
+        h = self.history
+        h["core_set_size"].append(self.ops.n_core())
+        h["radius"].append(float(np.sqrt(max(ball.R2, 0.0))))
+        h["elapsed"].append(time.perf_counter() - self.t0)
+        h["inner_steps"].append(self.steps)
+        h["inner_capped"].append(bool(self.last_capped))
+
+    def confirm(self, n, sample_size, n_confirm, thr):
+        """(Beyond the paper) after a clean sample, n_confirm more at the same center: one clean sample of
+        59 only says that, with probability 0.95, fewer than 5% of the points fail the test; 1 + n_confirm
+        clean samples bound that fraction near 3/(59 (1 + n_confirm)).  They are drawn and scanned in
+        blocks of 1, 2, 4, ... samples (few calls, at most twice the candidates of one-by-one checks); once
+        the draws left would cover n points, one full scan replaces them (exact, and cheaper).
+        Returns (idx, scan) of the first failing sample (idx None: the full scan), or (None, None) when
+        all are clean; ``self.clean_full_d2`` keeps a clean full scan's maximum for the certificate."""
+        done, block = 0, 1
+        k = MAX_ADD if self.batch else 0
+        while done < n_confirm:
+            if (n_confirm - done) * sample_size >= n:
+                scan = self.ops.scan(None, k, self.add_thr)
+                if scan.d2 <= thr:
+                    self.clean_full_d2 = scan.d2
+                    return None, None
+                return None, scan
+            b = min(block, n_confirm - done)
+            idx = self.rng.integers(0, n, size=b * sample_size)
+            bad = np.flatnonzero(self.ops.scan(idx, 0, thr).sample_d2 > thr)
+            if bad.size:
+                first = idx[bad[0] // sample_size * sample_size:][:sample_size]
+                return first, self.ops.scan(first, k, self.add_thr)
+            done += b
+            block *= 2
+        return None, None
+
+    def update(self, ball, scan, idx, thr):
+        """Steps 3-4 after a failed test: add the furthest point (or every violator) and re-solve."""
+        ops = self.ops
+        if not self.batch:
+            if ops.in_core(scan.best):
+                # A core vector outside the ball: the last QP stopped early (at its step bound, or at a
+                # user tol above eps R^2).  Re-solve it 10x tighter instead of adding a duplicate; the
+                # re-solve counts as an iteration, so max_iter still bounds the loop.
+                self.tighten *= 0.1
+            else:
+                ops.add([scan.best])
+            self.solve(self.final_tol(ball))
+            return
+        new = _sample_violators(scan, idx, self.add_thr, ops, MAX_ADD) if scan.d2 > thr else []
+        if new:
+            ops.add(new)
+            self.solve(max(self.final_tol(ball), THETA * (scan.d2 - ball.R2)))  # as far as the outer gap asks
+        else:
+            # only core vectors violate: finish their QP (10x tighter if it was finished already and
+            # reached its tolerance; a QP stopped by its step bound just continues from where it is)
+            if self.finished and not self.last_capped:
+                self.tighten *= 0.1
+            self.solve(self.final_tol(ball))
+        self.finished = not new
+
+
+def run_core_set_loop(ops, eps, *, stop="radius", sample_size=59, n_confirm=30, max_iter=10_000, tol=None,
+                      random_state=None, certify=True, verbose=False, label="MEB", batch=False,
+                      method_for=lambda ops: None) -> LoopOutcome:
+    """Steps 1-5 above on the numerics ``ops``; ``method_for(ops)`` names the inner solver for the next
+    solve (e.g. 'active_set' or 'smo', switched by the caller's policy).  See the module docstring."""
+    n = ops.n
+    loop = _CoreSetLoop(ops, eps, stop, tol, batch, method_for, random_state)
+    if sample_size is not None and sample_size >= n:
+        sample_size = None  # sampling more points than exist is a full scan
+    z_a, z_b = initial_pair(ops.init_problem, loop.rng, sample_size, ops.furthest_from)   # step 1
+    ops.start(z_a, z_b)
+    loop.solve(loop.final_tol(ops.ball()))
+    progress = Progress(verbose, label)
+    converged, n_iter, last_scan = False, 0, None
+    while True:
+        ball = ops.ball()
+        loop.record(ball)
+        progress.update(n_iter, ops.n_core(), ball.R2)
+        thr = d2_threshold(stop, eps, ball)
+        loop.add_thr = d2_threshold(stop, eps, ball, HYBRID_ADD_NU)
+        idx = None if sample_size is None else loop.rng.integers(0, n, size=sample_size)
+        scan = ops.scan(idx, MAX_ADD if batch else 0, loop.add_thr)
+        if scan.d2 <= thr and (not batch or ball.d2_core_max <= thr):                    # step 2
+            if sample_size is None:
+                converged, last_scan = True, scan.d2
+                break
+            idx, scan = loop.confirm(n, sample_size, n_confirm, thr)
+            if scan is None:
+                converged, last_scan = True, loop.clean_full_d2
+                break
+        if n_iter >= max_iter:
+            warnings.warn(f"the core-set loop stopped at max_iter={max_iter} before the stop={stop!r} test held; "
+                          "the certified ratio reports what was reached", ConvergenceWarning, stacklevel=3)
+            break
+        loop.update(ball, scan, idx, thr)                                                 # steps 3-4
+        n_iter += 1
+    ball = ops.ball()
+    progress.close(n_iter, ops.n_core(), ball.R2)
+    if certify and last_scan is None:
+        last_scan = ops.scan(None, 0, np.inf).d2
+    return LoopOutcome(ball=ball, r_cert2=float(last_scan) if certify else float("nan"), n_iter=n_iter,
+                       converged=converged, history=loop.history, n_solves=loop.solves, n_capped=loop.capped,
+                       last_capped=loop.last_capped)
