@@ -9,9 +9,12 @@ differently only in *how*:
 * candidate scoring (eq. (16)) computes each candidate's kernel column point by point in C with the
   vectorised exp of ``_kernels.pxi``, fused with the two dot products it needs, in parallel over the
   candidates (OpenMP ``prange``); no n x |O| block is stored;
-* the gradient (22) is not recomputed with a pass over K_P: with q = W y + eps s - (Delta - eps) s_bar
-  it equals H beta - 2 K_P'q, and p = 2 K_P'q is kept up to date as points change zone (O(m) each),
-  so a Newton iteration makes a single pass over the n x m block (u = K_P d, BLAS dgemv);
+* the gradient (22) is computed as in the reference, K_P'l'(r) + 2 lam K_PP beta (BLAS dgemv), so a
+  Newton iteration makes two passes over the n x m block (this and u = K_P d).  (It was once
+  H beta - 2 K_P'q with a maintained q = W y + eps s - (Delta - eps) s_bar, saving a pass: but H beta
+  and 2 K_P'q are both ~ |H| |beta| and cancel to the gradient, an absolute error ~ 1e-16 |H| |beta|
+  that on ill-conditioned bases (|beta| ~ 1e3, cond H ~ 1e14) left finite Newton 1e-7 relative
+  above the minimum of (18) where the reference, whose gradient has no such cancellation, reached it);
 * residuals, zones, the loss and the list of zone changes are updated in one fused O(n) loop;
 * the exact line search first brackets the root of phi' by doubling from t = 1 and sorts only the
   breakpoints inside the bracket;
@@ -213,19 +216,6 @@ cdef inline signed char zone_bf(double r, double eps, double delta) noexcept nog
     return <signed char> ((r > eps) + (r >= delta) - (r < -eps) - (r <= -delta))
 
 
-cdef inline double qval(signed char z, double y, double eps, double delta) noexcept nogil:
-    """q_i = w_i y_i + eps s_i - (Delta - eps) s_bar_i, so that grad (22) = H beta - 2 K_P'q."""
-    if z == 1:
-        return y + eps
-    if z == -1:
-        return y - eps
-    if z == 2:
-        return -(delta - eps)
-    if z == -2:
-        return delta - eps
-    return 0.0
-
-
 cdef void score_candidates(const Kern* K, const double* X, const double* sda, Py_ssize_t n,
                            const Py_ssize_t* O, Py_ssize_t nO, const double* g, const double* beta,
                            const Py_ssize_t* P, Py_ssize_t m, double lam,
@@ -301,10 +291,9 @@ cdef class FastSSVROps:
     cdef double* H        # nb x nb column-major, lower triangle
     cdef double* L        # nb x nb column-major, lower Cholesky factor of H
     cdef double* beta_
-    cdef double* p        # 2 K_P'q
     cdef double* r
     cdef double* u
-    cdef double* work     # n
+    cdef double* work     # n: w K_s (cholesky_row), l'(r) (newton_direction)
     cdef double* vm       # 4 nb scratch: [h or grad | l or d | rank-one x | K_PP d]
     cdef double* gather   # GATHER x nb
     cdef BP* bps          # 4 n breakpoints
@@ -314,9 +303,9 @@ cdef class FastSSVROps:
     cdef Py_ssize_t* P
     cdef object keep
     cdef object O         # the candidates of the current round
-    # the candidate of the last cholesky_row: its index, k_ss, h_ss, pivot^2 and (K_s'q)
+    # the candidate of the last cholesky_row: its index, k_ss, h_ss and pivot^2
     cdef Py_ssize_t new_s
-    cdef double new_kss, new_hss, new_piv2, new_ps
+    cdef double new_kss, new_hss, new_piv2
 
     def __init__(self, X, y, spec, Py_ssize_t nb, double lam, double eps, double delta, n_jobs=None):
         cdef Py_ssize_t i, n
@@ -331,7 +320,7 @@ cdef class FastSSVROps:
         self.simd = SIMD_OK and self.K.code <= 1
         Xt = np.ascontiguousarray(Xc.T) if self.simd else np.zeros(1)
         arrays = dict(X=Xc, y=yc, Xt=Xt, sda=np.ones(n), KP=np.zeros(n * nb), KPP=np.zeros(nb * nb),
-                      H=np.zeros(nb * nb), L=np.zeros(nb * nb), beta=np.zeros(nb), p=np.zeros(nb),
+                      H=np.zeros(nb * nb), L=np.zeros(nb * nb), beta=np.zeros(nb),
                       r=-yc, u=np.zeros(n), work=np.zeros(n), vm=np.zeros(4 * nb + 4),
                       gather=np.zeros(GATHER * nb), bps=np.zeros(2 * (4 * n + 1)),
                       changed=np.zeros(n + 1, dtype=np.intp), zone=np.zeros(n, dtype=np.int8),
@@ -346,7 +335,6 @@ cdef class FastSSVROps:
         self.H = <double*> cnp.PyArray_DATA(arrays["H"])
         self.L = <double*> cnp.PyArray_DATA(arrays["L"])
         self.beta_ = <double*> cnp.PyArray_DATA(arrays["beta"])
-        self.p = <double*> cnp.PyArray_DATA(arrays["p"])
         self.r = <double*> cnp.PyArray_DATA(arrays["r"])
         self.u = <double*> cnp.PyArray_DATA(arrays["u"])
         self.work = <double*> cnp.PyArray_DATA(arrays["work"])
@@ -431,7 +419,7 @@ cdef class FastSSVROps:
         cdef double* k = &self.KP[m * n]
         cdef double* h = self.vm
         cdef double* l = &self.vm[nb]
-        cdef double k_ss, h_ss = 0.0, piv2, lam = self.lam, ps = 0.0
+        cdef double k_ss, h_ss = 0.0, piv2, lam = self.lam
         cdef int inc = 1, mi = <int> m, ni = <int> n, ldk = <int> n, ldl = <int> nb
         cdef double zero = 0.0, two = 2.0
         cdef char trans = b'T', uplo = b'L', notrans = b'N', diag = b'N'
@@ -444,7 +432,6 @@ cdef class FastSSVROps:
                     h_ss += k[i] * k[i]
                 else:
                     self.work[i] = 0.0
-                ps += k[i] * qval(self.zone[i], self.y[i], self.eps, self.delta)
             h_ss = 2.0 * h_ss + 2.0 * lam * k_ss
             if m > 0:
                 dgemv(&trans, &ni, &mi, &two, self.KP, &ldk, self.work, &inc, &zero, h, &inc)
@@ -455,11 +442,11 @@ cdef class FastSSVROps:
             piv2 = h_ss
             for jj in range(m):
                 piv2 -= l[jj] * l[jj]
-        self.new_s, self.new_kss, self.new_hss, self.new_piv2, self.new_ps = s, k_ss, h_ss, piv2, ps
+        self.new_s, self.new_kss, self.new_hss, self.new_piv2 = s, k_ss, h_ss, piv2
         return piv2, h_ss
 
     def append(self):
-        """Grow K_PP, H, L, p and beta_P (= 0) by the candidate of the last :meth:`cholesky_row`."""
+        """Grow K_PP, H, L and beta_P (= 0) by the candidate of the last :meth:`cholesky_row`."""
         cdef Py_ssize_t n = self.n, m = self.m, nb = self.nb, j
         cdef double* k = &self.KP[m * n]
         cdef double* h = self.vm
@@ -474,7 +461,6 @@ cdef class FastSSVROps:
             self.KPP[m + m * nb] = self.new_kss
             self.H[m + m * nb] = self.new_hss
             self.L[m + m * nb] = sqrt(self.new_piv2)
-            self.p[m] = 2.0 * self.new_ps
             self.beta_[m] = 0.0
             self.P[m] = self.new_s
             self.m = m + 1
@@ -646,19 +632,22 @@ cdef class FastSSVROps:
     # ---------------------------------------------------------------- step 3: the finite Newton steps
     def newton_direction(self):
         """The Newton direction d = -H^{-1} grad (24) (into the scratch vm[nb:2 nb]) with the gradient
-        (22) as H beta - p; returns (decrement -grad'd, L)."""
-        cdef Py_ssize_t m = self.m, nb = self.nb, j
+        (22) = K_P'v + 2 lam K_PP beta, v = l'(r) = 2 W r - 2 eps s + 2 (Delta - eps) s_bar (one pass
+        over K_P; no cancellation: v is small near the optimum, unlike H beta); returns
+        (decrement -grad'd, L)."""
+        cdef Py_ssize_t m = self.m, nb = self.nb, n = self.n, i, j
         cdef double* grad = self.vm
         cdef double* d = &self.vm[nb]
-        cdef double decrement, Lval
-        cdef int inc = 1, mi = <int> m, ldh = <int> nb
+        cdef double decrement, Lval, twolam = 2.0 * self.lam, dme = self.delta - self.eps
+        cdef int inc = 1, mi = <int> m, ni = <int> n, ldk = <int> n, ldh = <int> nb
         cdef double one = 1.0, zero = 0.0
         cdef char uplo = b'L', notrans = b'N', trans = b'T', diag = b'N'
         with nogil:
-            # grad = H beta - p  (eq. (22) rewritten with the maintained p = 2 K_P'q)
-            dsymv(&uplo, &mi, &one, self.H, &ldh, self.beta_, &inc, &zero, grad, &inc)
+            for i in range(n):
+                self.work[i] = hder_bf(self.r[i], self.eps, dme)
+            dsymv(&uplo, &mi, &twolam, self.KPP, &ldh, self.beta_, &inc, &zero, grad, &inc)
+            dgemv(&trans, &ni, &mi, &one, self.KP, &ldk, self.work, &inc, &one, grad, &inc)
             for j in range(m):
-                grad[j] -= self.p[j]
                 d[j] = -grad[j]
             dtrsv(&uplo, &notrans, &diag, &mi, self.L, &ldh, d, &inc)
             dtrsv(&uplo, &trans, &diag, &mi, self.L, &ldh, d, &inc)
@@ -687,11 +676,11 @@ cdef class FastSSVROps:
         return t
 
     def take_step(self, double t):
-        """beta += t d, r += t u and, in one fused pass, the loss, the zones (19)-(20) and p; returns
+        """beta += t d, r += t u and, in one fused pass, the loss and the zones (19)-(20); returns
         (whether a zone changed, the number of points whose w_i (21) changed)."""
-        cdef Py_ssize_t m = self.m, n = self.n, i, i2, j, nch, nzc
+        cdef Py_ssize_t m = self.m, n = self.n, i, j, nch, nzc
         cdef double* d = &self.vm[self.nb]
-        cdef double loss, dq, ri
+        cdef double loss, ri
         cdef signed char zn, zo
         with nogil:
             for j in range(m):
@@ -707,16 +696,12 @@ cdef class FastSSVROps:
                 self.changed[nzc] = i             # kept only when the zone changed
                 nzc += (zn != self.zone[i])
             self.loss = loss
-            # p += 2 (q_new - q_old) K_P[i, :] for every zone change; W changes are compacted
+            # new zones; the changes of W are compacted
             nch = 0
             for j in range(nzc):
                 i = self.changed[j]
                 zo = self.zone[i]
                 zn = zone_bf(self.r[i], self.eps, self.delta)
-                dq = 2.0 * (qval(zn, self.y[i], self.eps, self.delta) - qval(zo, self.y[i], self.eps, self.delta))
-                if dq != 0.0:
-                    for i2 in range(m):
-                        self.p[i2] += dq * self.KP[i + i2 * n]
                 self.zone[i] = zn
                 if (zo == 1 or zo == -1) != (zn == 1 or zn == -1):
                     self.changed[nch] = i

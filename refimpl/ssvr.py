@@ -30,8 +30,8 @@ The loop and its numerics
 The loop is written once, here.  Its numerics -- the kernel columns, the terms of the criterion
 (16), the new rows of H and L, the Newton direction, the line search, the update of the residuals
 and of L -- are the methods of an ops object (``ops_class``, as in the MEB engine): :class:`SSVROps`
-in NumPy here, ``fastimpl._ssvr.FastSSVROps`` in C (fused SIMD candidate scoring, a maintained
-gradient, BLAS/LAPACK on the factor).  Both hold the same state and follow the same rules, so the
+in NumPy here, ``fastimpl._ssvr.FastSSVROps`` in C (fused SIMD candidate scoring, BLAS/LAPACK on
+the factor).  Both hold the same state and follow the same rules, so the
 same ``random_state`` selects the same basis in both:
 
 * Random draws: :func:`draw_candidates` is the only consumer of the Generator (one ``rng.choice``
@@ -68,6 +68,9 @@ JITTER_RTOL = 1e-13
 RANK1_RATIO = 16
 #: finite Newton stops when the Newton decrement -grad'd is <= NEWTON_RTOL * max(L, 1)
 NEWTON_RTOL = 1e-13
+#: ... or when, on an unchanged piece of (18), a refinement step shrank the decrement by less than this
+#: factor (the rounding floor of the gradient and of the factor L is reached)
+REFINE_RATIO = 0.25
 SELECTIONS = ("srs", "random")
 
 
@@ -239,6 +242,34 @@ def cholesky(H):
 
 
 # ----------------------------------------------------------------------------------------------
+# kernel columns
+# ----------------------------------------------------------------------------------------------
+def kernel_columns(spec, X, XO):
+    """The n x |O| kernel columns [k(x_i, o_j)] of the candidates, with the distances of the Gaussian
+    and Laplacian kernels summed from coordinate differences.
+
+    :func:`refimpl.kernels.kernel_block` expands ||a - b||^2 = ||a||^2 + ||b||^2 - 2 a'b, whose
+    cancellation leaves an absolute error ~ 1e-16 (||a||^2 + ||b||^2) in the squared distance.  For
+    the Gaussian that is a relative error of gamma times that in k, but the Laplacian takes its square
+    root: at (or near) zero distance it becomes ~ 1e-8 -- k(x_s, x_s) came out as 1 - 2e-8 in column s
+    while K_PP[s, s] = k(x_s, x_s) = 1 (:func:`kernel_diag`), so the reference solved a problem with a
+    perturbed, inconsistent K_P and its objectives were off by ~1e-7 relative (the C ops compute the
+    differences directly).  Summing (x_it - o_jt)^2 feature by feature is exact at zero distance,
+    accurate to rounding elsewhere, and keeps memory at n x |O|.
+    """
+    if spec.name not in ("rbf", "laplacian"):          # (normalize is a no-op for these two)
+        return kernel_block(spec, X, XO)
+    sq = np.zeros((X.shape[0], XO.shape[0]))
+    for t in range(X.shape[1]):
+        diff = X[:, t, None] - XO[None, :, t]
+        sq += diff * diff
+    if spec.name == "laplacian":
+        np.sqrt(sq, out=sq)
+    sq *= -spec.gamma
+    return np.exp(sq, out=sq)
+
+
+# ----------------------------------------------------------------------------------------------
 # basis selection (eqs. (14)-(17)) and the shared random draws
 # ----------------------------------------------------------------------------------------------
 def draw_candidates(rng, available, n_candidates):
@@ -366,7 +397,7 @@ class SSVROps:
     def load_candidates(self, O):
         """The kernel columns K_O (n x |O|) of the round's candidates."""
         self._O = O
-        self._K_O = kernel_block(self.spec, self.X, self.X[O])
+        self._K_O = kernel_columns(self.spec, self.X, self.X[O])
 
     def criterion_terms(self, g):
         """(g_bar'K_bar_j, |K_bar_j|^2) of eq. (16) for the loaded candidates."""
@@ -577,20 +608,28 @@ def finite_newton(ops, max_newton):
 
     Each iteration takes the Newton step (24) with the exact step length, then applies the change of
     the active matrix W (21) to the Cholesky factor: rank-one updates while RANK1_RATIO c <= m (c
-    changed points), else a refactorisation.  Stops when a step leaves the sign vectors (19)-(20)
-    unchanged (then beta minimises the exact quadratic model of the current piece: the finite
-    termination of finite Newton) or when the Newton decrement -grad'd is <= NEWTON_RTOL max(L, 1).
-    Returns (iterations, converged).
+    changed points), else a refactorisation.  Stops when the Newton decrement -grad'd is
+    <= NEWTON_RTOL max(L, 1).
+
+    A step that leaves the sign vectors (19)-(20) unchanged ends on the piece where the quadratic
+    model is exact: in exact arithmetic beta is then optimal (the finite termination of finite
+    Newton).  In floating point the step solved with L L' = H + E, E the rounding of the appends and
+    rank-one updates of L (and of H), is off by ~ cond(H) |E| / |H| relative: 0.1 at cond(H) ~ 1e14
+    (small lam, many basis functions), which left L(beta) up to 1e-7 relative above the minimum
+    of (18).  So the solve goes on from there as iterative refinement on the fixed piece (each step
+    cuts the decrement by ~ (cond(H) |E| / |H|)^2) until the decrement test holds, or until a step on
+    an unchanged piece shrinks the decrement by less than REFINE_RATIO: the rounding floor, where
+    further steps cannot help and beta is optimal to rounding.  Returns (iterations, converged).
     """
+    prev, same_piece = np.inf, False
     for it in range(1, max_newton + 1):
         decrement, L_val = ops.newton_direction()
-        if decrement <= NEWTON_RTOL * max(L_val, 1.0):
+        if decrement <= NEWTON_RTOL * max(L_val, 1.0) or (same_piece and decrement > REFINE_RATIO * prev):
             return it - 1, True
         zones_changed, n_changed = ops.take_step(ops.step_length())
         if n_changed:
             ops.update_factor(rank_one=RANK1_RATIO * n_changed <= ops.m)
-        if not zones_changed:
-            return it, True
+        prev, same_piece = decrement, not zones_changed
     return max_newton, False
 
 

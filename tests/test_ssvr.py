@@ -6,7 +6,14 @@ Tolerances
   rules, so they must select the same basis functions.  Their sums run in different orders (C
   loops and a maintained gradient vs NumPy/BLAS), so objective values are compared with relative
   tolerance OBJ_RTOL and fitted values with PRED_TOL (relative to max(1, |y|_inf)); beta itself is
-  not compared (K_PP can be ill-conditioned, so beta is far less determined than K_P beta).  The
+  not compared (K_PP can be ill-conditioned, so beta is far less determined than K_P beta).
+  OBJ_RTOL = 1e-8: both stop at Newton decrement <= 1e-13 max(L, 1) (objective within half that of
+  the minimum of (18), covered by atol=1e-12 for L < 1), or on an unchanged piece at the rounding
+  floor of the gradient, ~ n u |K_P| |beta| |l'| with u = 1.1e-16 -- with |beta| ~ 1e3 at cond(H)
+  ~ 1e14 (lam = 1e-4, random bases) that is ~ 1e-9 relative, the largest seen in 2,100 random
+  problems of ``problems`` below.  (1e-7 used to hide two bugs at 3e-8 .. 2e-7: a Laplacian K_P
+  from the expanded ||a||^2 + ||b||^2 - 2a'b, and finite Newton stopping after one step with an
+  inexact factor on ill-conditioned bases; see test_fast_equals_ref_regression.)  The
   dependency test (pivot^2 <= DEP_RTOL h_ss) is a threshold: a candidate whose pivot lands within
   rounding of it may be kept by one implementation and dropped by the other, so the strict
   comparison is made on problems where neither rejected a candidate (the rejection path is tested
@@ -36,7 +43,7 @@ from refimpl.baselines.rss import rss_from_svr
 from refimpl.datasets import friedman
 from refimpl.kernels import kernel_block, make_kernel_spec
 
-OBJ_RTOL = 1e-7
+OBJ_RTOL = 1e-8
 PRED_TOL = 1e-5
 N_EXAMPLES = int(os.environ.get("COREVECTOR_HYPOTHESIS_EXAMPLES", 60))
 
@@ -247,6 +254,65 @@ def test_fast_equals_ref(p):
     if len(a.basis):
         K = kernel_block(spec, X, X[a.basis])
         assert np.max(np.abs(K @ a.beta - K @ b.beta)) <= PRED_TOL * max(1.0, np.abs(y).max())
+
+
+def _hypothesis_problem(p):
+    rng = np.random.default_rng(p["seed"])
+    X = rng.normal(size=(p["n"], p["d"]))
+    y = X @ rng.normal(size=p["d"]) + np.sin(X[:, 0]) + 0.1 * rng.normal(size=p["n"])
+    spec = make_kernel_spec(X, p["kernel"], gamma=0.5)
+    kw = dict(lam=p["lam"], epsilon=p["eps"], delta=p["eps"] + p["gap"], n_candidates=p["n_candidates"],
+              selection=p["selection"], random_state=p["seed"])
+    return X, y, spec, max(1, int(p["frac"] * p["n"])), kw
+
+
+def _independent_objective(X, y, spec, P, lam, eps, delta):
+    """(8) on the basis P and its gradient, written without refimpl: the Gaussian / Laplacian kernel
+    from coordinate differences (scipy's cdist) and the loss (7) by its cases."""
+    from scipy.spatial.distance import cdist
+
+    D = cdist(X, X[P])
+    K = np.exp(-spec.gamma * (D if spec.name == "laplacian" else D * D))
+    K_PP = K[P]
+
+    def f(beta):
+        r = K @ beta - y
+        a = np.abs(r)
+        loss = np.where(a <= eps, 0.0, np.where(a < delta, (a - eps) ** 2, (delta - eps) * (2 * a - delta - eps)))
+        dl = np.sign(r) * np.where(a <= eps, 0.0, 2 * np.minimum(a - eps, delta - eps))
+        return loss.sum() + lam * beta @ K_PP @ beta, K.T @ dl + 2 * lam * K_PP @ beta
+
+    return f
+
+
+@pytest.mark.parametrize("p", [
+    # Laplacian: kernel_block's ||a||^2 + ||b||^2 - 2a'b under the square root put a 2e-8 error on the
+    # reference's K_P (k(x_s, x_s) = 1 - 2e-8 next to K_PP[s, s] = 1): objectives 2e-7 apart
+    dict(seed=138, gap=np.inf, kernel="laplacian", selection="srs", frac=0.2872536876093389, n_candidates=100,
+         lam=1e-4, n=63, d=2, eps=0.3),
+    # cond(H) ~ 7e13: one Newton step with the rounded factor L left L(beta) 1e-7 above the minimum
+    dict(seed=7142, gap=np.inf, kernel="rbf", selection="random", frac=0.5105900407124594, n_candidates=1,
+         lam=1e-4, n=94, d=2, eps=0.3),
+])
+def test_fast_equals_ref_regression(p):
+    """Two examples of test_fast_equals_ref that failed: both implementations must reach the minimum of
+    (18) on their common basis, checked against an independent scipy minimisation of (8)."""
+    from scipy.optimize import minimize
+
+    X, y, spec, m, kw = _hypothesis_problem(p)
+    a = ref.ssvr_srs(X, y, spec, m, **kw)
+    b = fast.ssvr_srs(X, y, spec, m, **kw)
+    assert a.converged and b.converged and a.n_rejected == b.n_rejected == 0
+    np.testing.assert_array_equal(a.basis, b.basis)
+    np.testing.assert_allclose(a.objective_history, b.objective_history, rtol=OBJ_RTOL, atol=1e-12)
+    f = _independent_objective(X, y, spec, a.basis, kw["lam"], kw["epsilon"], kw["delta"])
+    best = minimize(f, np.zeros(m), jac=True, method="BFGS", options=dict(gtol=1e-12, maxiter=20000))
+    for res in (a, b):
+        L_true = f(res.beta)[0]
+        assert res.objective_history[-1] == pytest.approx(L_true, rel=1e-9, abs=1e-12)   # reported = (8) at beta
+        assert L_true <= best.fun * (1 + 1e-9) + 1e-12                                   # and minimal
+        if p["kernel"] == "laplacian":          # well conditioned (cond H < 1e3): BFGS finds the minimum
+            assert L_true == pytest.approx(best.fun, rel=1e-12)
 
 
 def test_random_state_determinism_and_rsvm_differs():
@@ -546,14 +612,27 @@ def test_rss_reaches_the_svr_when_all_support_vectors_are_selected():
 
 @pytest.mark.slow
 def test_ssvr_close_to_svr_with_few_basis_functions():
-    """Friedman3 (3:1 SNR): 100 SSVR-SRS basis functions get within 3% of a full SVR's test RMSE."""
+    """Friedman3 (3:1 SNR) as in 002 Sec. 4: SSVR-SRS with m = 240 basis functions (Table 2; Table 3
+    reports 203 used at lam = 1e-3 to match SVR's error with 9540 support vectors) gets within 3% of a
+    full SVR's test RMSE, each with its kernel width chosen on held-out data (the paper tunes each
+    method's free parameters by cross validation; Delta = 0.3 fixed).
+
+    (With 100 basis functions at SVR's gamma this was 13% worse -- 0.1395 vs 0.1230: fast and ref agree
+    and every sub-problem converged, so not a solver bug but more than the paper claims; at 4000
+    training points 240 functions at gamma = 1 are 5% worse, 400 equal.)"""
     X, y = friedman(4000, which=3, random_state=0)
+    Xv, yv = friedman(2000, which=3, random_state=2)
     Xt, yt = friedman(2000, which=3, random_state=1)
     lo, hi = X.min(0), X.max(0)
-    X, Xt = (X - lo) / (hi - lo) * 2 - 1, (Xt - lo) / (hi - lo) * 2 - 1
-    svr = SVR(C=10.0, epsilon=0.05, gamma=1.0).fit(X, y)
-    rmse_svr = np.sqrt(np.mean((svr.predict(Xt) - yt) ** 2))
-    est = SparseSVR(n_basis=100, lam=1e-3, epsilon=0.05, gamma=1.0, random_state=0, tol=0.0).fit(X, y)
-    rmse = np.sqrt(np.mean((est.predict(Xt) - yt) ** 2))
-    assert rmse <= 1.03 * rmse_svr
+    X, Xv, Xt = [(A - lo) / (hi - lo) * 2 - 1 for A in (X, Xv, Xt)]
+
+    def rmse(model, A, b):
+        return np.sqrt(np.mean((model.predict(A) - b) ** 2))
+
+    grid = (0.25, 0.5, 1.0, 2.0)
+    svr = min((SVR(C=10.0, epsilon=0.05, gamma=g).fit(X, y) for g in grid), key=lambda e: rmse(e, Xv, yv))
+    est = min((SparseSVR(n_basis=240, lam=1e-3, epsilon=0.05, gamma=g, random_state=0, tol=0.0).fit(X, y)
+               for g in grid), key=lambda e: rmse(e, Xv, yv))
+    assert est.converged_ and est.n_basis_ == 240
+    assert rmse(est, Xt, yt) <= 1.03 * rmse(svr, Xt, yt)
     assert est.n_basis_ <= len(svr.support_) // 10
