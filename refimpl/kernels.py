@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.spatial.distance import cdist
 
 KERNELS = ("rbf", "laplacian", "poly", "linear")
 #: integer codes shared with the Cython implementation (fastimpl/_engine.pyx)
@@ -106,8 +107,9 @@ def make_kernel_spec(X, kernel="rbf", gamma="beta", degree=3, coef0=0.0, normali
 
 def _raw_block(spec: KernelSpec, A: np.ndarray, B: np.ndarray) -> np.ndarray:
     if spec.name in ("rbf", "laplacian"):
-        sq = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2.0 * (A @ B.T)
-        np.maximum(sq, 0.0, out=sq)
+        # squared distances summed from coordinate differences: ||a||^2 + ||b||^2 - 2 a'b loses ~1e-16 |a|^2
+        # to cancellation, which the Laplacian's square root turns into a ~1e-8 error of k(x, x) = 1
+        sq = cdist(A, B, "sqeuclidean")
         if spec.name == "rbf":
             return np.exp(-spec.gamma * sq)
         return np.exp(-spec.gamma * np.sqrt(sq))
