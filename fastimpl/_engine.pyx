@@ -126,8 +126,6 @@ cdef class FastMEBOps:
     cdef Py_ssize_t* lnext
     cdef Py_ssize_t lhead, ltail, used, budget
     # SMO work space
-    cdef double* scorebuf
-    cdef Py_ssize_t* actbuf
     # support (alpha > 0) packed for the scans
     cdef _PointStore sv
     cdef double* svcoef             # alpha_t s_t
@@ -147,7 +145,6 @@ cdef class FastMEBOps:
     def __cinit__(self):
         self.S = NULL; self.Ss = NULL; self.l = NULL; self.alpha = NULL; self.grad = NULL; self.Qd = NULL
         self.rows = NULL; self.rlen = NULL; self.rcap = NULL; self.lprev = NULL; self.lnext = NULL
-        self.scorebuf = NULL; self.actbuf = NULL
         self.svcoef = NULL; self.czs = NULL; self.czp = NULL; self.svcap = 0
         self.F = NULL; self.QFF = NULL; self.rhs = NULL; self.yu = NULL; self.yv = NULL; self.inF = NULL
         self.fcap = 0; self.nf = 0; self.fvalid = False
@@ -160,7 +157,6 @@ cdef class FastMEBOps:
                 free(self.rows[t])
         free(self.rows); free(self.rlen); free(self.rcap); free(self.lprev); free(self.lnext)
         free(self.S); free(self.Ss); free(self.l); free(self.alpha); free(self.grad); free(self.Qd)
-        free(self.scorebuf); free(self.actbuf)
         free(self.svcoef); free(self.czs); free(self.czp)
         free(self.F); free(self.QFF); free(self.rhs); free(self.yu); free(self.yv); free(self.inF)
 
@@ -216,13 +212,11 @@ cdef class FastMEBOps:
         self.rcap = <Py_ssize_t*> realloc(self.rcap, newcap * sizeof(Py_ssize_t))
         self.lprev = <Py_ssize_t*> realloc(self.lprev, newcap * sizeof(Py_ssize_t))
         self.lnext = <Py_ssize_t*> realloc(self.lnext, newcap * sizeof(Py_ssize_t))
-        self.scorebuf = <double*> realloc(self.scorebuf, newcap * sizeof(double))
-        self.actbuf = <Py_ssize_t*> realloc(self.actbuf, newcap * sizeof(Py_ssize_t))
         self.czs = <Py_ssize_t*> realloc(self.czs, newcap * sizeof(Py_ssize_t))
         self.czp = <Py_ssize_t*> realloc(self.czp, newcap * sizeof(Py_ssize_t))
         if (self.czs == NULL or self.czp == NULL or self.S == NULL or self.Ss == NULL or self.l == NULL or self.alpha == NULL or self.grad == NULL
                 or self.Qd == NULL or self.rows == NULL or self.rlen == NULL or self.rcap == NULL
-                or self.lprev == NULL or self.lnext == NULL or self.scorebuf == NULL or self.actbuf == NULL):
+                or self.lprev == NULL or self.lnext == NULL):
             raise MemoryError("core-set arrays")
         for t in range(old, newcap):
             self.rows[t] = NULL
@@ -464,8 +458,7 @@ cdef class FastMEBOps:
             if self.alpha[t] > 0 and g > gmax:
                 gmax = g
         R2 = self.c0 + (lsum - marg)
-        return Ball(R2, marg, _ref_meb.margin_scale(R2, self.init_problem.constant_term),
-                    marg + self.c0 - gmax, marg + self.c0 - gmin)
+        return Ball.make(R2, marg, self.init_problem.constant_term, marg + self.c0 - gmax, marg + self.c0 - gmin)
 
     cdef double margin(self) noexcept nogil:
         """alpha'Q alpha = alpha'(g + l) / 2."""
@@ -689,40 +682,26 @@ cdef class FastMEBOps:
 
     cdef Py_ssize_t most_violating(self, double gmin, double gabs) noexcept nogil:
         """refimpl.simplex_qp.most_violating: the first t with g_t within TIE of the minimum."""
-        cdef Py_ssize_t t
-        for t in range(self.size):
-            if self.grad[t] <= gmin + TIE * (gabs + fabs(self.c0)):
-                return t
-        return 0
+        cdef Py_ssize_t t = cv_first_le(self.grad, self.size, gmin + TIE * (gabs + fabs(self.c0)))
+        return t if t < self.size else 0
 
     cdef Py_ssize_t smo(self, double tol, Py_ssize_t max_steps) noexcept nogil:
         """Warm-started SMO with second-order working-set selection (refimpl.simplex_qp.smo_simplex).
 
-        Same selections as the reference, organised for speed: the min/max statistics of the
-        gradient for the next step are gathered in the pass that updates it, the choice of j runs
-        over the coordinates with alpha > 0 (the only ones that may decrease), and Q rows come from
-        the LRU cache.  Returns the steps made (-2: out of memory)."""
-        cdef Py_ssize_t steps = 0, t, k, i, j, nact = 0
-        cdef double gmin = INFINITY, gmax = -INFINITY, gabs = 0.0, gi
-        cdef double diff, curv, score, best, step, tstep, Qii, g, two_t, ai_old
+        Same selections and the same arithmetic as the reference, organised for speed: the three O(|S|)
+        passes of a step (the most violating i, the second-order j, the gradient update with the
+        statistics of the next step) are the vectorised loops of _simd.h, and Q rows come from the LRU
+        cache.  Returns the steps made (-2: out of memory)."""
+        cdef Py_ssize_t steps = 0, t, i, j, size = self.size
+        cdef double gmin = INFINITY, gmax = -INFINITY, gabs = 0.0, gi, best
+        cdef double diff, curv, step, tstep, Qii, ai_old
         cdef double* Qi
         cdef double* Qj
         cdef double* grad = self.grad
         cdef double* alpha = self.alpha
         cdef double* Qd = self.Qd
-        cdef double* sb = self.scorebuf
-        cdef Py_ssize_t* act = self.actbuf
-        cdef Py_ssize_t size = self.size
-        cdef bint changed = True
         self.grad_stats(&gmin, &gmax, &gabs)
         while True:
-            if changed:
-                nact = 0
-                for t in range(size):
-                    if alpha[t] > 0:
-                        act[nact] = t
-                        nact += 1
-                changed = False
             i = self.most_violating(gmin, gabs)
             gi = grad[i]
             if gmax - gi <= tol or steps >= max_steps:
@@ -731,24 +710,11 @@ cdef class FastMEBOps:
             if Qi == NULL:
                 return -2
             Qii = Qd[i]
-            best = -INFINITY
-            for k in range(nact):
-                t = act[k]
-                diff = grad[t] - gi
-                score = -INFINITY
-                if diff > 0:
-                    curv = Qii + Qd[t] - 2.0 * Qi[t]
-                    if curv <= TAU:
-                        curv = TAU
-                    score = diff * diff / curv
-                    if score > best:
-                        best = score
-                sb[k] = score
-            j = act[0]
-            for k in range(nact):
-                if sb[k] >= best - TIE * best:
-                    j = act[k]
-                    break
+            j = cv_wss2(grad, Qi, Qd, alpha, gi, Qii, TAU, TIE, size, &best)
+            if j < 0:  # no coordinate may decrease against i (the first of the support, as the reference)
+                j = 0
+                while j < size - 1 and not (alpha[j] > 0):
+                    j += 1
             diff = grad[j] - gi
             curv = Qii + Qd[j] - 2.0 * Qi[j]
             if curv <= TAU:
@@ -757,30 +723,15 @@ cdef class FastMEBOps:
             if step >= alpha[j]:
                 tstep = alpha[j]
                 alpha[j] = 0.0
-                changed = True
             else:
                 tstep = step
                 alpha[j] -= tstep
             ai_old = alpha[i]
             alpha[i] += tstep
-            if ai_old <= 0 and alpha[i] > 0:
-                changed = True
             Qj = self.qrow(j, i)
             if Qj == NULL:
                 return -2
-            two_t = 2.0 * tstep
-            gmin = INFINITY
-            gmax = -INFINITY
-            gabs = 0.0
-            for t in range(size):
-                g = grad[t] + two_t * (Qi[t] - Qj[t])
-                grad[t] = g
-                if g < gmin:
-                    gmin = g
-                if fabs(g) > gabs:
-                    gabs = fabs(g)
-                if alpha[t] > 0 and g > gmax:
-                    gmax = g
+            cv_grad_update(grad, Qi, Qj, alpha, 2.0 * tstep, size, &gmin, &gmax, &gabs)
             steps += 1
 
     # ------------------------------------------------------------ the core-set QP: active set
@@ -1128,3 +1079,19 @@ def kernel_expansion(spec, SV, coef, X, Py_ssize_t min_parallel_work=-1):
                     o[blk * GEMM_BLOCK + i] = cv_dot4(&c[0], &buf[i * ns], ns)
                 free(buf)
     return out
+
+
+def _radial_kernels(double[:, ::1] C, double[::1] x, double gamma, bint laplace, double[::1] w):
+    """Test hook for the SIMD kernels of _simd.h on coordinate-major points C (d x n): returns the row
+    exp(-gamma r_j) (cv_radial_row) and the fused weighted sum sum_j w_j exp(-gamma r_j) (cv_radial_dot),
+    r_j = ||C[:, j] - x||^2 (laplace: its root).  ``SIMD_LEVEL`` says which vector width ran."""
+    cdef Py_ssize_t d = C.shape[0], n = C.shape[1]
+    if x.shape[0] != d or w.shape[0] != n:
+        raise ValueError("_radial_kernels: x must have C.shape[0] entries and w C.shape[1]")
+    row = np.empty(n)
+    cdef double[::1] out = row
+    cdef double s
+    with nogil:
+        cv_radial_row(&C[0, 0], n, n, d, &x[0], -gamma, laplace, &out[0])
+        s = cv_radial_dot(&C[0, 0], n, n, d, &x[0], -gamma, laplace, &w[0])
+    return row, s

@@ -15,6 +15,11 @@ cdef extern from "_simd.h":
     void cv_radial_from_dots(double* out, Py_ssize_t n, double xsq, const double* csq, double mg,
                              int laplace) noexcept nogil
     double cv_dot4(const double* w, const double* v, Py_ssize_t n) noexcept nogil
+    void cv_grad_update(double* g, const double* Qi, const double* Qj, const double* alpha, double two_t,
+                        Py_ssize_t n, double* gmin, double* gmax, double* gabs) noexcept nogil
+    Py_ssize_t cv_wss2(const double* g, const double* Qi, const double* Qd, const double* alpha, double gi,
+                       double Qii, double tau, double tie, Py_ssize_t n, double* best_out) noexcept nogil
+    Py_ssize_t cv_first_le(const double* g, Py_ssize_t n, double thr) noexcept nogil
     double cv_radial_dot(const double* C, Py_ssize_t ld, Py_ssize_t n, Py_ssize_t d, const double* x,
                          double mg, int laplace, const double* w) noexcept nogil
 
