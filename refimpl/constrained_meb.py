@@ -53,7 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .driver import Ball, Scan, margin_scale, run_core_set_loop
+from .driver import Ball, Scan, run_core_set_loop
 from .kernels import kernel_block, kernel_expansion
 from .meb import MEBResult, validate_engine_params
 from .problem import MEBProblem
@@ -200,8 +200,7 @@ class ConstrainedOps:
         A, cc, R2 = st.ball()
         s, n = st.s, st.n
         d2 = cc - 2.0 * (st.g[s:n] + 1.0) / A + st.lin[s:n]
-        return Ball(R2, cc, margin_scale(R2, self.base.constant_term),
-                    float(d2[st.alpha > 0].min()), float(d2.max()))
+        return Ball.make(R2, cc, self.base.constant_term, float(d2[st.alpha > 0].min()), float(d2.max()))
 
     def scan(self, idx, k, d2_over) -> Scan:
         """The furthest candidate of idx (None: all n points, by ``furthest``), with every candidate's
@@ -390,7 +389,7 @@ class _CoreSetState:
 
     def sums(self):
         """(1'alpha, x'Gx) with x'Gx = x'(g + b)."""
-        n, s = self.n, self.s
+        n = self.n
         A = float(self.alpha.sum())
         xGx = float(self.x[:n] @ self.g[:n]) + A
         return A, xGx

@@ -64,11 +64,13 @@ from .progress import Progress
 #: * 'gap': LIBSVM's rule, max_{alpha_t > 0} g_t - min_z g_z <= 2 eps S, i.e. d_z^2 <= min_{alpha_t>0}
 #:   d_t^2 + 2 eps S.  For the L2-SVM rescaled to LIBSVM's form (rho = 1) this is its maximal-violating-
 #:   pair test with tolerance eps.
-#: * 'hybrid': the paper's radius test, but never looser than d_z^2 - R^2 <= 2 HYBRID_NU S:
-#:   d_z^2 - R^2 <= min(((1+eps)^2 - 1) R^2, 2 nu S).  It is at least as tight as 'radius', so the (1+eps)^2
-#:   bound of 001 eqs. (14)-(15) holds unchanged.  For the two-class L2-SVM, d_z^2 - R^2 = 2 (rho - y_z f(x_z))
-#:   for a point outside the core set, so the cap with nu = 1 reads y_z f(x_z) >= 0: whatever eps and the
-#:   kernel width, the loop cannot stop while a sampled training point is misclassified.
+#: * 'hybrid': the paper's radius test, but never looser than d_z^2 - R^2 <= 2 HYBRID_NU tau, tau the
+#:   functional-margin scale of :class:`Ball`: d_z^2 - R^2 <= min(((1+eps)^2 - 1) R^2, 2 nu tau).  It is at
+#:   least as tight as 'radius', so the (1+eps)^2 bound of 001 eqs. (14)-(15) holds unchanged.  For the
+#:   two-class L2-SVM tau = rho and d_z^2 - R^2 = 2 (rho - y_z f(x_z)) for a point outside the core set, so
+#:   the cap with nu = 1 reads y_z f(x_z) >= 0: whatever eps and the kernel width, the loop cannot stop
+#:   while a sampled training point is misclassified.  For CVR tau = epsbar / C and d_z^2 - R^2 =
+#:   (2/C)(|y - f(x)| - epsbar) above the tube, so the cap reads |y - f(x)| <= (1 + nu) epsbar.
 #:
 #: When the problem has no constant part (an MEB with a non-constant kernel diagonal), S = R^2 and
 #: 'margin' is 'radius'.  The estimators' default is chosen by measurement (README, Design notes).
@@ -79,10 +81,6 @@ STOPS = ("radius", "margin", "gap", "hybrid")
 #: 2,800 core vectors and 30 s at m = 1e6; nu = 1: 1,200 and 3 s), and nu > 1 can stop at a poor model on
 #: overlapping classes (nu = 1.01: 74% test accuracy on two overlapping Gaussians, 92.4% at nu = 1).
 HYBRID_NU = 1.0
-HYBRID_ADD_NU = 0.5
-#: batch=True under 'hybrid': once a sample fails the test, every candidate violating the margin by more
-#: than HYBRID_ADD_NU rho joins the core set (not only those beyond HYBRID_NU rho): the stop test keeps
-#: the bounded core set of nu = 1, the model gets the points a tighter rule would add on the way.
 
 #: batch=True: at most this many violators of one scan join the core set at once
 MAX_ADD = 64
@@ -93,14 +91,23 @@ THETA = 0.5
 @dataclass
 class Ball:
     """The current ball: R^2 (the dual objective, a lower bound on r*^2), the margin term
-    ``margin`` = alpha'Q alpha (c'c for MMDA), its scale S = |R^2 - c0|, and the smallest squared
-    distance over the support (alpha > 0) and the largest over the whole core set."""
+    ``margin`` = alpha'Q alpha (c'c for MMDA), its scale S = |R^2 - c0|, the functional-margin scale
+    tau = |R^2 - c0 - margin| / 2 (rho for the L2-SVMs, epsbar / C for CVR: half the dual objective's
+    linear part minus the margin term), and the smallest squared distance over the support (alpha > 0)
+    and the largest over the whole core set."""
 
     R2: float
     margin: float
     S: float
+    tau: float
     d2_sv_min: float
     d2_core_max: float
+
+    @classmethod
+    def make(cls, R2, margin, c0, d2_sv_min, d2_core_max):
+        """The ball from R^2, the margin term and the constant c0 of the linear term (None: none)."""
+        tau = abs(R2 - (c0 or 0.0) - margin) / 2.0
+        return cls(R2, margin, margin_scale(R2, c0), max(tau, np.finfo(float).tiny), d2_sv_min, d2_core_max)
 
 
 @dataclass
@@ -148,9 +155,8 @@ def margin_scale(R2: float, c0) -> float:
     return max(S, np.finfo(float).tiny)
 
 
-def d2_threshold(stop: str, eps: float, ball: Ball, nu: float = HYBRID_NU) -> float:
-    """The largest squared distance a point may have and pass ``stop`` (see :data:`STOPS`); ``nu`` is the
-    margin cap of 'hybrid'."""
+def d2_threshold(stop: str, eps: float, ball: Ball) -> float:
+    """The largest squared distance a point may have and pass ``stop`` (see :data:`STOPS`)."""
     slack = (1.0 + eps) ** 2 - 1.0
     if stop == "radius":
         return ball.R2 + slack * ball.R2
@@ -158,7 +164,7 @@ def d2_threshold(stop: str, eps: float, ball: Ball, nu: float = HYBRID_NU) -> fl
         return ball.R2 + slack * ball.S
     if stop == "gap":
         return ball.d2_sv_min + 2.0 * eps * ball.S
-    return ball.R2 + min(slack * ball.R2, 2.0 * nu * ball.S)
+    return ball.R2 + min(slack * ball.R2, 2.0 * HYBRID_NU * ball.tau)
 
 
 def stop_accepts(stop: str, eps: float, ball: Ball, d2: float) -> bool:
@@ -264,7 +270,6 @@ class _CoreSetLoop:
         self.tighten = 1.0      # shrinks the inner tolerance when the core set itself fails the test
         self.finished = False   # the last solve used the final tolerance (batch=True)
         self.clean_full_d2 = None  # a clean full scan made by confirm() at the final center
-        self.add_thr = np.inf      # squared distance beyond which a candidate joins the core set
 
     def final_tol(self, ball):
         return self.tol if self.tol is not None else inner_tolerance(self.stop, self.eps, ball)
@@ -288,25 +293,29 @@ class _CoreSetLoop:
         """(Beyond the paper) after a clean sample, n_confirm more at the same center: one clean sample of
         59 only says that, with probability 0.95, fewer than 5% of the points fail the test; 1 + n_confirm
         clean samples bound that fraction near 3/(59 (1 + n_confirm)).  They are drawn and scanned in
-        blocks of 1, 2, 4, ... samples (few calls, at most twice the candidates of one-by-one checks); once
-        the draws left would cover n points, one full scan replaces them (exact, and cheaper).
-        Returns (idx, scan) of the first failing sample (idx None: the full scan), or (None, None) when
-        all are clean; ``self.clean_full_d2`` keeps a clean full scan's maximum for the certificate."""
+        blocks of 1, 2, 4, ... samples (few calls); once the draws left would cover n points, one full scan
+        replaces them (exact, and cheaper).  Returns (idx, scan) of the first failing sample (batch=True:
+        of the whole failing block, whose violators all join the core set; idx None: the full scan), or
+        (None, None) when all are clean; ``self.clean_full_d2`` keeps a clean full scan's maximum for the
+        certificate."""
         done, block = 0, 1
         k = MAX_ADD if self.batch else 0
         while done < n_confirm:
             if (n_confirm - done) * sample_size >= n:
-                scan = self.ops.scan(None, k, self.add_thr)
+                scan = self.ops.scan(None, k, thr)
                 if scan.d2 <= thr:
                     self.clean_full_d2 = scan.d2
                     return None, None
                 return None, scan
             b = min(block, n_confirm - done)
             idx = self.rng.integers(0, n, size=b * sample_size)
-            bad = np.flatnonzero(self.ops.scan(idx, 0, thr).sample_d2 > thr)
+            scan = self.ops.scan(idx, 0, thr)
+            bad = np.flatnonzero(scan.sample_d2 > thr)
             if bad.size:
+                if self.batch:  # every violator of the block was found at this center: use them all
+                    return idx, scan
                 first = idx[bad[0] // sample_size * sample_size:][:sample_size]
-                return first, self.ops.scan(first, k, self.add_thr)
+                return first, self.ops.scan(first, k, thr)
             done += b
             block *= 2
         return None, None
@@ -324,7 +333,7 @@ class _CoreSetLoop:
                 ops.add([scan.best])
             self.solve(self.final_tol(ball))
             return
-        new = _sample_violators(scan, idx, self.add_thr, ops, MAX_ADD) if scan.d2 > thr else []
+        new = _sample_violators(scan, idx, thr, ops, MAX_ADD) if scan.d2 > thr else []
         if new:
             ops.add(new)
             self.solve(max(self.final_tol(ball), THETA * (scan.d2 - ball.R2)))  # as far as the outer gap asks
@@ -356,9 +365,8 @@ def run_core_set_loop(ops, eps, *, stop="radius", sample_size=59, n_confirm=30, 
         loop.record(ball)
         progress.update(n_iter, ops.n_core(), ball.R2)
         thr = d2_threshold(stop, eps, ball)
-        loop.add_thr = d2_threshold(stop, eps, ball, HYBRID_ADD_NU)
         idx = None if sample_size is None else loop.rng.integers(0, n, size=sample_size)
-        scan = ops.scan(idx, MAX_ADD if batch else 0, loop.add_thr)
+        scan = ops.scan(idx, MAX_ADD if batch else 0, thr)
         if scan.d2 <= thr and (not batch or ball.d2_core_max <= thr):                    # step 2
             if sample_size is None:
                 converged, last_scan = True, scan.d2

@@ -239,8 +239,7 @@ class MEBOps:
         margin = float(self.alpha @ (self.grad + self.l)) / 2.0
         R2 = self.c0 + (float(self.alpha @ self.l) - margin)
         d2 = margin + self.c0 - self.grad
-        return Ball(R2, margin, margin_scale(R2, self.problem.constant_term),
-                    float(d2[self.alpha > 0].min()), float(d2.max()))
+        return Ball.make(R2, margin, self.problem.constant_term, float(d2[self.alpha > 0].min()), float(d2.max()))
 
     def _dist2(self, idx):
         """||c - phi~(z_l)||^2 + Delta_l - c0 for l in idx (001 eq. (12), 000 eq. (13)), shifted by c0."""

@@ -116,3 +116,46 @@ def test_radius_rule_warns_when_eps_swamps_the_margin(impl):
         warnings.simplefilter("error", ConvergenceWarning)
         res = engine(impl)(problem, 1e-3, sample_size=None, random_state=0, stop="margin")
     assert res.r_cert2 - res.radius2 <= ((1 + 1e-3) ** 2 - 1) * res.margin_scale * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("formulation", FORMULATIONS)
+@pytest.mark.parametrize("kernel,opts", KERNELS[:2], ids=[k for k, _ in KERNELS[:2]])
+@pytest.mark.parametrize("eps", (1e-1, 1e-3))
+@pytest.mark.parametrize("solver", ["auto", "smo"])
+def test_hybrid_rule_keeps_the_bound_and_its_cap(formulation, kernel, opts, eps, solver, impl, exact_cache):
+    """'hybrid' (the default of CVMClassifier) is at least as tight as 'radius', so under full scans the
+    paper's bound R^2 <= r*^2 <= (1+eps)^2 R^2 holds, and the whole set also meets its functional-margin
+    cap: r_cert^2 - R^2 <= 2 nu tau, tau = |R^2 - c0 - margin| / 2 (refimpl.driver.STOPS)."""
+    from refimpl.driver import HYBRID_NU
+
+    key = (formulation, kernel)
+    if key not in exact_cache:
+        problem = random_problem(formulation, kernel, m=150, seed=3, **opts)
+        exact_cache[key] = (problem, exact_meb(problem))
+    problem, (lo, hi, _) = exact_cache[key]
+    res = engine(impl)(problem, eps, sample_size=None, random_state=0, stop="hybrid", solver=solver)
+    assert res.converged and res.stop == "hybrid"
+    assert res.radius2 <= hi * (1 + NUM_TOL)
+    assert lo <= (1 + eps) ** 2 * res.radius2 * (1 + NUM_TOL)
+    assert res.certified_ratio <= (1 + eps) ** 2 * (1 + NUM_TOL)
+    c0 = problem.constant_term or 0.0
+    tau = abs(res.radius2 - c0 - res.margin) / 2
+    assert res.r_cert2 - res.radius2 <= 2 * HYBRID_NU * tau + 1e-9 * hi
+
+
+def test_hybrid_two_class_classifies_every_training_point_outside_the_core_set(impl):
+    """For the two-class L2-SVM the hybrid cap with nu = 1 reads y_z f(x_z) >= 0 for every point that is
+    not a core vector (d_z^2 - R^2 = 2 (rho - y_z f(x_z)) and tau = rho), on overlapping classes, at an eps
+    so coarse (0.3) that the radius part of the rule alone would accept almost anything.  f is evaluated
+    here independently: f(x) = sum_i alpha_i y_i (k(x_i, x) + 1) (001 eq. (11)), k from scikit-learn."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    problem = random_problem("two_class", "rbf", m=300, C=1.0, seed=11, gamma=0.5)
+    res = engine(impl)(problem, 0.3, sample_size=None, random_state=0, stop="hybrid")
+    X, y = problem.X, problem.sign
+    coef = res.alpha * y[res.core_set]
+    f = rbf_kernel(X, X[res.core_set], gamma=0.5) @ coef + coef.sum()
+    outside = np.setdiff1d(np.arange(problem.n), res.core_set)
+    assert np.all(y[outside] * f[outside] >= -1e-9 * res.margin)
+    # and the test is not vacuous: the classes overlap, so some core vectors are misclassified
+    assert np.any(y[res.core_set] * f[res.core_set] < 0)

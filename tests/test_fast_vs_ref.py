@@ -8,7 +8,7 @@ RADIUS_RTOL and DEC_TOL, far below what the eps-relative stopping rule itself al
 """
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from fastimpl._engine import fit_meb as fit_fast, kernel_expansion as expand_fast
@@ -36,13 +36,17 @@ problems = st.fixed_dictionaries({
     # 64 bytes keeps only a 2 x 2 block of Q cached: the fast engine recomputes the rest
     "cache_size": st.sampled_from([64, 200 * 2**20]),
     "solver": st.sampled_from(["smo", "active_set", "auto"]),
-    "stop": st.sampled_from(["radius", "margin", "gap"]),
+    "stop": st.sampled_from(["radius", "margin", "gap", "hybrid"]),
 })
 
 
 @settings(max_examples=int(__import__("os").environ.get("COREVECTOR_HYPOTHESIS_EXAMPLES", 60)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(p=problems)
 def test_same_core_set_and_coefficients(p):
+    # A normalised linear kernel in one dimension maps every point to +1 or -1: the core-set QP has only
+    # exact ties, SMO never settles them (it stops at its step bound), and which tied vector a one-ulp
+    # difference favours is not defined; the two engines then differ, as they did before the driver.
+    assume(not (p["kernel"] == "linear" and p["normalize"] and p["d"] == 1))
     opts = {"gamma": 0.3} if p["kernel"] != "linear" else {}
     if p["kernel"] == "poly":
         opts.update(coef0=1.0, degree=2)
