@@ -51,9 +51,9 @@ class CLIError(Exception):
 # verify: the grid and its checks live in refimpl.verify; the CLI supplies both engines
 # --------------------------------------------------------------------------------------------
 def get_fit_meb(impl):
-    from .estimators import get_engine
+    from .numerics import numerics
 
-    return get_engine(impl)[0]
+    return numerics(impl).fit_meb
 
 
 def cmd_verify(args):
@@ -330,18 +330,18 @@ def build_parser():
     f.add_argument("--model", required=True, help="output pickle")
     f.add_argument("--format", choices=FORMATS, help="default: csv for *.csv, else libsvm")
     f.add_argument("--estimator", choices=ESTIMATORS, default="cvm")
-    f.add_argument("--C", type=_positive_float, default=UNSET, help="penalty (cvm, cvdd; default 1)")
+    f.add_argument("--C", type=_positive_float, default=UNSET, help="penalty (cvm, cvdd: default 1; cvr: default 3000 max|y|)")
     f.add_argument("--gamma", type=_gamma, default=UNSET, help="positive number or beta/scale/auto (default beta)")
-    f.add_argument("--eps", type=_positive_float, default=UNSET, help="(1+eps) tolerance (default 1e-6)")
+    f.add_argument("--eps", type=_positive_float, default=UNSET, help="(1+eps) tolerance (default: the estimator's, 1e-2 for cvm and cvr)")
     f.add_argument("--kernel", choices=("rbf", "laplacian", "poly", "linear"), default=UNSET)
     f.add_argument("--impl", choices=("fast", "ref"), default=UNSET)
     f.add_argument("--sample-size", type=_sample_size, default=UNSET,
                    help="candidates per iteration (default 59), or 'none' for full scans")
     f.add_argument("--max-iter", type=_positive_int, default=UNSET)
     f.add_argument("--random-state", type=int, default=UNSET)
-    f.add_argument("--stop", choices=("margin", "radius", "gap"), default=UNSET,
-                   help="stopping rule of the core-set loop (default margin; radius is the paper's)")
-    f.add_argument("--mu", type=_positive_float, default=UNSET, help="CVR's mu (expected error, default 0.1)")
+    f.add_argument("--stop", choices=("margin", "radius", "gap", "hybrid"), default=UNSET,
+                   help="stopping rule of the core-set loop (default: the estimator's, hybrid for cvm and cvr; radius is the paper's)")
+    f.add_argument("--mu", type=_positive_float, default=UNSET, help="CVR's mu (expected error; default C / (50 m))")
     f.set_defaults(func=cmd_fit)
 
     q = sub.add_parser("predict", help="predict with a pickled model")

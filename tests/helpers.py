@@ -43,9 +43,9 @@ def exact_meb(problem):
 
 def engine(impl):
     """The ``fit_meb`` of an implementation ('fast' or 'ref')."""
-    from fastimpl.estimators import get_engine
+    from fastimpl.numerics import numerics
 
-    return get_engine(impl)[0]
+    return numerics(impl).fit_meb
 
 
 def engines(impls=("fast", "ref")):
