@@ -123,6 +123,9 @@ class FitJob:
 
 #: fresh processes per measurement (at least 3): every timing is their median, with _min and _max
 REPEATS = 3
+#: the repeats of the running report mode when it overrides REPEATS (reports.run sets 1 for --tiny, the
+#: test suite's smoke run of the pipeline, whose timings nobody reads); None: REPEATS
+MODE_REPEATS = None
 #: result columns summarised over the runs (median under the plain name, plus _min and _max):
 #: every key ending in ``_time`` (fit, CPU, predict, render, ... times) and these
 SUMMARISED = ("maxrss_delta_mb",)
@@ -146,7 +149,7 @@ def _summarise_runs(runs):
     return out
 
 
-def measure_fit(job: FitJob, *args, trace_memory=True, timeout=None, repeats=REPEATS):
+def measure_fit(job: FitJob, *args, trace_memory=True, timeout=None, repeats=None):
     """Run one fit in ``repeats`` fresh (spawned) processes and return its measurements.
 
     Every run prepares its data, then times ``job.fit`` alone (no evaluation callback inside the
@@ -162,6 +165,8 @@ def measure_fit(job: FitJob, *args, trace_memory=True, timeout=None, repeats=REP
     are counted in ``n_warnings`` and listed in ``warnings``.  A failure (or a run beyond
     ``timeout`` seconds) ends the measurement: ``{'error': ...}``.
     """
+    if repeats is None:
+        repeats = MODE_REPEATS or REPEATS
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     runs = []

@@ -70,6 +70,21 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     started = _dt.datetime.now().astimezone()
     t_start = time.perf_counter()
+    from reports import common
+    # the tiny mode is the test suite's smoke run of the pipeline: one process per measurement
+    common.MODE_REPEATS = 1 if mode == "tiny" else None
+    try:
+        sections = _run_experiments(registry, names, mode, out, args)
+    finally:
+        common.MODE_REPEATS = None
+    total = time.perf_counter() - t_start
+    command = "python -m reports.run " + " ".join(shlex.quote(a) for a in argv)
+    write_report(out, sections, mode, started, total, command.strip())
+    print(f"report written to {out / 'REPORT.md'} in {total:.0f} s", file=sys.stderr)
+    return 0
+
+
+def _run_experiments(registry, names, mode, out, args):
     sections = []
     for name in names:
         exp = registry[name]
@@ -83,11 +98,7 @@ def main(argv=None):
         if missing:
             raise RuntimeError(f"experiment {name} did not write {missing}")
         sections.append((exp, result, elapsed))
-    total = time.perf_counter() - t_start
-    command = "python -m reports.run " + " ".join(shlex.quote(a) for a in argv)
-    write_report(out, sections, mode, started, total, command.strip())
-    print(f"report written to {out / 'REPORT.md'} in {total:.0f} s", file=sys.stderr)
-    return 0
+    return sections
 
 
 def write_report(out, sections, mode, started, total, command):

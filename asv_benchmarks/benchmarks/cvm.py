@@ -46,3 +46,59 @@ class SVCCheckerboard(EstimatorBenchmark):
     def make_estimator(self, impl):
         from sklearn.svm import SVC
         return SVC(C=C, gamma=GAMMA, cache_size=500)
+
+
+def gaussians(m, seed):
+    """Two overlapping Gaussians, x ~ N(2 y (1, 1), I_2), y in {0, 1} (issue 12; Bayes accuracy ~92%)."""
+    from refimpl.datasets import overlapping_gaussians
+    return overlapping_gaussians(m, seed)
+
+
+#: sizes of the overlapping-Gaussians benchmarks (issue 12: m = 1k ... 100k)
+M_GAUSS = [1_000, 3_000, 10_000, 30_000, 100_000]
+
+
+class CVMGaussians(CoreSetTracks, EstimatorBenchmark):
+    """CVMClassifier() with its defaults on noisy, overlapping classes: the core set grows with m, so this
+    tracks the cost of a new core vector (the default engine: batched violators, inexact inner QP)."""
+
+    params = (["ref", "fast"], M_GAUSS)
+    max_m = {"ref": 3_000, "fast": 100_000}
+    dataset = staticmethod(gaussians)
+
+    def setup_cache(self):
+        return self.prepare_cache()
+
+    def make_estimator(self, impl):
+        from fastimpl import CVMClassifier
+        return CVMClassifier(random_state=0, impl=impl)
+
+
+class CVMGaussiansPapersLoop(CoreSetTracks, EstimatorBenchmark):
+    """The papers' loop on the same data (solver='smo': one core vector per iteration, the QP re-solved)."""
+
+    params = (["fast"], M_GAUSS)
+    max_m = {"fast": 10_000}
+    dataset = staticmethod(gaussians)
+
+    def setup_cache(self):
+        return self.prepare_cache()
+
+    def make_estimator(self, impl):
+        from fastimpl import CVMClassifier
+        return CVMClassifier(random_state=0, impl=impl, solver="smo")
+
+
+class SVCGaussians(EstimatorBenchmark):
+    """sklearn.svm.SVC() with its defaults (LIBSVM): the baseline of the Gaussians targets."""
+
+    params = (["libsvm"], M_GAUSS)
+    max_m = {"libsvm": 100_000}
+    dataset = staticmethod(gaussians)
+
+    def setup_cache(self):
+        return self.prepare_cache()
+
+    def make_estimator(self, impl):
+        from sklearn.svm import SVC
+        return SVC(cache_size=500)
