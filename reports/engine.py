@@ -287,7 +287,12 @@ def run(ctx: Context) -> ExperimentResult:
         for v in CASES[case]["variants"]:
             if (case, sizes[ctx.mode], v) not in tasks:
                 tasks.append((case, sizes[ctx.mode], v))
-    rows = [_measure(ctx, case, m, v) for case, m, v in progress(tasks, "engine", ctx.progress)]
+    rows = []
+    for case, m, v in progress(tasks, "engine", ctx.progress):
+        rows.append(_measure(ctx, case, m, v))
+        # row by row, so that an interrupted full run keeps what it measured
+        pd.DataFrame([{k: x for k, x in r.items() if not k.startswith("trace_")} for r in rows]).to_csv(
+            ctx.out / "engine_partial.csv", index=False)
     traces = [r for r in rows if r["case"] in PER_CV and r.get("m") == PER_CV[r["case"]][ctx.mode]]
     plot_per_cv(traces, ctx.out / "engine_per_cv.png")
     df = with_columns(pd.DataFrame([{k: v for k, v in r.items() if not k.startswith("trace_")} for r in rows]),
