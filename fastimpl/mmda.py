@@ -8,29 +8,24 @@ with the chosen solver of MMDA's dual (3), and keep each direction as a sparse k
 """
 from __future__ import annotations
 
-import numbers
+from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from refimpl import mmda as ref_mmda
+from refimpl.baselines.mmda_svm import SOLVERS as QP_SOLVERS
 from refimpl.kernels import make_kernel_spec
-from refimpl.meb import validate_engine_params
 
-from .numerics import IMPLS, numerics
+from ._validation import POSITIVE, invalid_parameter, shared_constraints
+from .numerics import numerics
 
 METHODS = ("cvm", "svm")
 #: rows of new data per block in ``transform`` (bounds temporary memory)
 TRANSFORM_BLOCK = 2048
-
-
-def _check_positive(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be positive and finite, got {value}")
 
 
 def _numerics(impl, spec):
@@ -100,6 +95,16 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     cpu_time_ : per output feature, the CPU time (all threads) of its extraction.
     """
 
+    _parameter_constraints: dict = {
+        **shared_constraints("eps", "kernel", "gamma", "degree", "coef0", "normalize", "sample_size", "n_confirm",
+                             "max_iter", "tol", "stop", "certify", "random_state", "impl"),
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "C": [POSITIVE],
+        "method": [StrOptions(set(METHODS))],
+        "omega": [Interval(Real, 0, 2, closed="neither")],
+        "qp_solver": [StrOptions(set(QP_SOLVERS))],
+    }
+
     def __init__(self, n_components=1, *, C=1.0, eps=1e-3, kernel="rbf", gamma="beta", degree=3, coef0=0.0,
                  normalize=False, method="cvm", sample_size=59, n_confirm=30, max_iter=10000, tol=None,
                  stop="radius", omega=1.0, certify=True, qp_solver="active_set", random_state=None, impl="fast"):
@@ -128,35 +133,13 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         tags.target_tags.required = True
         return tags
 
-    def _validate_params(self, n_samples):
-        nc = self.n_components
-        if isinstance(nc, bool) or not isinstance(nc, numbers.Integral):
-            raise TypeError(f"n_components must be an integer, got {type(nc).__name__}")
-        if nc < 1:
-            raise ValueError(f"n_components must be >= 1, got {nc}")
-        if nc > n_samples:
-            raise ValueError(f"n_components={nc} is too many: at most n_samples={n_samples} orthogonal "
-                             "directions exist in the span of the training data")
-        _check_positive("C", self.C)
-        _check_positive("eps", self.eps)
-        if isinstance(self.omega, bool) or not isinstance(self.omega, numbers.Real):
-            raise TypeError(f"omega must be a real number, got {type(self.omega).__name__}")
-        if not 0.0 < self.omega < 2.0:
-            raise ValueError(f"omega must be in (0, 2), got {self.omega}")
-        if self.method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
-        from refimpl.baselines.mmda_svm import SOLVERS
-        if self.qp_solver not in SOLVERS:
-            raise ValueError(f"qp_solver must be one of {SOLVERS}, got {self.qp_solver!r}")
-        if self.impl not in IMPLS:
-            raise ValueError(f"impl must be one of {IMPLS}, got {self.impl!r}")
-        validate_engine_params(self.eps, self.sample_size, self.max_iter, self.tol, max(n_samples, 2),
-                               self.n_confirm, stop=self.stop)
-
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         X, y = validate_data(self, X, y, dtype=np.float64, order="C", ensure_min_samples=2)
         check_classification_targets(y)
-        self._validate_params(X.shape[0])
+        if self.n_components > X.shape[0]:
+            # no more orthogonal directions exist in the span of the training data
+            raise invalid_parameter(self, "n_components", f"at most n_samples={X.shape[0]}", self.n_components)
         classes = np.unique(y)
         if len(classes) < 2:
             raise ValueError(f"y has only one class ({classes[0]!r}); MMDA needs at least 2")
