@@ -7,13 +7,19 @@ NumPy numerics (``impl='ref'``) or with the C numerics of :func:`fastimpl._ssvr.
 """
 from __future__ import annotations
 
+from numbers import Integral, Real
+
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
+from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from refimpl.kernels import make_kernel_spec
+from refimpl.ssvr import SELECTIONS
 
+from ._validation import POSITIVE, invalid_parameter, shared_constraints
 from .numerics import numerics
+
 #: basis size used when ``n_basis=None``
 DEFAULT_N_BASIS = 100
 
@@ -81,6 +87,20 @@ class SparseSVR(RegressorMixin, BaseEstimator):
     kernel_spec_ : the resolved kernel.
     """
 
+    _parameter_constraints: dict = {
+        **shared_constraints("kernel", "gamma", "degree", "coef0", "normalize", "random_state", "impl"),
+        "n_basis": [Interval(Integral, 1, None, closed="left"), None],
+        "lam": [POSITIVE],
+        "epsilon": [Interval(Real, 0, None, closed="left")],
+        "delta": [POSITIVE, Options(Real, {np.inf})],
+        "n_candidates": [Interval(Integral, 1, None, closed="left")],
+        "selection": [StrOptions(set(SELECTIONS))],
+        "fit_intercept": ["boolean"],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "max_newton": [Interval(Integral, 1, None, closed="left")],
+        "n_jobs": [Interval(Integral, 1, None, closed="left"), Options(Integral, {-1}), None],
+    }
+
     def __init__(self, *, n_basis=None, lam=1e-2, epsilon=0.1, delta=0.3, kernel="rbf", gamma="beta", degree=3,
                  coef0=0.0, normalize=False, n_candidates=100, selection="srs", fit_intercept=True, tol=1e-6,
                  max_newton=50, random_state=None, impl="fast", n_jobs=None):
@@ -102,6 +122,7 @@ class SparseSVR(RegressorMixin, BaseEstimator):
         self.impl = impl
         self.n_jobs = n_jobs
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, callback=None):
         """Fit on (X, y).  ``callback(basis_indices, beta)`` is called after every basis function
         (on the centred problem when ``fit_intercept``: add ``intercept_`` to predictions)."""
@@ -110,8 +131,10 @@ class SparseSVR(RegressorMixin, BaseEstimator):
             raise ValueError(f"y is constant ({y[0]!r}): nothing to regress")
         n = X.shape[0]
         n_basis = min(DEFAULT_N_BASIS, n) if self.n_basis is None else self.n_basis
-        if not isinstance(self.fit_intercept, (bool, np.bool_)):
-            raise TypeError(f"fit_intercept must be a bool, got {type(self.fit_intercept).__name__}")
+        if n_basis > n:
+            raise invalid_parameter(self, "n_basis", f"at most n_samples={n}", n_basis)
+        if self.delta <= self.epsilon:  # the loss (7) needs Delta > eps
+            raise invalid_parameter(self, "delta", f"greater than epsilon={self.epsilon!r}", self.delta)
         solve, _ = get_solver(self.impl)
         self.kernel_spec_ = make_kernel_spec(X, self.kernel, self.gamma, self.degree, self.coef0, self.normalize)
         b = float(y.mean()) if self.fit_intercept else 0.0
