@@ -15,26 +15,20 @@ Example::
 """
 from __future__ import annotations
 
-import numbers
 import time
+from numbers import Integral
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, _fit_context
+from sklearn.utils._param_validation import Interval, validate_parameter_constraints
 
 from refimpl import isosurface
 from refimpl import surface as _ref
 from refimpl.meb import make_rng
 
+from ._validation import POSITIVE, invalid_parameter, shared_constraints
 from .estimators import CVR
-from .numerics import IMPLS, numerics
-
-
-def _positive(name, value):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a positive real number, got {value!r}")
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be positive and finite, got {value!r}")
-    return float(value)
+from .numerics import numerics
 
 
 def _check_points(points, name="points"):
@@ -100,6 +94,16 @@ class ImplicitSurface(BaseEstimator):
     mesh_info_ : after :meth:`mesh`: resolution, cell size, grid nodes evaluated, timings.
     """
 
+    _parameter_constraints: dict = {
+        **shared_constraints("eps", "stop", "sample_size", "n_confirm", "random_state", "impl"),
+        # sequences: each value is checked by _per_level
+        "sigmas": ["array-like"],
+        "C": [POSITIVE, "array-like"],
+        "mu": [POSITIVE, "array-like"],
+        "resolution": [Interval(Integral, 2, None, closed="left")],
+        "narrow_band": ["boolean"],
+    }
+
     def __init__(self, *, sigmas=_ref.DEFAULT_SIGMAS, C=_ref.DEFAULT_C, mu=_ref.DEFAULT_MU, eps=1e-6,
                  stop="radius", sample_size=59, n_confirm=30, resolution=128, narrow_band=True,
                  random_state=None, impl="fast"):
@@ -116,39 +120,15 @@ class ImplicitSurface(BaseEstimator):
         self.impl = impl
 
     # -- parameters ------------------------------------------------------------------------------
-    def _check_params(self):
-        try:
-            sig = [s for s in self.sigmas]
-        except TypeError as exc:
-            raise ValueError(f"sigmas must be a sequence of 3 positive numbers, got {self.sigmas!r}") from exc
-        if len(sig) != 3:
-            raise ValueError(f"sigmas must hold 3 values (one per level), got {len(sig)}")
-        sig = [_positive("sigmas", s) for s in sig]
-        Cs = self._per_level("C", self.C)
-        mus = self._per_level("mu", self.mu)
-        _positive("eps", self.eps)
-        self._check_resolution(self.resolution)
-        if self.impl not in IMPLS:
-            raise ValueError(f"impl must be one of {IMPLS}, got {self.impl!r}")
-        return sig, Cs, mus
-
-    @staticmethod
-    def _per_level(name, value):
-        """A positive number, or one per level (3)."""
-        if isinstance(value, (str, bytes)):
-            raise ValueError(f"{name} must be a positive number or 3 of them, got {value!r}")
-        if np.ndim(value) == 0:
-            return [_positive(name, value)] * 3
-        vals = list(np.asarray(value, dtype=object).ravel())
-        if len(vals) != 3:
-            raise ValueError(f"{name} must be a positive number or 3 of them (one per level), got {len(vals)}")
-        return [_positive(name, v) for v in vals]
-
-    @staticmethod
-    def _check_resolution(resolution):
-        if isinstance(resolution, bool) or not isinstance(resolution, numbers.Integral) or resolution < 2:
-            raise ValueError(f"resolution must be an integer >= 2, got {resolution!r}")
-        return int(resolution)
+    def _per_level(self, name, value):
+        """The 3 per-level values of ``name``: one per level, or (C, mu) one positive number for all."""
+        scalar_ok = name != "sigmas"
+        arr = np.asarray(value, dtype=object)
+        vals = [value] * 3 if scalar_ok and arr.ndim == 0 else list(arr.ravel())
+        if len(vals) != 3 or not all(POSITIVE.is_satisfied_by(v) for v in vals):
+            scalar = f"{POSITIVE} or " if scalar_ok else ""
+            raise invalid_parameter(self, name, f"{scalar}3 values (one per level), each {POSITIVE}", value)
+        return [float(v) for v in vals]
 
     # -- fitting ---------------------------------------------------------------------------------
     def _fit_level(self, X, y, sigma, C, mu, random_state=None):
@@ -162,9 +142,10 @@ class ImplicitSurface(BaseEstimator):
             n_core_vectors=len(cvr.core_set_), n_iter=int(cvr.n_iter_),
             certified_ratio=float(cvr.certified_ratio_), epsilon_bar=float(cvr.epsilon_bar_))
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, points, y=None):
         """Fit the three levels on the (n, 3) surface points (n >= 2, finite)."""
-        sigmas, Cs, mus = self._check_params()
+        sigmas, Cs, mus = (self._per_level(name, getattr(self, name)) for name in ("sigmas", "C", "mu"))
         P = _check_points(points)
         if P.shape[0] < 2:
             raise ValueError(f"points must hold at least 2 points, got {P.shape[0]}")
@@ -213,7 +194,9 @@ class ImplicitSurface(BaseEstimator):
         (default: the ``resolution`` parameter) cubic cells along its longest side.
         """
         self._check_fitted()
-        res = self._check_resolution(self.resolution if resolution is None else resolution)
+        res = self.resolution if resolution is None else resolution
+        validate_parameter_constraints({"resolution": self._parameter_constraints["resolution"]},
+                                       {"resolution": res}, caller_name="ImplicitSurface.mesh")
         block = 8 if res >= 64 else 4
         axes, h = isosurface.grid_axes(*self.bounds_, res, multiple=block)
         t0 = time.perf_counter()

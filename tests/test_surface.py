@@ -3,6 +3,7 @@ multi-scale CVR model on a sphere (refimpl.surface, fastimpl.surface), marching 
 (refimpl.isosurface), rendering (refimpl.render), fast == ref, and input validation."""
 import numpy as np
 import pytest
+from sklearn.utils._param_validation import InvalidParameterError
 
 from fastimpl.surface import ImplicitSurface
 from refimpl import isosurface as iso
@@ -283,21 +284,25 @@ def test_bad_points(points, match):
         ImplicitSurface().fit(points)
 
 
-@pytest.mark.parametrize("params,match", [
+@pytest.mark.parametrize("params,name", [
     (dict(sigmas=(0.3, 0.1)), "sigmas"),
     (dict(sigmas=(0.3, 0.1, 0.03, 0.01)), "sigmas"),
     (dict(sigmas=(0.3, 0.0, 0.03)), "sigmas"),
     (dict(sigmas=(0.3, -0.1, 0.03)), "sigmas"),
     (dict(sigmas=(0.3, np.nan, 0.03)), "sigmas"),
+    (dict(sigmas=(0.3, "wide", 0.03)), "sigmas"),
     (dict(sigmas=0.3), "sigmas"),
     (dict(C=0.0), "C"),
     (dict(C=(1.0, -1.0, 1.0)), "C"),
+    (dict(C="big"), "C"),
     (dict(mu=-1e-3), "mu"),
+    (dict(eps="small"), "eps"),
     (dict(resolution=1), "resolution"),
     (dict(impl="gpu"), "impl"),
 ])
-def test_bad_parameters(params, match):
-    with pytest.raises(ValueError, match=match):
+def test_bad_parameters(params, name):
+    """Every bad parameter, of any type, raises scikit-learn's InvalidParameterError naming it."""
+    with pytest.raises(InvalidParameterError, match=f"'{name}' parameter of ImplicitSurface"):
         ImplicitSurface(**params).fit(sphere_points(50))
 
 
@@ -307,7 +312,7 @@ def test_unfitted_and_bad_query():
     s = ImplicitSurface(random_state=0).fit(sphere_points(200))
     with pytest.raises(ValueError, match="X"):
         s.decision_function(np.zeros((4, 2)))
-    with pytest.raises(ValueError, match="resolution"):
+    with pytest.raises(InvalidParameterError, match="'resolution' parameter of ImplicitSurface.mesh"):
         s.mesh(resolution=0)
 
 
