@@ -1,12 +1,18 @@
-"""Bad input gets a clear error naming the parameter; same seed gives the same model."""
+"""Bad input gets a clear error naming the parameter; same seed gives the same model.
+
+Every estimator validates its parameters with scikit-learn's ``_parameter_constraints``: a bad
+parameter, whatever its type, raises ``InvalidParameterError`` (a ValueError and a TypeError) whose
+message names it; bad data raises ValueError."""
 import pickle
 
 import numpy as np
 import pytest
+from sklearn.utils._param_validation import InvalidParameterError
 
-from fastimpl import CVDD, MEB, CVMClassifier
+from fastimpl import CVDD, CVR, MEB, MMDA, CVMClassifier, ImplicitSurface, SparseSVR
 
 ESTIMATORS = [CVMClassifier, CVDD, MEB]
+ALL_ESTIMATORS = [CVMClassifier, CVDD, MEB, CVR, MMDA, SparseSVR, ImplicitSurface]
 
 
 def data(m=40, seed=0):
@@ -22,28 +28,48 @@ def fit(est, X, y):
 
 @pytest.mark.parametrize("Est", ESTIMATORS)
 @pytest.mark.parametrize("impl", ["fast", "ref"])
-@pytest.mark.parametrize("param,value,exc,word", [
-    ("eps", 0.0, ValueError, "eps"), ("eps", -1e-3, ValueError, "eps"), ("eps", np.nan, ValueError, "eps"),
-    ("kernel", "sigmoid", ValueError, "kernel"), ("gamma", 0.0, ValueError, "gamma"),
-    ("gamma", -2.0, ValueError, "gamma"), ("gamma", "wide", ValueError, "gamma"),
-    ("sample_size", 0, ValueError, "sample_size"), ("max_iter", 0, ValueError, "max_iter"),
-    ("impl", "gpu", ValueError, "impl"), ("degree", 0, ValueError, "degree"),
-    ("n_confirm", -1, ValueError, "n_confirm"), ("tol", -1.0, ValueError, "tol"),
-    ("solver", "newton", ValueError, "solver"), ("stop", "duality", ValueError, "stop"),
-    ("stop", None, ValueError, "stop"),
+@pytest.mark.parametrize("param,value", [
+    ("eps", 0.0), ("eps", -1e-3), ("eps", np.nan), ("eps", "small"), ("kernel", "sigmoid"), ("gamma", 0.0),
+    ("gamma", -2.0), ("gamma", "wide"), ("sample_size", 0), ("sample_size", 59.0), ("max_iter", 0),
+    ("impl", "gpu"), ("degree", 0), ("n_confirm", -1), ("tol", -1.0), ("solver", "newton"),
+    ("stop", "duality"), ("stop", None),
 ])
-def test_bad_parameter_names_itself(Est, impl, param, value, exc, word):
+def test_bad_parameter_names_itself(Est, impl, param, value):
     X, y = data()
-    with pytest.raises(exc, match=word):
+    with pytest.raises(InvalidParameterError, match=f"'{param}' parameter of {Est.__name__}"):
         fit(Est(**{"impl": impl, **{param: value}}), X, y)
 
 
 @pytest.mark.parametrize("Est", [CVMClassifier, CVDD])
-@pytest.mark.parametrize("C", [0.0, -1.0, np.inf])
+@pytest.mark.parametrize("C", [0.0, -1.0, np.inf, "1"])
 def test_bad_C(Est, C):
     X, y = data()
-    with pytest.raises(ValueError, match="C"):
+    with pytest.raises(InvalidParameterError, match="'C' parameter"):
         fit(Est(C=C), X, y)
+
+
+def fit_any(est):
+    """Fit any estimator of fastimpl on small data of the kind it takes."""
+    X, y = data()
+    if isinstance(est, ImplicitSurface):
+        return est.fit(np.c_[X, X[:, :1] * X[:, 1:]])
+    if isinstance(est, (CVR, SparseSVR)):
+        return est.fit(X, X[:, 0])
+    return est.fit(X, y) if isinstance(est, (CVMClassifier, MMDA)) else est.fit(X)
+
+
+@pytest.mark.parametrize("Est", ALL_ESTIMATORS)
+def test_every_parameter_has_a_constraint(Est):
+    assert set(Est().get_params()) == set(Est._parameter_constraints)
+
+
+@pytest.mark.parametrize("Est,param", [(MEB, "eps"), (CVDD, "C"), (CVMClassifier, "C"), (CVR, "mu"), (MMDA, "C"),
+                                       (SparseSVR, "lam"), (ImplicitSurface, "eps")])
+@pytest.mark.parametrize("value", ["1.0", [1.0], object()])
+def test_non_number_raises_the_same_error_everywhere(Est, param, value):
+    """One error type per kind of mistake: a non-number is an InvalidParameterError in every estimator."""
+    with pytest.raises(InvalidParameterError, match=f"'{param}' parameter of {Est.__name__}"):
+        fit_any(Est(**{param: value}))
 
 
 @pytest.mark.parametrize("Est", ESTIMATORS)
