@@ -30,9 +30,7 @@ from refimpl.meb import smo_step_bound
 
 cnp.import_array()
 
-cdef double TAU = 1e-12
-cdef double TIE = 1e-12   # refimpl.simplex_qp.TIE: near-ties go to the lowest index in both engines
-cdef double PIVOT_RTOL = 1e-12  # refimpl.simplex_qp.PIVOT_RTOL: smallest accepted Cholesky pivot^2 / Q_aa
+include "_tolerances.pxi"   # TAU, TIE, PIVOT_RTOL of refimpl.simplex_qp
 # below this many kernel evaluations a scan runs serially: thread start-up would cost more
 cdef Py_ssize_t PARALLEL_MIN_WORK = 20000
 #: the active set's gradient refresh runs in parallel from this many multiply-adds on

@@ -28,7 +28,7 @@ from fastimpl import _engine
 
 cnp.import_array()
 
-cdef double TIE = 1e-12   # refimpl.simplex_qp.TIE
+include "_tolerances.pxi"   # TIE (and TAU, PIVOT_RTOL) of refimpl.simplex_qp
 # below this many kernel evaluations a block is filled serially
 cdef Py_ssize_t PARALLEL_MIN_WORK = 1000000
 # columns per packed block of kernel_matrix's radial rows (16 coordinates: 128 KB)
