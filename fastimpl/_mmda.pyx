@@ -70,21 +70,7 @@ cdef extern from *:
         else { for (j = 0; j < n; j++) buf[j] = mg * buf[j]; } \
         cv_vexp(buf, n);
 
-    /* sum_j c[j] b[j] with four partial sums (j mod 4), added as (s0 + s1) + (s2 + s3): four
-     * independent chains instead of one dependent one (the order is fixed, the result deterministic). */
-    static double cv_dot4(const double *restrict c, const double *restrict b, ptrdiff_t n)
-    {
-        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-        ptrdiff_t j = 0;
-        for (; j + 4 <= n; j += 4) {
-            s0 += c[j] * b[j];
-            s1 += c[j + 1] * b[j + 1];
-            s2 += c[j + 2] * b[j + 2];
-            s3 += c[j + 3] * b[j + 3];
-        }
-        for (; j < n; j++) s0 += c[j] * b[j];
-        return (s0 + s1) + (s2 + s3);
-    }
+    #include "_dot4.h"   /* cv_dot4, the same sum as the engine's (_simd.h) */
 
     static void cv_radial_row_base(const double *restrict svT, ptrdiff_t n, ptrdiff_t d,
                                    const double *restrict x, double mg, int laplace, double *restrict buf)

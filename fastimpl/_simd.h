@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stddef.h>
 #include "_vexp.h"   /* declares exp as an OpenMP SIMD function when libmvec is linked */
+#include "_dot4.h"   /* cv_dot4 */
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 #define CV_X86_DISPATCH 1
@@ -290,7 +291,6 @@ static void cv_radial_from_dots(double *out, ptrdiff_t n, double xsq, const doub
  * L1 (the scans' hot loop: no row of n values is written and read back).  The tiles are summed in a
  * fixed order, so the result does not depend on anything but the inputs. */
 #define CV_TILE 256
-static double cv_dot4(const double *restrict w, const double *restrict v, ptrdiff_t n);
 static double cv_radial_dot(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x,
                             double mg, int laplace, const double *w)
 {
@@ -308,21 +308,6 @@ static double cv_radial_dot(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_
     return s;
 }
 
-/* sum_j w[j] v[j] with four partial sums (j mod 4), added as (s0 + s1) + (s2 + s3): four independent
- * chains instead of one; the order is fixed, so the result is deterministic. */
-static double cv_dot4(const double *restrict w, const double *restrict v, ptrdiff_t n)
-{
-    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-    ptrdiff_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-        s0 += w[j] * v[j];
-        s1 += w[j + 1] * v[j + 1];
-        s2 += w[j + 2] * v[j + 2];
-        s3 += w[j + 3] * v[j + 3];
-    }
-    for (; j < n; j++) s0 += w[j] * v[j];
-    return (s0 + s1) + (s2 + s3);
-}
 /* ---------------------------------------------------------------------------------------------
  * The O(|S|) passes of one SMO step (fastimpl._engine.FastMEBOps.smo), vectorised.  They compute the
  * same values as refimpl.simplex_qp.smo_simplex in the same order of operations (no FMA contraction:
