@@ -10,7 +10,8 @@ Write a function ``f(ctx) -> ExperimentResult`` in a module of this package and 
         ...
         return ExperimentResult(outputs=["cvr.csv", "cvr.png"], summary_md=table)
 
-then import the module in ``reports/run.py`` (``EXPERIMENT_MODULES``).  ``ctx.sizes`` is the list for
+in a module of this package: ``reports/run.py`` imports every module of it (``EXPERIMENT_MODULES`` only
+fixes the order of the first ones).  ``ctx.sizes`` is the list for
 the chosen mode, ``ctx.out`` the output folder, ``ctx.mode`` one of 'tiny', 'quick', 'full'.
 """
 from __future__ import annotations
