@@ -23,20 +23,25 @@ KERNELS = [("rbf", {"gamma": 0.5}), ("laplacian", {"gamma": 0.7}), ("poly", {"ga
 
 
 @pytest.fixture(scope="module")
-def exact_cache():
-    return {}
+def exact_case():
+    """(problem, (lo, hi, alpha*)) of the shared 150-point problem of a formulation and kernel, solved
+    exactly once per module."""
+    cache = {}
+
+    def get(formulation, kernel, opts):
+        if (formulation, kernel) not in cache:
+            problem = random_problem(formulation, kernel, m=150, seed=3, **opts)
+            cache[formulation, kernel] = (problem, exact_meb(problem))
+        return cache[formulation, kernel]
+    return get
 
 
 @pytest.mark.parametrize("formulation", FORMULATIONS)
 @pytest.mark.parametrize("kernel,opts", KERNELS, ids=[k for k, _ in KERNELS])
 @pytest.mark.parametrize("eps", EPSILONS)
 @pytest.mark.parametrize("solver", ["smo", "active_set"])
-def test_radius_within_one_plus_eps_squared(formulation, kernel, opts, eps, solver, impl, exact_cache):
-    key = (formulation, kernel)
-    if key not in exact_cache:
-        problem = random_problem(formulation, kernel, m=150, seed=3, **opts)
-        exact_cache[key] = (problem, exact_meb(problem))
-    problem, (lo, hi, _) = exact_cache[key]
+def test_radius_within_one_plus_eps_squared(formulation, kernel, opts, eps, solver, impl, exact_case):
+    problem, (lo, hi, _) = exact_case(formulation, kernel, opts)
     assert hi - lo <= 1e-10 * hi, "the exact solver did not converge; the test would be meaningless"
     res = engine(impl)(problem, eps, sample_size=None, random_state=0, solver=solver)
     R2 = res.radius2
@@ -74,7 +79,7 @@ def test_small_eps_recovers_exact_solution(formulation, kernel, opts, solver, im
 @pytest.mark.parametrize("kernel,opts", KERNELS[:2], ids=[k for k, _ in KERNELS[:2]])
 @pytest.mark.parametrize("eps", (1e-1, 1e-3))
 @pytest.mark.parametrize("stop", ["margin", "gap"])
-def test_margin_relative_rules(formulation, kernel, opts, eps, stop, impl, exact_cache):
+def test_margin_relative_rules(formulation, kernel, opts, eps, stop, impl, exact_case):
     """Under full scans the rules of refimpl.meb.STOPS hold for the whole set, against the exact r*:
 
     * 'margin': r*^2 - R^2 <= r_cert^2 - R^2 <= ((1+eps)^2 - 1) S, S the margin term |R^2 - c0|;
@@ -82,11 +87,7 @@ def test_margin_relative_rules(formulation, kernel, opts, eps, stop, impl, exact
       r_cert^2 - R^2 it bounds is at most 2 eps S.
     R_tau^2 <= r*^2 holds under every rule (weak duality).
     """
-    key = (formulation, kernel)
-    if key not in exact_cache:
-        problem = random_problem(formulation, kernel, m=150, seed=3, **opts)
-        exact_cache[key] = (problem, exact_meb(problem))
-    problem, (lo, hi, _) = exact_cache[key]
+    problem, (lo, hi, _) = exact_case(formulation, kernel, opts)
     res = engine(impl)(problem, eps, sample_size=None, random_state=0, stop=stop)
     assert res.converged and res.stop == stop
     S = res.margin_scale
@@ -122,17 +123,13 @@ def test_radius_rule_warns_when_eps_swamps_the_margin(impl):
 @pytest.mark.parametrize("kernel,opts", KERNELS[:2], ids=[k for k, _ in KERNELS[:2]])
 @pytest.mark.parametrize("eps", (1e-1, 1e-3))
 @pytest.mark.parametrize("solver", ["auto", "smo"])
-def test_hybrid_rule_keeps_the_bound_and_its_cap(formulation, kernel, opts, eps, solver, impl, exact_cache):
+def test_hybrid_rule_keeps_the_bound_and_its_cap(formulation, kernel, opts, eps, solver, impl, exact_case):
     """'hybrid' (the default of CVMClassifier) is at least as tight as 'radius', so under full scans the
     paper's bound R^2 <= r*^2 <= (1+eps)^2 R^2 holds, and the whole set also meets its functional-margin
     cap: r_cert^2 - R^2 <= 2 nu tau, tau = |R^2 - c0 - margin| / 2 (refimpl.driver.STOPS)."""
     from refimpl.driver import HYBRID_NU
 
-    key = (formulation, kernel)
-    if key not in exact_cache:
-        problem = random_problem(formulation, kernel, m=150, seed=3, **opts)
-        exact_cache[key] = (problem, exact_meb(problem))
-    problem, (lo, hi, _) = exact_cache[key]
+    problem, (lo, hi, _) = exact_case(formulation, kernel, opts)
     res = engine(impl)(problem, eps, sample_size=None, random_state=0, stop="hybrid", solver=solver)
     assert res.converged and res.stop == "hybrid"
     assert res.radius2 <= hi * (1 + NUM_TOL)
