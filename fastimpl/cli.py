@@ -11,12 +11,35 @@ Subcommands
     several eps, ``sample_size=None``, against an exact QP solver (cvxopt); the grid and its checks
     are :mod:`refimpl.verify`.  Exit status 1 on any violation.
 ``fit DATA --model OUT.pkl [options]``
-    Fit a CVMClassifier / CVDD / MEB / CVR on a LIBSVM or CSV file and pickle it.
+    Fit a CVMClassifier / CVDD / MEB / CVR on a LIBSVM or CSV file and save it as a model file: a
+    versioned JSON header line, then the pickled estimator (:mod:`fastimpl.model_file`).
 ``predict MODEL DATA [--out FILE]``
-    Predict with a pickled model; prints the accuracy on stderr when DATA carries labels.
+    Predict with a model written by ``fit`` (any other file, e.g. a pickled scikit-learn SVC, is
+    refused before it is unpickled).  On stderr: the accuracy (classifier) or RMSE (regressor) when
+    DATA carries targets; the inlier and outlier rates for CVDD and MEB.
 ``bench [ASV ARGS...]``
-    Run the asv suite in ``asv_benchmarks/`` (default: ``asv run --python=same --quick``; needs a
-    source checkout).
+    Run the asv suite in ``asv_benchmarks/`` (default: ``asv run --python=same --quick
+    --set-commit-hash HEAD``, so the results are saved against the checkout's HEAD; needs a source
+    checkout).
+``--version``
+    Print the version.
+
+Data files
+----------
+The format is read from the file's lines, not from its name or the model (``--format`` overrides):
+``label index:value ...`` is LIBSVM, comma-separated values are CSV (:func:`sniff_format`).
+
+* LIBSVM: indices start at 1 (a 0 index is an error naming its line); missing indices are zeros, so a
+  file whose highest index is below the model's feature count is valid, and an index above it is an
+  error.  The data stay sparse (CSR) up to the estimators, which take dense arrays for now
+  (:func:`_estimator_input`, the one place that densifies).
+* CSV: the target is the last column (``fit``; ``predict`` takes the model's feature count of columns,
+  plus optionally the target).  Any other column count is an error.  The first row is a header only if
+  none of its fields is a number or a missing-value token such as NA (``--header``/``--no-header``
+  decide otherwise); a missing, non-numeric or non-finite value is an error naming its line and column.
+
+Model files and predictions are written atomically (temporary file in the same folder, then
+``os.replace``): a failed write leaves the previous file intact and no partial file.
 
 Errors in files or options give a one-line message on stderr and a non-zero exit status.
 """
@@ -24,7 +47,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import pickle
 import shutil
 import subprocess
 import sys
@@ -32,6 +54,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 PROG = "corevector"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -74,65 +97,276 @@ def cmd_verify(args):
 
 
 # --------------------------------------------------------------------------------------------
-# fit / predict
+# data files: the format is read from the file itself
 # --------------------------------------------------------------------------------------------
-def _infer_format(path, fmt):
-    if fmt is not None:
-        return fmt
-    return "csv" if str(path).lower().endswith((".csv", ".txt.csv")) else "libsvm"
+#: how many data lines (blank and '#' comment lines aside) sniff_format looks at
+SNIFF_LINES = 50
+#: CSV fields that mean "missing value" (case-insensitive); a first row holding one is data, not a header
+MISSING_TOKENS = frozenset({"", "na", "n/a", "nan", "null", "none", "?", "-", ".", "missing", "#n/a"})
 
 
-def load_data(path, fmt=None, n_features=None):
-    from refimpl.datasets import load_csv, load_libsvm
-
-    fmt = _infer_format(path, fmt)
-    if fmt == "csv":
-        return load_csv(path)
-    return load_libsvm(path, n_features=n_features)
-
-
-def _gamma(value):
-    if value in ("beta", "scale", "auto"):
-        return value
+def _is_number(token):
     try:
-        g = float(value)
+        float(token)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive number or beta/scale/auto, got {value!r}") from None
-    if not np.isfinite(g) or g <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value!r}")
-    return g
+        return False
+    return True
 
 
-def _positive_float(value):
+def _data_lines(f):
+    """(line number, line) of the lines of ``f`` that are neither blank nor '#' comments."""
+    for lineno, line in enumerate(f, start=1):
+        if line.strip() and not line.lstrip().startswith("#"):
+            yield lineno, line
+
+
+def _open_text(path):
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise CLIError(f"data file not found: {path}")
+    if not os.path.isfile(path):
+        raise CLIError(f"not a regular file: {path}")
+    if os.path.getsize(path) == 0:
+        raise CLIError(f"data file is empty: {path}")
+    return open(path, encoding="utf-8", newline="")
+
+
+def _line_kind(line):
+    """'libsvm' (label index:value ...), 'label' (a lone number: a LIBSVM line with no feature, or a
+    one-column CSV line), 'csv' (holds a comma) or None (neither)."""
+    tokens = line.split("#", 1)[0].split()
+    if tokens and _is_number(tokens[0]):
+        if len(tokens) == 1:
+            return "label"
+        if all(":" in t and (t.split(":", 1)[0] == "qid" or t.split(":", 1)[0].lstrip("+-").isdigit())
+               for t in tokens[1:]):
+            return "libsvm"
+    return "csv" if "," in line else None
+
+
+def sniff_format(path):
+    """'libsvm' or 'csv', from the first SNIFF_LINES data lines of the file (not from its name).
+
+    A line ``label index:value ...`` is LIBSVM, a line holding a comma is CSV (a header too).  The
+    file is LIBSVM when its lines are LIBSVM (lines of a lone label allowed), CSV when they are CSV;
+    a mix, a line that is neither, or only lone numbers (a LIBSVM file with no features cannot be
+    told from a one-column CSV) is an error asking for ``--format``.
+    """
+    kinds = {}
+    with _open_text(path) as f:
+        try:
+            for k, (lineno, line) in enumerate(_data_lines(f)):
+                if k == SNIFF_LINES:
+                    break
+                kind = _line_kind(line)
+                if kind is None:
+                    raise CLIError(f"{path} line {lineno} is neither LIBSVM ('label index:value ...') nor CSV "
+                                   f"(comma-separated): {line.strip()[:60]!r}; see --format")
+                kinds.setdefault(kind, lineno)
+        except UnicodeDecodeError:
+            raise CLIError(f"{path} is not a text file (not UTF-8)") from None
+    if not kinds:
+        raise CLIError(f"no data lines in {path}")
+    if "libsvm" in kinds and "csv" in kinds:
+        raise CLIError(f"{path} mixes LIBSVM (line {kinds['libsvm']}) and CSV (line {kinds['csv']}) lines; "
+                       f"see --format")
+    if "libsvm" in kinds:
+        return "libsvm"
+    if "csv" in kinds:
+        return "csv"
+    raise CLIError(f"{path}: every line is a single number, which can be LIBSVM (labels, no features) or a "
+                   f"one-column CSV; pass --format")
+
+
+def read_csv(path, header=None):
+    """All columns of a numeric CSV file (comma-separated; blank and '#' lines skipped), dense float64.
+
+    ``header``: True skips the first row, False reads it as data, None (auto) takes it as a header only
+    when none of its fields is a number or a missing-value token (MISSING_TOKENS), so a first row of
+    data holding "NA" is never lost as a header.  A missing, non-numeric or non-finite value is an error
+    naming its line and column (corevector does not impute); so is a row with another column count.
+    """
+    import csv
+
+    rows, linenos, auto = [], [], header is None
+    with _open_text(path) as f:
+        def lines():
+            for lineno, line in _data_lines(f):
+                linenos.append(lineno)
+                yield line
+
+        for fields in csv.reader(lines()):
+            fields = [s.strip() for s in fields]
+            if header is None:
+                header = all(not _is_number(s) and s.lower() not in MISSING_TOKENS for s in fields)
+            if header:  # the first data line only
+                header = False
+                linenos.pop()
+                continue
+            if rows and len(fields) != len(rows[0]):
+                raise CLIError(f"{path} line {linenos[-1]} has {len(fields)} columns, line {linenos[0]} has "
+                               f"{len(rows[0])}")
+            rows.append(fields)
+    if not rows:
+        raise CLIError(f"no data rows in {path}")
     try:
-        v = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {value!r}") from None
-    if not np.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {value!r}")
-    return v
+        data = np.array(rows, dtype=np.float64)
+        bad = np.argwhere(~np.isfinite(data))
+    except ValueError:  # some field is not a number: find the first one
+        bad = [(i, j) for i, row in enumerate(rows) for j, s in enumerate(row) if not _is_number(s)][:1]
+    if len(bad):
+        i, j = bad[0]
+        s = rows[i][j]
+        kind = "missing or non-finite" if _is_number(s) or s.lower() in MISSING_TOKENS else "non-numeric"
+        hint = "; if that row is a header, pass --header" if auto and i == 0 else ""
+        raise CLIError(f"{path} line {linenos[i]}, column {j + 1}: {kind} value {s!r}{hint}")
+    return data
 
 
-def _positive_int(value):
-    try:
-        v = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}")
-    return v
-
-
-def _sample_size(value):
-    if value.lower() in ("none", "all", "full"):
+def _libsvm_problem(line, n_features=None):
+    """What is wrong with one LIBSVM line (a message), or None when it is a valid line."""
+    tokens = line.split("#", 1)[0].split()
+    if not tokens:
         return None
     try:
-        v = int(value)
+        label = float(tokens[0])
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer or 'none', got {value!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer or 'none', got {value!r}")
-    return v
+        return f"label {tokens[0]!r} is not a number"
+    if not np.isfinite(label):
+        return f"non-finite label {tokens[0]!r}"
+    for t in tokens[1:]:
+        index, sep, value = t.partition(":")
+        if index == "qid":
+            continue
+        try:
+            index, v = int(index), float(value)
+        except ValueError:
+            return f"{t!r} is not index:value"
+        if not sep:
+            return f"{t!r} is not index:value"
+        if index < 1:
+            return (f"feature index {index} (LIBSVM indices start at 1; scikit-learn's dump_svmlight_file writes "
+                    f"0-based files unless given zero_based=False)")
+        if n_features is not None and index > n_features:
+            return f"feature index {index} is above the {n_features} features expected"
+        if not np.isfinite(v):
+            return f"non-finite value {value!r} at feature index {index}"
+    return None
+
+
+def _first_libsvm_problem(path, n_features=None):
+    """'PATH line N: what is wrong' for the first invalid line, or None (error paths only: a second read)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for lineno, line in enumerate(f, start=1):
+            problem = _libsvm_problem(line, n_features)
+            if problem:
+                return f"{path} line {lineno}: {problem}"
+    return None
+
+
+def read_libsvm(path, n_features=None):
+    """``(X, y)`` of a LIBSVM file: X a CSR matrix (kept sparse; see _estimator_input), y float labels.
+
+    Indices are 1-based (LIBSVM's convention, read with ``zero_based=False`` rather than scikit-learn's
+    'auto' guess, which shifts every column when one index is 0): a zero index is an error naming its
+    line.  Missing indices are zeros, so the matrix has ``n_features`` columns when given (a file whose
+    highest index is lower is valid; a higher index is an error naming its line), else as many as the
+    highest index.  Non-finite labels or values are errors.
+    """
+    from sklearn.datasets import load_svmlight_file
+
+    _open_text(path).close()  # the not found / empty checks
+    try:
+        X, y = load_svmlight_file(os.fspath(path), n_features=n_features, dtype=np.float64, zero_based=False)
+    except (ValueError, UnicodeDecodeError, RuntimeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CLIError(_first_libsvm_problem(path, n_features) or f"cannot parse {path} as LIBSVM: {first}") \
+            from None
+    if not (np.all(np.isfinite(X.data)) and np.all(np.isfinite(y))):
+        raise CLIError(_first_libsvm_problem(path) or f"{path}: non-finite values")
+    if X.shape[0] == 0:
+        raise CLIError(f"no samples in {path}")
+    return X.tocsr(), np.asarray(y)
+
+
+def _estimator_input(X):
+    """The one place where data files become estimator input.
+
+    The LIBSVM path keeps X as CSR up to here, but the estimators do not accept sparse input yet
+    (issue 15, "sparse input"): densify here, and only here.  Once they do, return CSR unchanged.
+    """
+    if sp.issparse(X):
+        X = X.toarray()
+    return np.ascontiguousarray(X, dtype=np.float64)
+
+
+def read_training_data(path, fmt=None, header=None, n_features=None):
+    """``(X, y, fmt)`` for ``fit``: the target is the last CSV column, or the LIBSVM label."""
+    fmt = fmt or sniff_format(path)
+    if fmt == "libsvm":
+        X, y = read_libsvm(path, n_features)
+        return X, y, fmt
+    if n_features is not None:
+        raise CLIError("--n-features applies to LIBSVM files only (a CSV file has its columns)")
+    data = read_csv(path, header)
+    if data.shape[1] < 2:
+        raise CLIError(f"{path}: needs at least one feature column besides the target (last column)")
+    return data[:, :-1], data[:, -1], fmt
+
+
+def read_prediction_data(path, n_features, fmt=None, header=None):
+    """``(X, y or None, fmt)`` for ``predict`` with a model of ``n_features`` features.
+
+    CSV: ``n_features`` columns are the features; one more is the target (last); any other count is an
+    error.  LIBSVM: the label is the target; a highest index below ``n_features`` is valid (missing
+    indices are zeros: a note says so), one above is an error naming its line.
+    """
+    fmt = fmt or sniff_format(path)
+    if fmt == "libsvm":
+        X, y = read_libsvm(path, n_features)
+        top = int(X.indices.max()) + 1 if X.nnz else 0
+        if top < n_features:
+            print(f"{PROG} predict: note: the highest feature index in {path} is {top}, the model has "
+                  f"{n_features} features; the missing ones are zeros (LIBSVM convention)", file=sys.stderr)
+        return X, y, fmt
+    data = read_csv(path, header)
+    if data.shape[1] == n_features:
+        return data, None, fmt
+    if data.shape[1] == n_features + 1:
+        return data[:, :-1], data[:, -1], fmt
+    raise CLIError(f"{path} has {data.shape[1]} columns; the model expects {n_features} features "
+                   f"(or {n_features + 1} with the target in the last column)")
+
+
+# --------------------------------------------------------------------------------------------
+# fit / predict
+# --------------------------------------------------------------------------------------------
+def _positive(cast, words=None, what=None):
+    """An argparse type: a positive finite ``cast`` (float or int), or one of ``words`` (a dict from the
+    lower-case word to the value it stands for)."""
+    words = words or {}
+    what = what or ("a positive integer" if cast is int else "a positive number")
+    if words:
+        what += " or " + "/".join(words)
+
+    def parse(value):
+        if value.lower() in words:
+            return words[value.lower()]
+        try:
+            v = cast(value)
+        except ValueError:
+            v = None
+        if v is None or not np.isfinite(v) or v <= 0:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {value!r}")
+        return v
+
+    return parse
+
+
+_positive_float = _positive(float)
+_positive_int = _positive(int)
+_gamma = _positive(float, {w: w for w in ("beta", "scale", "auto")})
+_sample_size = _positive(int, {"none": None, "all": None, "full": None})
 
 
 def make_estimator(name, **params):
@@ -146,85 +380,73 @@ def make_estimator(name, **params):
 
 
 def cmd_fit(args):
-    fmt = _infer_format(args.data, args.format)
-    X, y = load_data(args.data, fmt)
-    supervised = args.estimator in ("cvm", "cvr")
-    if supervised and y is None:
-        raise CLIError(f"{args.data}: the {args.estimator} estimator needs a target column")
+    from .model_file import save_model
+
+    X, y, fmt = read_training_data(args.data, args.format, args.header, args.n_features)
     params = {k: getattr(args, k, UNSET) for k in ("C", "gamma", "eps", "kernel", "impl", "random_state",
                                                     "max_iter", "sample_size", "stop", "mu")}
     if args.estimator != "cvr" and params.get("mu", UNSET) is not UNSET:
         raise CLIError("--mu applies to --estimator cvr only")
     est = make_estimator(args.estimator, **params)
-    if supervised:
-        est.fit(X, y)
-    else:
-        est.fit(X)
-    est.corevector_data_format_ = fmt
-    out = Path(args.model)
-    if out.parent and not out.parent.exists():
-        raise CLIError(f"output directory does not exist: {out.parent}")
-    with open(out, "wb") as f:
-        pickle.dump(est, f, protocol=pickle.HIGHEST_PROTOCOL)
-    n_core = len(est.core_set_)
-    msg = f"fitted {type(est).__name__} on {X.shape[0]} x {X.shape[1]} ({fmt}): core set {n_core}"
+    Xd = _estimator_input(X)
     if args.estimator == "cvm":
-        msg += f", training accuracy {est.score(X, y):.4f}"
+        y = y.astype(int) if np.all(y == np.round(y)) and np.all(np.abs(y) < 2**31) else y
+        est.fit(Xd, y)
     elif args.estimator == "cvr":
-        msg += f", training R^2 {est.score(X, y):.4f}"
-    print(msg + f" -> {out}", file=sys.stderr)
+        est.fit(Xd, y)
+    else:  # cvdd, meb: unsupervised, the target column / label is not used
+        est.fit(Xd)
+    save_model(est, args.model, data_format=fmt)
+    msg = f"fitted {type(est).__name__} on {X.shape[0]} x {X.shape[1]} ({fmt}): core set {len(est.core_set_)}"
+    if args.estimator == "cvm":
+        msg += f", training accuracy {est.score(Xd, y):.4f}"
+    elif args.estimator == "cvr":
+        msg += f", training R^2 {est.score(Xd, y):.4f}"
+    print(msg + f" -> {args.model}", file=sys.stderr)
     return 0
 
 
-def _load_model(path):
-    from sklearn.base import BaseEstimator
-
-    if not os.path.isfile(path):
-        raise CLIError(f"model file not found: {path}")
-    try:
-        with open(path, "rb") as f:
-            est = pickle.load(f)
-    except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, IndexError, ValueError,
-            TypeError) as exc:
-        raise CLIError(f"{path} is not a corevector model pickle ({type(exc).__name__})") from None
-    if not isinstance(est, BaseEstimator) or not hasattr(est, "predict") or not hasattr(est, "n_features_in_"):
-        raise CLIError(f"{path} does not contain a fitted corevector estimator")
-    return est
-
-
 def cmd_predict(args):
-    est = _load_model(args.model)
-    fmt = _infer_format(args.data, args.format or getattr(est, "corevector_data_format_", None))
-    d = est.n_features_in_
-    from refimpl.datasets import load_csv, load_libsvm
+    from sklearn.base import is_classifier, is_outlier_detector
 
-    if fmt == "csv":
-        X, y = load_csv(args.data, target=None)
-        if X.shape[1] == d + 1:  # the file carries a target column (last)
-            X, y = X[:, :-1], X[:, -1]
-        elif X.shape[1] != d:
-            raise CLIError(f"{args.data} has {X.shape[1]} columns; the model expects {d} features "
-                           f"(or {d + 1} with a target column)")
-    else:
-        X, y = load_libsvm(args.data)
-        if X.shape[1] > d:
-            raise CLIError(f"{args.data} has {X.shape[1]} features; the model expects {d}")
-        X = np.hstack([X, np.zeros((X.shape[0], d - X.shape[1]))])
-    pred = est.predict(np.ascontiguousarray(X))
-    text = "\n".join(_fmt_label(p) for p in pred) + "\n"
+    from .model_file import atomic_write, load_model
+
+    est, _ = load_model(args.model)
+    X, y, _ = read_prediction_data(args.data, est.n_features_in_, args.format, args.header)
+    pred = est.predict(_estimator_input(X))
+    text = "".join(_fmt_label(p) + "\n" for p in pred)
     if args.out:
-        with open(args.out, "w") as f:
+        with atomic_write(args.out) as f:
             f.write(text)
     else:
         sys.stdout.write(text)
-    if y is not None and hasattr(est, "classes_"):
-        y = y.astype(est.classes_.dtype) if np.all(y == np.round(y)) else y
+    if is_outlier_detector(est):  # MEB, CVDD: +1 inlier, -1 outlier, whatever the file's labels
+        print(outlier_summary(pred, y), file=sys.stderr)
+    elif y is not None and is_classifier(est):
         print(f"accuracy {np.mean(pred == y):.4f} on {len(y)} samples", file=sys.stderr)
     elif y is not None:  # a regressor (CVR): 000 footnote 10's errors
         from refimpl.cvr import normalized_rmse
         rmse = float(np.sqrt(np.mean((pred - y) ** 2)))
         print(f"RMSE {rmse:.6g} (RMSE/max y {normalized_rmse(y, pred):.6g}) on {len(y)} samples", file=sys.stderr)
     return 0
+
+
+#: a labelled file gets the inlier rate of each label when it has at most this many distinct labels
+MAX_LABELS_SHOWN = 10
+
+
+def outlier_summary(pred, y=None):
+    """One line: the inlier and outlier rates of an outlier detector's predictions (+1 / -1), and per
+    label of a labelled file with few (integral) labels."""
+    n = len(pred)
+    inl = int(np.sum(pred == 1))
+    msg = f"inliers {inl / n:.4f} ({inl}), outliers {(n - inl) / n:.4f} ({n - inl}) of {n} samples"
+    if y is not None and np.all(y == np.round(y)):
+        labels = np.unique(y)
+        if len(labels) <= MAX_LABELS_SHOWN:
+            msg += "; inlier rate by label: " + ", ".join(
+                f"{_fmt_label(c)}: {np.mean(pred[y == c] == 1):.4f} of {int(np.sum(y == c))}" for c in labels)
+    return msg
 
 
 def _fmt_label(p):
@@ -277,15 +499,51 @@ ASV_SUBCOMMANDS = {"run", "continuous", "compare", "publish", "preview", "check"
                    "find", "rm", "update", "profile", "gh-pages", "setup"}
 
 
-def asv_command(extra):
-    """The asv command line for ``corevector bench EXTRA...``."""
+def asv_command(extra, commit=None):
+    """The asv command line for ``corevector bench EXTRA...``.
+
+    Without an asv subcommand: ``asv run --python=same --quick --show-stderr EXTRA``, plus
+    ``--set-commit-hash COMMIT`` when ``commit`` is given and EXTRA does not set one (asv saves no
+    results of a run in an existing environment, such as --python=same, without it).  A full asv
+    subcommand (``continuous HEAD~1 HEAD``) is passed as it is.
+    """
     exe = shutil.which("asv")
     base = [exe] if exe else [sys.executable, "-m", "asv"]
     if extra and extra[0] == "--":
         extra = extra[1:]
-    if extra and extra[0] in ASV_SUBCOMMANDS:
+    if not _default_run(extra):
         return base + list(extra)
-    return base + ["run", "--python=same", "--quick", "--show-stderr"] + list(extra)
+    cmd = base + ["run", "--python=same", "--quick", "--show-stderr"]
+    if commit and not _sets_commit(extra):
+        cmd += ["--set-commit-hash", commit]
+    return cmd + list(extra)
+
+
+def _default_run(extra):
+    """True when ``corevector bench EXTRA`` runs the default ``asv run --python=same ...``."""
+    extra = extra[1:] if extra and extra[0] == "--" else extra
+    return not (extra and extra[0] in ASV_SUBCOMMANDS)
+
+
+def _sets_commit(extra):
+    return any(a.split("=", 1)[0] == "--set-commit-hash" for a in extra)
+
+
+def _git(root, *args):
+    try:
+        res = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return res.stdout if res.returncode == 0 else None
+
+
+def git_head(root):
+    """``(HEAD's commit hash, dirty)`` when ``root`` is the top of a git checkout, else ``(None, False)``."""
+    out = _git(root, "rev-parse", "--show-toplevel", "HEAD")
+    if out is None or len(out.split()) != 2 or Path(out.split()[0]).resolve() != Path(root).resolve():
+        return None, False
+    status = _git(root, "status", "--porcelain", "--untracked-files=no")
+    return out.split()[1], bool(status and status.strip())
 
 
 def cmd_bench(args):
@@ -295,7 +553,17 @@ def cmd_bench(args):
         bench_dir = _need_checkout("bench") / "asv_benchmarks"
     if not (bench_dir / "asv.conf.json").is_file():
         raise CLIError(f"no asv.conf.json in {bench_dir} (the benchmarks need a source checkout)")
-    cmd = asv_command(args.asv_args)
+    # asv.conf.json's repo is "..": the checkout whose commit the results are saved against
+    root = bench_dir.resolve().parent
+    commit, dirty = git_head(root)
+    cmd = asv_command(args.asv_args, commit)
+    if _default_run(args.asv_args) and not _sets_commit(args.asv_args):
+        if commit is None:
+            print(f"note: {root} is not a git checkout: asv runs the benchmarks but saves no results "
+                  f"(it saves them against a commit; pass --set-commit-hash to choose one)", file=sys.stderr)
+        elif dirty:
+            print(f"note: the working tree has uncommitted changes; the results are saved against HEAD "
+                  f"{commit[:12]} but measure the working tree", file=sys.stderr)
     # with --python=same asv imports corevector from this interpreter (the editable install)
     print("+ " + " ".join(cmd), file=sys.stderr)
     try:
@@ -306,7 +574,10 @@ def cmd_bench(args):
 
 # --------------------------------------------------------------------------------------------
 def build_parser():
+    from . import __version__
+
     p = argparse.ArgumentParser(prog=PROG, description="Core Vector Machines: fit, predict, verify, report, bench.")
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -325,10 +596,13 @@ def build_parser():
     v.add_argument("--no-progress", action="store_true", help="no progress bar")
     v.set_defaults(func=cmd_verify)
 
-    f = sub.add_parser("fit", help="fit a model on a LIBSVM or CSV file and pickle it")
-    f.add_argument("data", help="training data (LIBSVM text, or CSV with the target in the last column)")
-    f.add_argument("--model", required=True, help="output pickle")
-    f.add_argument("--format", choices=FORMATS, help="default: csv for *.csv, else libsvm")
+    f = sub.add_parser("fit", help="fit a model on a LIBSVM or CSV file and save it")
+    f.add_argument("data", help="training data (LIBSVM text, or CSV with the target in the last column; "
+                                "cvdd and meb do not use the target)")
+    f.add_argument("--model", required=True, help="output model file (a header line and a pickle)")
+    _data_file_options(f)
+    f.add_argument("--n-features", type=_positive_int, default=None,
+                   help="LIBSVM only: the number of features (default: the highest index in the file)")
     f.add_argument("--estimator", choices=ESTIMATORS, default="cvm")
     f.add_argument("--C", type=_positive_float, default=UNSET, help="penalty (cvm, cvdd: default 1; cvr: default 3000 max|y|)")
     f.add_argument("--gamma", type=_gamma, default=UNSET, help="positive number or beta/scale/auto (default beta)")
@@ -344,10 +618,10 @@ def build_parser():
     f.add_argument("--mu", type=_positive_float, default=UNSET, help="CVR's mu (expected error; default C / (50 m))")
     f.set_defaults(func=cmd_fit)
 
-    q = sub.add_parser("predict", help="predict with a pickled model")
+    q = sub.add_parser("predict", help="predict with a model written by 'fit'")
     q.add_argument("model")
-    q.add_argument("data")
-    q.add_argument("--format", choices=FORMATS)
+    q.add_argument("data", help="LIBSVM, or CSV with the model's features and optionally the target (last column)")
+    _data_file_options(q)
     q.add_argument("--out", help="write predictions here (one per line) instead of stdout")
     q.set_defaults(func=cmd_predict)
 
@@ -357,6 +631,15 @@ def build_parser():
                    help="extra asv arguments, or a full asv subcommand (e.g. 'continuous HEAD~1 HEAD')")
     b.set_defaults(func=cmd_bench)
     return p
+
+
+def _data_file_options(parser):
+    parser.add_argument("--format", choices=FORMATS,
+                        help="the data file's format (default: read from its lines, not its name: "
+                             "'label index:value ...' is LIBSVM, comma-separated is CSV)")
+    parser.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
+                        help="CSV: the first row is (--header) or is not (--no-header) a header; default: a "
+                             "header only if none of its fields is a number or a missing-value token such as NA")
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None):
@@ -383,7 +666,7 @@ def main(argv=None):
     except CLIError as exc:
         print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
         return 1
-    except (ValueError, TypeError, OSError, pickle.PickleError, EOFError, MemoryError) as exc:
+    except (ValueError, TypeError, OSError, MemoryError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"{PROG} {args.command}: error: {msg}", file=sys.stderr)
         return 1

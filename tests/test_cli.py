@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from fastimpl import cli
+from fastimpl.model_file import load_model
 from helpers import engines
 from refimpl import verify
 from refimpl.datasets import checkerboard, load_csv, load_libsvm
@@ -38,7 +39,7 @@ def data_files(tmp_path_factory):
     np.savetxt(csv, np.c_[X, y], delimiter=",", header="x1,x2,label", comments="", fmt="%.17g")
     from sklearn.datasets import dump_svmlight_file
     libsvm = d / "train.libsvm"
-    dump_svmlight_file(X, y, str(libsvm))
+    dump_svmlight_file(X, y, str(libsvm), zero_based=False)  # LIBSVM's 1-based indices
     features_only = d / "features.csv"
     np.savetxt(features_only, X[:50], delimiter=",", fmt="%.17g")
     return SimpleNamespace(dir=d, X=X, y=y, csv=csv, libsvm=libsvm, features_only=features_only)
@@ -150,8 +151,7 @@ def test_fit_then_predict(data_files, tmp_path, fmt, capsys):
     rc = cli.main(["fit", str(path), "--model", str(model), "--C", "1e4", "--gamma", "1", "--eps", "1e-6",
                    "--random-state", "0", "--impl", "fast"])
     assert rc == 0 and model.exists()
-    with open(model, "rb") as f:
-        est = pickle.load(f)
+    est, header = load_model(model)
     assert type(est).__name__ == "CVMClassifier" and est.C == 1e4 and est.gamma == 1.0
     assert est.score(data_files.X, data_files.y) > 0.9
     out = tmp_path / "pred.txt"
@@ -177,8 +177,7 @@ def test_fit_one_class_and_meb_with_full_scans(data_files, tmp_path):
         rc = cli.main(["fit", str(data_files.csv), "--model", str(model), "--estimator", est_name,
                        "--sample-size", "none", "--eps", "1e-3", *extra])
         assert rc == 0
-        with open(model, "rb") as f:
-            est = pickle.load(f)
+        est, _ = load_model(model)
         assert est.sample_size is None
         assert est.certified_ratio_ <= (1 + 1e-3) ** 2 * (1 + 1e-9)
 
