@@ -1,6 +1,8 @@
 """End-to-end tests of the ``corevector`` command line (fastimpl/cli.py) and the data loaders."""
+import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -8,6 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from fastimpl import cli
 from fastimpl.model_file import load_model
@@ -295,3 +298,326 @@ def test_fit_and_predict_cvr_on_csv(tmp_path, capsys):
     assert f"RMSE {rmse:.6g}" in err and rmse < 0.3
     # --mu is CVR's only
     assert cli.main(["fit", str(data), "--model", str(model), "--estimator", "cvm", "--mu", "0.1"]) != 0
+
+
+# ------------------------------------------------------------------------------ issue 15: the CLI never corrupts, guarded inputs
+def fit_model(data_files, tmp_path, *extra, name="m.pkl"):
+    model = tmp_path / name
+    assert cli.main(["fit", str(data_files.csv), "--model", str(model), "--gamma", "1", "--C", "100",
+                     "--random-state", "0", *extra]) == 0
+    return model
+
+
+def one_line_error(capsys):
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().count("\n") == 0, err
+    return err
+
+
+def run_with_file_size_limit(limit, *args):
+    """The CLI in a process whose files may not grow beyond ``limit`` bytes (RLIMIT_FSIZE): a write past
+    it fails with EFBIG, as on a full disk (Python ignores SIGXFSZ, so the write raises OSError)."""
+    resource = pytest.importorskip("resource")
+
+    def limit_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return subprocess.run([sys.executable, "-m", "fastimpl.cli", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=120, preexec_fn=limit_files)
+
+
+def test_failed_model_write_keeps_the_previous_model(data_files, tmp_path):
+    model = fit_model(data_files, tmp_path)
+    before = model.read_bytes()
+    # a refit that cannot write more than half the model: the write fails part-way
+    res = run_with_file_size_limit(len(before) // 2, "fit", data_files.csv, "--model", model, "--gamma", "2")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert model.read_bytes() == before                       # the previous model, intact
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.pkl"]  # no temporary file left behind
+    est, _ = load_model(model)
+    assert est.gamma == 1.0
+
+
+def test_failed_predict_out_leaves_no_partial_file(data_files, tmp_path):
+    model = fit_model(data_files, tmp_path)
+    out = tmp_path / "pred.txt"
+    res = run_with_file_size_limit(100, "predict", model, data_files.csv, "--out", out)  # 600 lines > 100 bytes
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.pkl"]
+    # an earlier prediction file survives a failed rewrite
+    out.write_text("previous\n")
+    res = run_with_file_size_limit(100, "predict", model, data_files.csv, "--out", out)
+    assert res.returncode == 1 and out.read_text() == "previous\n"
+
+
+def test_atomic_write_removes_its_temporary_file_on_error(tmp_path):
+    from fastimpl.model_file import atomic_write
+    target = tmp_path / "f.txt"
+    target.write_text("old")
+    os.chmod(target, 0o640)
+    with pytest.raises(RuntimeError):
+        with atomic_write(target) as f:
+            f.write("new, half written")
+            raise RuntimeError("boom")
+    assert target.read_text() == "old" and os.listdir(tmp_path) == ["f.txt"]
+    with atomic_write(target) as f:
+        f.write("new")
+    assert target.read_text() == "new" and os.listdir(tmp_path) == ["f.txt"]
+    assert (os.stat(target).st_mode & 0o777) == 0o640  # the replaced file's mode is kept
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("1 1:0.5 2:1\n-1 2:3\n", "libsvm"),
+    ("# comment\n\n+1 qid:3 1:0.5 # trailing comment\n-1\n", "libsvm"),  # a label-only line is LIBSVM too
+    ("x1,x2,label\n0.5,1,1\n", "csv"),
+    ("0.5,1,1\n0.2,NA,-1\n", "csv"),
+    ("1 1:0.5\n0.5,1,1\n", "mixes LIBSVM (line 1) and CSV (line 2)"),
+    ("1 2 3\n", "line 1 is neither LIBSVM"),
+    ("1\n-1\n", "pass --format"),  # lone numbers: LIBSVM without features or a one-column CSV
+])
+def test_sniff_format_reads_the_lines_not_the_name(tmp_path, text, expected):
+    for name in ("data.csv", "data.libsvm"):  # the name plays no part
+        p = tmp_path / name
+        p.write_text(text)
+        if expected in ("libsvm", "csv"):
+            assert cli.sniff_format(p) == expected
+        else:
+            with pytest.raises(cli.CLIError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+                cli.sniff_format(p)
+
+
+def test_predict_takes_the_format_from_the_file_not_the_model(data_files, tmp_path, capsys):
+    """A model fitted on CSV predicts a LIBSVM file (and the other way round), whatever the file names."""
+    csv_model = fit_model(data_files, tmp_path)
+    libsvm_as_csv = tmp_path / "libsvm_content.csv"
+    libsvm_as_csv.write_bytes(data_files.libsvm.read_bytes())
+    csv_as_txt = tmp_path / "csv_content.txt"
+    csv_as_txt.write_bytes(data_files.csv.read_bytes())
+    est, header = load_model(csv_model)
+    assert header["data_format"] == "csv"
+    expected = est.predict(data_files.X)
+    for data in (libsvm_as_csv, csv_as_txt):
+        out = tmp_path / "pred.txt"
+        assert cli.main(["predict", str(csv_model), str(data), "--out", str(out)]) == 0
+        assert np.array_equal(np.loadtxt(out), expected)
+        assert f"accuracy {np.mean(expected == data_files.y):.4f}" in capsys.readouterr().err
+    # --format overrides the detection: the LIBSVM text read as CSV is not numeric
+    assert cli.main(["predict", str(csv_model), str(libsvm_as_csv), "--format", "csv"]) == 1
+    assert "non-numeric" in one_line_error(capsys)
+
+
+def test_libsvm_feature_count_against_the_model(data_files, tmp_path, capsys):
+    """LIBSVM: missing indices are zeros (a file whose highest index is below the model's feature count
+    is valid, with a note); an index above it is an error naming its line.  CSV: the column count must
+    be the model's (or one more, the target)."""
+    model = fit_model(data_files, tmp_path)
+    est, _ = load_model(model)
+    narrow = tmp_path / "narrow.libsvm"
+    narrow.write_text("1 1:0.5\n-1 1:2.5\n")  # feature 2 is zero on every line
+    capsys.readouterr()
+    out = tmp_path / "pred.txt"
+    assert cli.main(["predict", str(model), str(narrow), "--out", str(out)]) == 0
+    assert "highest feature index" in capsys.readouterr().err
+    assert np.array_equal(np.loadtxt(out), est.predict(np.array([[0.5, 0.0], [2.5, 0.0]])))
+    wide = tmp_path / "wide.libsvm"
+    wide.write_text("1 1:0.5 2:1\n# a comment\n-1 1:0.5 2:1 3:1\n")
+    assert cli.main(["predict", str(model), str(wide)]) == 1
+    err = one_line_error(capsys)
+    assert "line 3" in err and "feature index 3 is above the 2 features" in err
+    for cols in (1, 4):
+        bad = tmp_path / f"cols{cols}.csv"
+        np.savetxt(bad, np.ones((3, cols)), delimiter=",")
+        # one column: lone numbers could be LIBSVM labels too, so the format is given
+        assert cli.main(["predict", str(model), str(bad), *(["--format", "csv"] if cols == 1 else [])]) == 1
+        assert f"has {cols} columns; the model expects 2 features" in one_line_error(capsys)
+
+
+def test_libsvm_loader_keeps_csr(data_files):
+    from sklearn.datasets import load_svmlight_file
+    X, y = cli.read_libsvm(data_files.libsvm)
+    assert sp.isspmatrix_csr(X) or (sp.issparse(X) and X.format == "csr")
+    np.testing.assert_allclose(X.toarray(), data_files.X, rtol=1e-15)
+    assert np.array_equal(y, data_files.y)
+    # the one densifying point gives the estimators a dense C-contiguous float64 array
+    D = cli._estimator_input(X)
+    assert isinstance(D, np.ndarray) and D.flags.c_contiguous and np.array_equal(D, X.toarray())
+    Xs, _ = load_svmlight_file(str(data_files.libsvm), zero_based=False)
+    assert (X != Xs).nnz == 0
+
+
+@pytest.mark.parametrize("command", ["fit", "predict"])
+def test_zero_index_is_rejected_naming_its_line(data_files, tmp_path, capsys, command):
+    """scikit-learn's zero_based='auto' would read this file as 0-based and shift every column."""
+    bad = tmp_path / "zero.libsvm"
+    bad.write_text("1 1:0.5 2:1\n-1 1:1 2:0.5\n1 0:3 2:1\n")
+    if command == "fit":
+        argv = ["fit", str(bad), "--model", str(tmp_path / "z.pkl")]
+    else:
+        argv = ["predict", str(fit_model(data_files, tmp_path)), str(bad)]
+    capsys.readouterr()
+    assert cli.main(argv) == 1
+    err = one_line_error(capsys)
+    assert "line 3" in err and "feature index 0" in err and "start at 1" in err
+    assert not (tmp_path / "z.pkl").exists()
+
+
+def test_libsvm_non_finite_values_are_rejected_naming_their_line(tmp_path, capsys):
+    bad = tmp_path / "nan.libsvm"
+    bad.write_text("1 1:0.5 2:1\n-1 1:1 2:inf\n")
+    assert cli.main(["fit", str(bad), "--model", str(tmp_path / "m.pkl")]) == 1
+    assert "line 2: non-finite value 'inf' at feature index 2" in one_line_error(capsys)
+
+
+def test_csv_first_row_with_na_is_data_not_a_header(data_files, tmp_path, capsys):
+    """Old behaviour: 'NA,0.5,1' failed to parse, so it was dropped as a header and the fit went on."""
+    rows = np.c_[data_files.X[:40], data_files.y[:40]]
+    na = tmp_path / "na.csv"
+    na.write_text("NA,0.5,1\n" + "\n".join(",".join(f"{v:.17g}" for v in r) for r in rows) + "\n")
+    assert cli.main(["fit", str(na), "--model", str(tmp_path / "m.pkl")]) == 1
+    err = one_line_error(capsys)
+    assert "line 1, column 1: missing or non-finite value 'NA'" in err
+    # a header by explicit choice
+    assert cli.main(["fit", str(na), "--model", str(tmp_path / "m.pkl"), "--header"]) == 0
+    assert "on 40 x 2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, header, result", [
+    ("x1,x2,label\n1,2,3\n", None, (1, 3)),          # no number, no NA token: a header
+    ("1,2,3\n4,5,6\n", None, (2, 3)),                # numbers: data
+    ("x1,x2,label\n1,2,3\n", False, "line 1, column 1: non-numeric value 'x1'"),
+    ("1,2,3\n4,5,6\n", True, (1, 3)),
+    # an empty field is a missing value, so this row is data, and its first bad field is named
+    ("x1,,label\n1,2,3\n", None, "line 1, column 1: non-numeric value 'x1'; if that row is a header, pass --header"),
+    ("1,,3\n1,2,3\n", None, "line 1, column 2: missing or non-finite value ''"),
+    ("# c\n1,2,3\n\n4,nan,6\n", None, "line 4, column 2: missing or non-finite value 'nan'"),
+    ("1,2,3\n4,-inf,6\n", None, "line 2, column 2: missing or non-finite value '-inf'"),
+    ("1,2,3\n4,?,6\n", None, "line 2, column 2: missing or non-finite value '?'"),
+    ("1,2,3\n4,5\n", None, "line 2 has 2 columns, line 1 has 3"),
+])
+def test_read_csv_header_rule_and_errors(tmp_path, text, header, result):
+    p = tmp_path / "d.csv"
+    p.write_text(text)
+    if isinstance(result, tuple):
+        data = cli.read_csv(p, header)
+        assert data.shape == result and data.dtype == np.float64
+        assert np.array_equal(data[-1], [float(v) for v in text.strip().splitlines()[-1].split(",")])
+    else:
+        with pytest.raises(cli.CLIError, match=re.escape(result)):
+            cli.read_csv(p, header)
+
+
+def test_model_header_round_trip(data_files, tmp_path):
+    import fastimpl
+    model = fit_model(data_files, tmp_path)
+    with open(model, "rb") as f:
+        header = json.loads(f.readline())
+    assert header == {"format": "corevector-model", "version": 1, "corevector_version": fastimpl.__version__,
+                      "estimator": "CVMClassifier", "n_features": 2, "data_format": "csv"}
+    est, h = load_model(model)
+    assert h == header and type(est) is fastimpl.CVMClassifier
+    assert est.score(data_files.X, data_files.y) > 0.9
+
+
+class _Trap:
+    """A pickle whose loading creates a file: proof that a foreign pickle was (not) unpickled."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_only_corevector_models_are_loaded(data_files, tmp_path, capsys):
+    from sklearn.svm import SVC
+    svc = tmp_path / "svc.pkl"
+    svc.write_bytes(pickle.dumps(SVC().fit(data_files.X[:50], data_files.y[:50])))
+    trap = tmp_path / "trap.pkl"
+    marker = tmp_path / "unpickled"
+    trap.write_bytes(pickle.dumps(_Trap(marker)))
+    for foreign in (svc, trap, data_files.csv):
+        assert cli.main(["predict", str(foreign), str(data_files.csv)]) == 1
+        assert "is not a corevector model file" in one_line_error(capsys)
+    assert not marker.exists()  # refused before unpickling
+    # a model from a future format version is refused, with a request to upgrade
+    model = fit_model(data_files, tmp_path)
+    header, payload = model.read_bytes().split(b"\n", 1)
+    future = tmp_path / "future.pkl"
+    future.write_bytes(json.dumps({**json.loads(header), "version": 99, "corevector_version": "9.0"}).encode()
+                       + b"\n" + payload)
+    capsys.readouterr()
+    assert cli.main(["predict", str(future), str(data_files.csv)]) == 1
+    assert "model format version 99" in one_line_error(capsys)
+    # a valid header in front of another object, and a truncated payload
+    swapped = tmp_path / "swapped.pkl"
+    swapped.write_bytes(header + b"\n" + pickle.dumps(SVC()))
+    truncated = tmp_path / "truncated.pkl"
+    truncated.write_bytes(header + b"\n" + payload[: len(payload) // 2])
+    for bad, message in [(swapped, "the header names CVMClassifier but the file holds a SVC"),
+                         (truncated, "damaged model file")]:
+        assert cli.main(["predict", str(bad), str(data_files.csv)]) == 1
+        assert message in one_line_error(capsys)
+
+
+@pytest.mark.parametrize("estimator", ["cvdd", "meb"])
+def test_predict_with_an_outlier_detector_reports_inlier_rates(data_files, tmp_path, capsys, estimator):
+    model = tmp_path / f"{estimator}.pkl"
+    extra = ["--C", "1"] if estimator == "cvdd" else []  # cvdd: 41% inliers; meb: all training points inside
+    assert cli.main(["fit", str(data_files.csv), "--model", str(model), "--estimator", estimator, "--gamma", "1",
+                     "--random-state", "0", *extra]) == 0
+    capsys.readouterr()
+    out = tmp_path / "pred.txt"
+    assert cli.main(["predict", str(model), str(data_files.csv), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    pred = np.loadtxt(out)
+    assert set(pred) <= {-1, 1}
+    n_in = int(np.sum(pred == 1))
+    assert (f"inliers {n_in / 600:.4f} ({n_in}), outliers {(600 - n_in) / 600:.4f} ({600 - n_in}) of 600 samples"
+            in err)
+    for c in (-1, 1):
+        sel = data_files.y == c
+        assert f"{c}: {np.mean(pred[sel] == 1):.4f} of {int(sel.sum())}" in err
+    assert "RMSE" not in err and "accuracy" not in err
+
+
+def test_version_matches_the_installed_metadata(capsys):
+    from importlib.metadata import version
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"corevector {version('corevector')}"
+
+
+def _capture_bench(monkeypatch, argv, capsys):
+    calls = []
+    monkeypatch.setattr(cli.subprocess, "call", lambda cmd, cwd=None: calls.append(cmd) or 0)
+    assert cli.main(argv) == 0
+    return calls[0], capsys.readouterr().err
+
+
+@needs_checkout
+def test_bench_saves_results_against_head(monkeypatch, capsys):
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        pytest.skip("the checkout is not a git repository")
+    cmd, _ = _capture_bench(monkeypatch, ["bench", "--bench", "CVMCheckerboard"], capsys)
+    i = cmd.index("--set-commit-hash")
+    assert cmd[i + 1] == head.stdout.strip() and cmd[-2:] == ["--bench", "CVMCheckerboard"]
+    assert cmd[cmd.index("run"):i] == ["run", "--python=same", "--quick", "--show-stderr"]
+    # the user's own commit wins, and a full asv subcommand is passed as it is
+    cmd, _ = _capture_bench(monkeypatch, ["bench", "--set-commit-hash=abc"], capsys)
+    assert cmd.count("--set-commit-hash=abc") == 1 and "--set-commit-hash" not in cmd
+    cmd, _ = _capture_bench(monkeypatch, ["bench", "continuous", "HEAD~1", "HEAD"], capsys)
+    assert "--set-commit-hash" not in cmd
+
+
+def test_bench_outside_a_git_checkout_says_results_are_not_saved(monkeypatch, tmp_path, capsys):
+    conf = tmp_path / "asv_benchmarks"
+    conf.mkdir()
+    (conf / "asv.conf.json").write_text("{}")
+    cmd, err = _capture_bench(monkeypatch, ["bench", "--config-dir", str(conf)], capsys)
+    assert "--set-commit-hash" not in cmd
+    assert "is not a git checkout" in err and "saves no results" in err
