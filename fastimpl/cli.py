@@ -114,10 +114,13 @@ def _is_number(token):
 
 
 def _data_lines(f):
-    """(line number, line) of the lines of ``f`` that are neither blank nor '#' comments."""
-    for lineno, line in enumerate(f, start=1):
-        if line.strip() and not line.lstrip().startswith("#"):
-            yield lineno, line
+    """(line number, line) of the lines of the text file ``f`` that are neither blank nor '#' comments."""
+    try:
+        for lineno, line in enumerate(f, start=1):
+            if line.strip() and not line.lstrip().startswith("#"):
+                yield lineno, line
+    except UnicodeDecodeError:
+        raise CLIError(f"{f.name} is not a text file (not UTF-8)") from None
 
 
 def _open_text(path):
@@ -154,17 +157,14 @@ def sniff_format(path):
     """
     kinds = {}
     with _open_text(path) as f:
-        try:
-            for k, (lineno, line) in enumerate(_data_lines(f)):
-                if k == SNIFF_LINES:
-                    break
-                kind = _line_kind(line)
-                if kind is None:
-                    raise CLIError(f"{path} line {lineno} is neither LIBSVM ('label index:value ...') nor CSV "
-                                   f"(comma-separated): {line.strip()[:60]!r}; see --format")
-                kinds.setdefault(kind, lineno)
-        except UnicodeDecodeError:
-            raise CLIError(f"{path} is not a text file (not UTF-8)") from None
+        for k, (lineno, line) in enumerate(_data_lines(f)):
+            if k == SNIFF_LINES:
+                break
+            kind = _line_kind(line)
+            if kind is None:
+                raise CLIError(f"{path} line {lineno} is neither LIBSVM ('label index:value ...') nor CSV "
+                               f"(comma-separated): {line.strip()[:60]!r}; see --format")
+            kinds.setdefault(kind, lineno)
     if not kinds:
         raise CLIError(f"no data lines in {path}")
     if "libsvm" in kinds and "csv" in kinds:
@@ -241,8 +241,6 @@ def _libsvm_problem(line, n_features=None):
         try:
             index, v = int(index), float(value)
         except ValueError:
-            return f"{t!r} is not index:value"
-        if not sep:
             return f"{t!r} is not index:value"
         if index < 1:
             return (f"feature index {index} (LIBSVM indices start at 1; scikit-learn's dump_svmlight_file writes "
