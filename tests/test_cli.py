@@ -621,3 +621,22 @@ def test_bench_outside_a_git_checkout_says_results_are_not_saved(monkeypatch, tm
     cmd, err = _capture_bench(monkeypatch, ["bench", "--config-dir", str(conf)], capsys)
     assert "--set-commit-hash" not in cmd
     assert "is not a git checkout" in err and "saves no results" in err
+
+
+def test_fit_n_features_declares_the_libsvm_dimension(data_files, tmp_path, capsys):
+    """A training file whose last features are all zero: --n-features gives the model its true dimension,
+    so a test file that uses feature 3 is accepted; a training index above --n-features is an error."""
+    model = tmp_path / "m3.pkl"
+    assert cli.main(["fit", str(data_files.libsvm), "--model", str(model), "--n-features", "3", "--gamma", "1"]) == 0
+    est, header = load_model(model)
+    assert est.n_features_in_ == 3 and header["n_features"] == 3 and header["data_format"] == "libsvm"
+    test = tmp_path / "t.libsvm"
+    test.write_text("1 1:0.5 2:0.5 3:0\n-1 3:1\n")
+    out = tmp_path / "p.txt"
+    assert cli.main(["predict", str(model), str(test), "--out", str(out)]) == 0
+    assert np.array_equal(np.loadtxt(out), est.predict(np.array([[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]])))
+    capsys.readouterr()
+    assert cli.main(["fit", str(data_files.libsvm), "--model", str(model), "--n-features", "1"]) == 1
+    assert "line 1: feature index 2 is above the 1 features expected" in one_line_error(capsys)
+    assert cli.main(["fit", str(data_files.csv), "--model", str(model), "--n-features", "3"]) == 1
+    assert "LIBSVM files only" in one_line_error(capsys)
