@@ -196,3 +196,89 @@ def _evaluate_with_callback(model, data):
 def test_no_timer_encloses_the_evaluation():
     res = common.measure_fit(common.FitJob(_prepare, _slow_fit, _evaluate_with_callback), 2, trace_memory=False)
     assert 0.3 <= res["fit_time_min"] and res["fit_time_max"] < 0.8
+
+
+# ---------------------------------------------------------------------------------------------- asv suite
+def _asv_modules():
+    import importlib
+    import inspect
+    bench_root = REPO / "asv_benchmarks"
+    if str(bench_root) not in sys.path:
+        sys.path.insert(0, str(bench_root))
+    mods = [importlib.import_module(f"benchmarks.{p.stem}") for p in sorted((bench_root / "benchmarks").glob("*.py"))
+            if p.stem != "__init__"]
+    # what asv collects: public, concrete classes defined in the module (asv_runner.discovery)
+    return {name: cls for mod in mods for name, cls in vars(mod).items()
+            if inspect.isclass(cls) and cls.__module__ == mod.__name__ and not name.startswith("_")
+            and not inspect.isabstract(cls)}
+
+
+def test_asv_bench_regex_of_a_class_selects_that_class_alone():
+    """`asv run --bench NAME` searches NAME in 'module.Class.method': no class name may lie inside another."""
+    names = list(_asv_modules())
+    assert {"CVMCheckerboard", "CVMMarginCheckerboard", "CVMGaussians"} <= set(names)
+    for a in names:
+        assert [b for b in names if a in b] == [a], a
+
+
+def test_asv_fits_silence_the_expected_warning_and_no_other():
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    from refimpl.datasets import checkerboard
+    bench = _asv_modules()["CVMCheckerboard"]
+    X, y = checkerboard(400, random_state=0)
+    # the paper's setting does raise the warning the class declares ...
+    with pytest.warns(ConvergenceWarning, match="stop='radius' with eps="):
+        bench().make_estimator("fast").fit(X, y)
+    # ... which the benchmark's fit silences
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        bench().fit("fast", X, y)
+
+    class Capped(bench):
+        def make_estimator(self, impl):
+            return super().make_estimator(impl).set_params(max_iter=2)
+    # a warning the class does not expect still reaches the caller
+    with pytest.warns(ConvergenceWarning, match="max_iter=2"):
+        Capped().fit("fast", X, y)
+
+
+class _FakeResults:
+    """What plot_results.series reads from asv's Results: keys, their parameter lists and values
+    (in the order of itertools.product of the parameters, None where a combination was skipped)."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def get_all_result_keys(self):
+        return self.data.keys()
+
+    def get_result_params(self, key):
+        return self.data[key][0]
+
+    def get_result_value(self, key, params):
+        return self.data[key][1]
+
+
+def test_plot_results_series_groups_values_by_m():
+    sys.path.insert(0, str(REPO / "asv_benchmarks"))
+    try:
+        import plot_results
+    finally:
+        sys.path.remove(str(REPO / "asv_benchmarks"))
+    params = [["'ref'", "'fast'"], ["1000", "10000"]]
+    res = _FakeResults({
+        "cvm.A.time_fit": (params, [0.5, None, 0.1, 0.2]),
+        "cvm.A.track_test_accuracy": (params, [0.9, float("nan"), 0.9, 0.95]),
+        "mmda.Scan.time_furthest": ([["50"]], [1e-3]),
+    })
+    benchmarks = {"cvm.A.time_fit": {"param_names": ["impl", "m"]},
+                  "cvm.A.track_test_accuracy": {"param_names": ["impl", "m"]},
+                  "mmda.Scan.time_furthest": {"param_names": ["n_sv"]}}
+    data = plot_results.series([res], benchmarks)
+    assert data == {"cvm.A": {"time_fit": {"impl=ref": [(1000, 0.5)], "impl=fast": [(1000, 0.1), (10000, 0.2)]},
+                              "track_test_accuracy": {"impl=ref": [(1000, 0.9)],
+                                                      "impl=fast": [(1000, 0.9), (10000, 0.95)]}}}
+    assert plot_results.series([res], benchmarks, pattern="^mmda") == {}

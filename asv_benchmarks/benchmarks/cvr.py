@@ -10,7 +10,7 @@ def friedman1(m, seed):
     return friedman(int(m), 1, random_state=seed)
 
 
-class CVRFriedman(CoreSetTracks, RegressionTracks, EstimatorBenchmark):
+class CVRFriedman1(CoreSetTracks, RegressionTracks, EstimatorBenchmark):
     """CVR with the default stop rule; the reference only up to 1e4 (its NumPy SMO beyond 1,000 SVs)."""
 
     params = (["ref", "fast"], M_GRID)
@@ -25,7 +25,7 @@ class CVRFriedman(CoreSetTracks, RegressionTracks, EstimatorBenchmark):
         return CVR(C=C, mu=MU, eps=EPS, random_state=0, impl=impl)
 
 
-class SVRFriedman(RegressionTracks, EstimatorBenchmark):
+class SVRFriedman1(RegressionTracks, EstimatorBenchmark):
     """sklearn.svm.SVR (LIBSVM) at the same kernel width, the CVR paper's baseline."""
 
     params = (["libsvm"], M_GRID)

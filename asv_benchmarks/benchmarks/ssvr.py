@@ -30,36 +30,35 @@ class _RegressionTracks(RegressionTracks):
     track_n_support.unit = "vectors"
 
 
-class SSVRFriedman3(_RegressionTracks, EstimatorBenchmark):
+class _SparseSVROnFriedman3(_RegressionTracks, EstimatorBenchmark):
+    dataset = staticmethod(friedman3)
+    selection = "srs"
+
+    def make_estimator(self, impl):
+        from fastimpl import SparseSVR
+        return SparseSVR(n_basis=N_BASIS, lam=LAM, epsilon=EPSILON, delta=DELTA, gamma=GAMMA,
+                         selection=self.selection, tol=0.0, random_state=0, impl=impl)
+
+
+class SSVRSRSFriedman3(_SparseSVROnFriedman3):
     """SparseSVR (SSVR-SRS), 240 basis functions, |O| = 100."""
 
     params = (["ref", "fast"], SIZES)
     max_m = {"ref": 30_000, "fast": 30_000}
-    dataset = staticmethod(friedman3)
 
     def setup_cache(self):
         return self.prepare_cache()
 
-    def make_estimator(self, impl):
-        from fastimpl import SparseSVR
-        return SparseSVR(n_basis=N_BASIS, lam=LAM, epsilon=EPSILON, delta=DELTA, gamma=GAMMA,
-                         tol=0.0, random_state=0, impl=impl)
 
-
-class RSVMFriedman3(_RegressionTracks, EstimatorBenchmark):
+class RSVMFriedman3(_SparseSVROnFriedman3):
     """RSVM: random basis of the same size, same primal solver (fast implementation)."""
 
     params = (["fast"], SIZES)
     max_m = {"fast": 30_000}
-    dataset = staticmethod(friedman3)
+    selection = "random"
 
     def setup_cache(self):
         return self.prepare_cache()
-
-    def make_estimator(self, impl):
-        from fastimpl import SparseSVR
-        return SparseSVR(n_basis=N_BASIS, lam=LAM, epsilon=EPSILON, delta=DELTA, gamma=GAMMA,
-                         selection="random", tol=0.0, random_state=0, impl=impl)
 
 
 class SVRFriedman3(_RegressionTracks, EstimatorBenchmark):
