@@ -4,12 +4,14 @@
 #   bash mutation/run.sh [MODULE ...]      default: problem cvm cvr sor (refimpl/MODULE.py)
 #
 # cosmic-ray edits the module in place for every mutant, so each module runs in its own scratch
-# copy of the working tree (with its compiled extensions; without .git, .venv and caches), never
-# in the working tree itself.  For each module it checks that the selected tests pass unmutated (baseline),
+# copy of a commit (COMMIT, default HEAD: `git archive`, so nobody's uncommitted edits leak in),
+# with the compiled extensions of the working tree (refused unless the commit's extension sources
+# are the working tree's), never in the working tree itself.  For each module it checks that the selected tests pass unmutated (baseline),
 # runs every mutant under nice, and writes mutation/out/MODULE.sqlite and MODULE.txt (the
-# surviving mutants with their diffs).  Needs the venv of `bash run.sh test` with cosmic-ray
+# surviving mutants with their diffs, headed by the commit the run used; also in MODULE.commit).  Needs the venv of `bash run.sh test` with cosmic-ray
 # installed (pip install -e ".[test]").  Environment: PYTHON (default .venv/bin/python), JOBS
-# (modules run in parallel, default 1).
+# (modules run in parallel, default 1), COMMIT (default HEAD).  A session file may also skip whole
+# functions ([cosmic-ray.filters.definition-filter] exclude = [...], see filter_definitions.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -18,7 +20,11 @@ BIN=$(dirname "$PY")
 OUT=$ROOT/mutation/out
 JOBS=${JOBS:-1}
 modules=("$@")
-[ ${#modules[@]} -eq 0 ] && modules=(problem cvm cvr sor)
+[ ${#modules[@]} -eq 0 ] && modules=(problem cvm cvr sor driver meb constrained_meb ssvr)
+REV=$(git -C "$ROOT" rev-parse --verify "${COMMIT:-HEAD}^{commit}")
+EXT_SRC=(fastimpl/*.pyx fastimpl/*.pxi fastimpl/*.h setup.py)
+git -C "$ROOT" diff --quiet "$REV" -- "${EXT_SRC[@]}" \
+    || { echo "mutation: the working tree's extension sources differ from $REV; rebuild or choose COMMIT" >&2; exit 2; }
 mkdir -p "$OUT"
 export PATH="$BIN:$PATH"
 
@@ -26,17 +32,18 @@ run_module() {
     local mod=$1 cfg="$ROOT/mutation/$1.toml" work
     [ -f "$cfg" ] || { echo "mutation: no $cfg" >&2; return 2; }
     work=$(mktemp -d "${TMPDIR:-/tmp}/corevector-mutation-$mod.XXXXXX")
-    tar -C "$ROOT" --exclude=./.git --exclude=./.venv --exclude=./mutation/out --exclude=__pycache__ \
-        --exclude=./.hypothesis --exclude=./build --exclude=./.asv --exclude=./asv_benchmarks/env \
-        --exclude=./reports/output -cf - . | tar -C "$work" -xf -
+    git -C "$ROOT" archive "$REV" | tar -C "$work" -xf -
+    cp "$ROOT"/fastimpl/*.so "$work/fastimpl/"
     cd "$work"
     rm -f "$OUT/$mod.sqlite"
+    echo "$REV" > "$OUT/$mod.commit"
     nice -n 19 cosmic-ray baseline "$cfg" > "$OUT/$mod.baseline.log" 2>&1 \
         || { echo "mutation: the $mod tests fail unmutated (see $OUT/$mod.baseline.log)" >&2; return 1; }
     cosmic-ray init "$cfg" "$OUT/$mod.sqlite"
     cr-filter-operators "$OUT/$mod.sqlite" "$cfg"
+    "$PY" "$ROOT/mutation/filter_definitions.py" "$OUT/$mod.sqlite" "$cfg"
     nice -n 19 cosmic-ray exec "$cfg" "$OUT/$mod.sqlite"
-    cr-report --surviving-only --show-diff "$OUT/$mod.sqlite" > "$OUT/$mod.txt"
+    { echo "commit $REV"; cr-report --surviving-only --show-diff "$OUT/$mod.sqlite"; } > "$OUT/$mod.txt"
     tail -n 3 "$OUT/$mod.txt" | sed "s/^/$mod: /"
     cd "$ROOT"
     rm -rf "$work"

@@ -46,7 +46,12 @@ def test_same_core_set_and_coefficients(p):
     # A normalised linear kernel in one dimension maps every point to +1 or -1: the core-set QP has only
     # exact ties, SMO never settles them (it stops at its step bound), and which tied vector a one-ulp
     # difference favours is not defined; the two engines then differ, as they did before the driver.
+    # The hard MEB of a normalised linear kernel (any d) is the same degeneracy: the points lie on the
+    # unit sphere around the origin, so the MEB is that sphere, its center is the origin (c'c = S = 0
+    # to round-off), every point is a tie at distance R = 1, alpha is not unique, and the margin-relative
+    # rules measure eps against S = 0 (both engines run to max_iter; seed 309, m = 88, d = 2 to 5).
     assume(not (p["kernel"] == "linear" and p["normalize"] and p["d"] == 1))
+    assume(not (p["kernel"] == "linear" and p["normalize"] and p["formulation"] == "meb"))
     opts = {"gamma": 0.3} if p["kernel"] != "linear" else {}
     if p["kernel"] == "poly":
         opts.update(coef0=1.0, degree=2)
