@@ -62,23 +62,55 @@ class KernelSpec:
 def beta_heuristic(X: np.ndarray) -> float:
     """The papers' beta = (1/m^2) sum_{i,j} ||x_i - x_j||^2 (001 Sec. 5), exactly, in O(m d).
 
-    sum_ij ||x_i - x_j||^2 = 2 m sum_i ||x_i||^2 - 2 ||sum_i x_i||^2.
+    sum_ij ||x_i - x_j||^2 = 2 m sum_i ||x_i - mean x||^2, so beta = 2 sum_f Var(X[:, f]): NumPy's
+    two-pass variance, which, unlike 2 (mean ||x||^2 - ||mean x||^2), does not cancel away the spread
+    of data far from the origin (X + 1e8).  inf when the squares overflow float64.
     """
     X = np.asarray(X, dtype=np.float64)
-    mean_sq = np.einsum("ij,ij->", X, X) / X.shape[0]
-    mu = X.mean(axis=0)
-    return float(2.0 * (mean_sq - mu @ mu))
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(2.0 * X.var(axis=0).sum())
+
+
+#: gamma='scale'/'beta' must come from a spread that float64 holds to full precision: a variance or
+#: beta below the smallest normal float (squared distances that underflow, e.g. X * 1e-160) or above the
+#: largest (squares that overflow, X * 1e300) gives gamma = inf or 0 and a kernel that is all 0 or 1
+_NORMAL = (np.finfo(np.float64).tiny, np.finfo(np.float64).max)
+
+
+def _width_error(gamma, what, value, X):
+    with np.errstate(over="ignore"):
+        size = float(np.max(np.abs(X))) if np.size(X) else 0.0
+    return ValueError(
+        f"gamma={gamma!r} cannot be computed for this X: {what} = {value:.3g} is outside the normal float64 "
+        f"range [{_NORMAL[0]:.3g}, {_NORMAL[1]:.3g}] (max|X| = {size:.3g}), so gamma and the kernel's squared "
+        "distances would under- or overflow and every kernel value would be 0 or 1.  Rescale X (e.g. "
+        "sklearn.preprocessing.StandardScaler) or pass gamma as a number.")
 
 
 def resolve_gamma(gamma, X: np.ndarray, kernel: str) -> float:
-    """Turn the user's ``gamma`` ('beta', 'scale', 'auto' or a positive number) into a float."""
+    """Turn the user's ``gamma`` ('beta', 'scale', 'auto' or a positive number) into a float.
+
+    'scale' and 'beta' of data whose every row is the same give 1.0 (scikit-learn's convention: the
+    kernel is then the same for any gamma); data whose spread float64 cannot hold (variance or beta
+    not a normal float, e.g. X * 1e-160 or X * 1e300) is a ValueError, never gamma = inf, 0 or a
+    silent 1.0.
+    """
     if isinstance(gamma, str):
-        if gamma == "beta":
-            beta = beta_heuristic(X)
-            return 1.0 / beta if beta > 0 else 1.0
-        if gamma == "scale":
-            var = float(np.asarray(X, dtype=np.float64).var())
-            return 1.0 / (X.shape[1] * var) if var > 0 else 1.0
+        if gamma in ("beta", "scale"):
+            X = np.asarray(X, dtype=np.float64)
+            if X.size == 0 or np.all(X == X.flat[0] if gamma == "scale" else X == X[:1]):
+                return 1.0  # no spread at all
+            if gamma == "beta":
+                what, value = "beta (mean squared pairwise distance)", beta_heuristic(X)
+                g = 1.0 / value if value > 0 else np.inf
+            else:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    var = float(X.var())
+                what, value = "n_features * Var(X)", X.shape[1] * var
+                g = 1.0 / value if value > 0 else np.inf
+            if not (_NORMAL[0] <= value <= _NORMAL[1]) or not (0.0 < g < np.inf):
+                raise _width_error(gamma, what, value, X)
+            return g
         if gamma == "auto":
             return 1.0 / X.shape[1]
         raise ValueError(f"gamma must be a positive number or one of 'beta', 'scale', 'auto'; got {gamma!r}")
