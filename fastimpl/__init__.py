@@ -2,7 +2,17 @@
 
 Every estimator takes ``impl='fast'`` (default, the compiled engine) or ``impl='ref'``
 (the readable NumPy reference in :mod:`refimpl`), with the same results.
+
+Fork safety: GNU OpenMP (libgomp) keeps the threads of its last parallel region in a pool that a
+``fork`` does not copy, so a forked child that enters a parallel region waits for them for ever (a
+``multiprocessing`` 'fork' pool, or joblib's 'multiprocessing' backend, after a fit in the parent).
+Importing this package registers an ``os.register_at_fork`` handler that sets every loaded libgomp to
+one thread in the child: fits in forked children run serially (same results) instead of hanging.
+'spawn'/'forkserver' children and joblib's default 'loky' backend start fresh processes and keep
+their threads.
 """
+import os as _os
+
 from .estimators import CVDD, CVR, MEB, CVMClassifier
 from .mmda import MMDA  # 004: maximum margin discriminant features
 from .sparse_svr import SparseSVR  # 002: SSVR-SRS sparse SVR in the primal
@@ -10,3 +20,24 @@ from .surface import ImplicitSurface  # 000 Sec. 4.2 (scikit-image/matplotlib im
 
 __all__ = ["CVDD", "CVR", "MEB", "CVMClassifier", "ImplicitSurface", "MMDA", "SparseSVR"]
 __version__ = "0.1.0"
+
+#: True in a process forked from one that imported fastimpl (read by SparseSVR, whose OpenMP regions
+#: name their thread count explicitly and so are not limited by omp_set_num_threads)
+IN_FORKED_CHILD = False
+
+
+def _after_fork_in_child():
+    """One OpenMP thread for every libgomp of a forked child (see the module docstring)."""
+    global IN_FORKED_CHILD
+    IN_FORKED_CHILD = True
+    try:
+        from threadpoolctl import ThreadpoolController
+        for lib in ThreadpoolController().select(user_api="openmp").lib_controllers:
+            if getattr(lib, "prefix", "") == "libgomp":
+                lib.set_num_threads(1)
+    except Exception:  # pragma: no cover - never let a fork fail because of this
+        pass
+
+
+if hasattr(_os, "register_at_fork"):
+    _os.register_at_fork(after_in_child=_after_fork_in_child)

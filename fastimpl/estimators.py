@@ -26,9 +26,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from refimpl import cvm, cvr
 from refimpl.driver import STOPS, make_rng
-from refimpl.kernels import KERNELS, kernel_diag, make_kernel_spec
+from refimpl.kernels import KERNELS, kernel_diag
 from refimpl.meb import SOLVERS, validate_engine_params
 
+from ._validation import EPS, POSITIVE, check_eps, checked_kernel_spec, invalid_parameter
 from .numerics import IMPLS, numerics
 
 __all__ = ["MEB", "CVDD", "CVMClassifier", "CVR"]
@@ -46,11 +47,13 @@ def _take(members, local):
     return local if members is None else members[local]
 
 
-_POSITIVE = Interval(Real, 0, None, closed="neither")
+_POSITIVE = POSITIVE
 _DOC = """
     eps : float, default={eps}
         Tolerance of the core-set loop's stop rule (001 Sec. 4): the paper's (1+eps) ball test under
-        'radius' and 'hybrid', the fraction ((1+eps)^2 - 1) of the margin term under 'margin'.
+        'radius' and 'hybrid', the fraction ((1+eps)^2 - 1) of the margin term under 'margin', LIBSVM's
+        tolerance relative to the margin under 'gap'.  Must lie in (0, 1), and in (0, sqrt(3) - 1) under
+        'margin', beyond which the test passes misclassified points (:data:`fastimpl._validation.EPS_MAX`).
     kernel : {{'rbf', 'laplacian', 'poly', 'linear'}}, default='rbf'
     gamma : float or {{'scale', 'beta', 'auto'}}, default='{gamma}'
         Kernel coefficient: 'scale' is scikit-learn's 1 / (d Var(X)); 'beta' is the papers' 1/beta with
@@ -104,7 +107,7 @@ class _CoreVectorBase(BaseEstimator):
     engine call, the fitted diagnostics, and kernel expansions for prediction."""
 
     _parameter_constraints: dict = {
-        "eps": [_POSITIVE],
+        "eps": [EPS],
         "kernel": [StrOptions(set(KERNELS))],
         "gamma": [StrOptions({"scale", "beta", "auto"}), _POSITIVE],
         "degree": [Interval(Integral, 1, None, closed="left")],
@@ -144,11 +147,12 @@ class _CoreVectorBase(BaseEstimator):
         self.verbose = verbose
 
     def _check_fit_params(self, n_samples):
+        check_eps(self, self.eps, self.stop)
         validate_engine_params(self.eps, self.sample_size, self.max_iter, self.tol, max(n_samples, 2),
                                self.n_confirm, self.solver, self.stop)
 
     def _kernel_spec(self, X):
-        return make_kernel_spec(X, self.kernel, self.gamma, self.degree, self.coef0, self.normalize)
+        return checked_kernel_spec(X, self.kernel, self.gamma, self.degree, self.coef0, self.normalize)
 
     def _run(self, problem, random_state=None, label=None):
         """The core-set loop on ``problem`` with this estimator's options (one engine call for all)."""
@@ -451,7 +455,14 @@ class CVR(RegressorMixin, _CoreVectorBase):
         targets' units.  "auto": mu = C / (SLACK_WEIGHT m), SLACK_WEIGHT = 50, so that every point's
         squared slack weighs C / (mu m) = 50 against ||w||^2 + b^2, as LIBSVM's per-point C does: fixed
         as m grows, and independent of the targets' scale (chosen by measurement, README "Defaults";
-        a mu proportional to max|y|, LibCVM's mu_ratio, was 24% worse than a tuned SVR on abalone).""" + _doc(
+        a mu proportional to max|y|, LibCVM's mu_ratio, was 24% worse than a tuned SVR on abalone).
+
+    Targets of any scale: the MEB of eqs. (8), (15) depends on y only through y / C and mu m / C, and the
+    model is C times its solution, so with C and mu "auto" the engine solves the problem of y / max|y|
+    whatever the targets' units, and scaling y by s scales the predictions by s (eq. (6) is homogeneous:
+    w, b, xi and epsbar scale with y when C and mu do).  A fit whose C = 3000 max|y|, (2/C) max|y| or
+    fitted coefficients float64 cannot hold (max|y| above ~6e304, or subnormal targets below ~2.2e-308)
+    is a ValueError: divide y by a constant and multiply the predictions by it.""" + _doc(
         eps="1e-2", gamma="beta", stop="hybrid") + """
     Attributes
     ----------
@@ -499,12 +510,18 @@ class CVR(RegressorMixin, _CoreVectorBase):
         self.n_features_in_ = X.shape[1]
         self.kernel_spec_ = self._kernel_spec(X)
         scale = float(np.max(np.abs(y))) or 1.0  # max|y| = 0 only for the all-zero one-set
-        C = self.C_RATIO * scale if self.C == "auto" else float(self.C)
-        mu = C / (self.SLACK_WEIGHT * X.shape[0]) if self.mu == "auto" else float(self.mu)
+        with np.errstate(over="ignore", under="ignore"):
+            C = self.C_RATIO * scale if self.C == "auto" else float(self.C)
+            mu = C / (self.SLACK_WEIGHT * X.shape[0]) if self.mu == "auto" else float(self.mu)
+        self._check_target_scale(scale, C, mu, X.shape[0])
         self.C_, self.mu_ = C, mu
         problem = cvr.cvr_problem(X, y, self.kernel_spec_, C, mu)
         result = self._run(problem)
-        model = cvr.recover(problem, result, y, C, mu)
+        with np.errstate(over="ignore", invalid="ignore"):
+            model = cvr.recover(problem, result, y, C, mu)
+        if not (np.all(np.isfinite(model.coef)) and np.isfinite(model.intercept)):
+            raise ValueError(f"the fitted coefficients of CVR overflow float64 (max|y| = {scale:.3g}, C = {C:.3g}): "
+                             "divide y by a constant and multiply the predictions by it")
         self._set_diagnostics(result)
         self.support_ = model.support
         self.support_vectors_ = X[model.support]
@@ -516,6 +533,27 @@ class CVR(RegressorMixin, _CoreVectorBase):
         self.eta_ = float(problem.eta)
         self.dual_objective_ = model.dual_objective
         return self
+
+    def _check_target_scale(self, scale, C, mu, m):
+        """ValueError for targets float64 cannot fit with this C and mu (see the class docstring): the
+        engine's offsets (2/C) y and diagonal mu m / C, and C itself, must be normal floats."""
+        tiny, big = np.finfo(np.float64).tiny, np.finfo(np.float64).max
+        if scale < tiny:
+            raise ValueError(f"y is of a scale float64 cannot hold: max|y| = {scale:.3g} is subnormal (below "
+                             f"{tiny:.3g}), so the targets carry too few bits; multiply y by a constant and "
+                             "divide the predictions by it")
+        if not tiny <= C <= big:
+            raise ValueError(f"y is of a scale float64 cannot hold for CVR: C = {self.C_RATIO:g} max|y| = {C:.3g} "
+                             f"with max|y| = {scale:.3g}; divide y by a constant and multiply the predictions "
+                             "by it (C and mu 'auto' scale with y, so the model is the same)")
+        with np.errstate(over="ignore", under="ignore"):
+            offset, diag = 2.0 * scale / C, mu * m / C
+        if not tiny <= offset <= big:
+            raise invalid_parameter(self, "C", f"such that 2 max|y| / C = {offset:.3g} is a normal float "
+                                    f"(max|y| = {scale:.3g})", self.C)
+        if not tiny <= diag <= big:
+            raise invalid_parameter(self, "mu", f"such that mu m / C = {diag:.3g} is a normal float "
+                                    f"(m = {m}, C = {C:.3g})", self.mu)
 
     def predict(self, X):
         check_is_fitted(self)

@@ -18,9 +18,9 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from refimpl import mmda as ref_mmda
 from refimpl.baselines.mmda_svm import SOLVERS as QP_SOLVERS
-from refimpl.kernels import make_kernel_spec
+from refimpl.progress import Steps
 
-from ._validation import POSITIVE, invalid_parameter, shared_constraints
+from ._validation import POSITIVE, check_eps, checked_kernel_spec, invalid_parameter, shared_constraints
 from .numerics import numerics
 
 METHODS = ("cvm", "svm")
@@ -52,7 +52,8 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     C : float, default=1.0
         The L2-SVM's penalty (the paper uses C = 1).
     eps : float, default=1e-3
-        The (1+eps) tolerance of the core-set loop (the paper's Sec. V value).
+        The (1+eps) tolerance of the core-set loop (the paper's Sec. V value); in (0, 1), and in
+        (0, sqrt(3) - 1) under stop='margin' (:data:`fastimpl._validation.EPS_MAX`).
     kernel : {'rbf', 'laplacian', 'poly', 'linear'}, default='rbf'
     gamma : float or {'beta', 'scale', 'auto'}, default='beta'
         Kernel coefficient; 'beta' is the paper's 1/beta, beta the mean squared pairwise distance.
@@ -78,6 +79,8 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         a primal active-set method, or cvxopt's interior point (independent of MMDA(CVM), slower).
     random_state : None, int, RandomState or Generator
     impl : {'fast', 'ref'}, default='fast'
+    verbose : bool, default=False
+        Show a progress bar over the directions ("MMDA (impl) directions"), one step per direction.
 
     Attributes
     ----------
@@ -97,7 +100,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     _parameter_constraints: dict = {
         **shared_constraints("eps", "kernel", "gamma", "degree", "coef0", "normalize", "sample_size", "n_confirm",
-                             "max_iter", "tol", "stop", "certify", "random_state", "impl"),
+                             "max_iter", "tol", "stop", "certify", "random_state", "impl", "verbose"),
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "C": [POSITIVE],
         "method": [StrOptions(set(METHODS))],
@@ -107,7 +110,8 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def __init__(self, n_components=1, *, C=1.0, eps=1e-3, kernel="rbf", gamma="beta", degree=3, coef0=0.0,
                  normalize=False, method="cvm", sample_size=59, n_confirm=30, max_iter=10000, tol=None,
-                 stop="radius", omega=1.0, certify=True, qp_solver="active_set", random_state=None, impl="fast"):
+                 stop="radius", omega=1.0, certify=True, qp_solver="active_set", random_state=None, impl="fast",
+                 verbose=False):
         self.n_components = n_components
         self.C = C
         self.eps = eps
@@ -127,6 +131,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         self.qp_solver = qp_solver
         self.random_state = random_state
         self.impl = impl
+        self.verbose = verbose
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -137,13 +142,14 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     def fit(self, X, y):
         X, y = validate_data(self, X, y, dtype=np.float64, order="C", ensure_min_samples=2)
         check_classification_targets(y)
+        check_eps(self, self.eps, self.stop)
         if self.n_components > X.shape[0]:
             # no more orthogonal directions exist in the span of the training data
             raise invalid_parameter(self, "n_components", f"at most n_samples={X.shape[0]}", self.n_components)
         classes = np.unique(y)
         if len(classes) < 2:
             raise ValueError(f"y has only one class ({classes[0]!r}); MMDA needs at least 2")
-        spec = make_kernel_spec(X, self.kernel, self.gamma, self.degree, self.coef0, self.normalize)
+        spec = checked_kernel_spec(X, self.kernel, self.gamma, self.degree, self.coef0, self.normalize)
         ops_class, _ = _numerics(self.impl, spec)
         if self.method == "cvm":
             solve = ref_mmda.solve_cvm(float(self.eps), sample_size=self.sample_size, n_confirm=self.n_confirm,
@@ -152,10 +158,17 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         else:
             from refimpl.baselines.mmda_svm import solve_svm
             solve = solve_svm(ops_class, self.qp_solver)
-        # the small blocks of the fit (||w||^2 over a support) use the same NumPy code in both
-        # implementations, so that the directions, and the SOR steps of the next fit, agree bit for bit
-        self.classes_, binaries = ref_mmda.fit_mmda(X, y, spec, float(self.C), int(self.n_components), solve,
-                                                    self.random_state)
+        n_problems = 1 if len(classes) == 2 else len(classes)
+        with Steps(self.verbose, f"MMDA ({self.impl}) directions", n_problems * int(self.n_components),
+                   unit="direction") as bar:
+            def solve_and_count(problem, seed):
+                d = solve(problem, seed)
+                bar.step(core_set=d.info.get("core_set_size", len(d.support)))
+                return d
+            # the small blocks of the fit (||w||^2 over a support) use the same NumPy code in both
+            # implementations, so that the directions, and the SOR steps of the next fit, agree bit for bit
+            self.classes_, binaries = ref_mmda.fit_mmda(X, y, spec, float(self.C), int(self.n_components),
+                                                        solve_and_count, self.random_state)
         self.kernel_spec_ = spec
         self.expansion_index_ = [b.points for b in binaries]
         self.expansion_vectors_ = [X[b.points] for b in binaries]

@@ -14,14 +14,20 @@ from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from refimpl.kernels import make_kernel_spec
+from refimpl.progress import Steps
 from refimpl.ssvr import SELECTIONS
 
-from ._validation import POSITIVE, invalid_parameter, shared_constraints
+from ._validation import POSITIVE, checked_kernel_spec, invalid_parameter, shared_constraints
 from .numerics import numerics
 
 #: basis size used when ``n_basis=None``
 DEFAULT_N_BASIS = 100
+
+
+def _n_jobs(n_jobs):
+    """``n_jobs``, or 1 in a forked child (GNU OpenMP cannot start a team of threads there)."""
+    import fastimpl
+    return 1 if fastimpl.IN_FORKED_CHILD else n_jobs
 
 
 def get_solver(impl):
@@ -71,7 +77,11 @@ class SparseSVR(RegressorMixin, BaseEstimator):
         OpenMP threads for the candidate scoring of ``impl='fast'`` (None: ``OMP_NUM_THREADS`` if set,
         else all CPUs, or 1 when the 1-minute load average is already >= the CPU count, where
         spin-waiting OpenMP threads slow the fit down; -1: all CPUs; ignored by 'ref').  The fitted
-        model does not depend on it.
+        model does not depend on it.  In a process forked after an OpenMP region ran (a 'fork'
+        multiprocessing pool), 1 whatever the value: GNU OpenMP would hang there (see :mod:`fastimpl`).
+
+    verbose : bool, default=False
+        Show a progress bar over the basis functions ("SparseSVR (impl) basis"), one step per function.
 
     Attributes
     ----------
@@ -99,11 +109,12 @@ class SparseSVR(RegressorMixin, BaseEstimator):
         "tol": [Interval(Real, 0, None, closed="left")],
         "max_newton": [Interval(Integral, 1, None, closed="left")],
         "n_jobs": [Interval(Integral, 1, None, closed="left"), Options(Integral, {-1}), None],
+        "verbose": ["verbose"],
     }
 
     def __init__(self, *, n_basis=None, lam=1e-2, epsilon=0.1, delta=0.3, kernel="rbf", gamma="beta", degree=3,
                  coef0=0.0, normalize=False, n_candidates=100, selection="srs", fit_intercept=True, tol=1e-6,
-                 max_newton=50, random_state=None, impl="fast", n_jobs=None):
+                 max_newton=50, random_state=None, impl="fast", n_jobs=None, verbose=False):
         self.n_basis = n_basis
         self.lam = lam
         self.epsilon = epsilon
@@ -121,6 +132,7 @@ class SparseSVR(RegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.impl = impl
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, callback=None):
@@ -136,12 +148,17 @@ class SparseSVR(RegressorMixin, BaseEstimator):
         if self.delta <= self.epsilon:  # the loss (7) needs Delta > eps
             raise invalid_parameter(self, "delta", f"greater than epsilon={self.epsilon!r}", self.delta)
         solve, _ = get_solver(self.impl)
-        self.kernel_spec_ = make_kernel_spec(X, self.kernel, self.gamma, self.degree, self.coef0, self.normalize)
+        self.kernel_spec_ = checked_kernel_spec(X, self.kernel, self.gamma, self.degree, self.coef0, self.normalize)
         b = float(y.mean()) if self.fit_intercept else 0.0
-        res = solve(X, y - b, self.kernel_spec_, n_basis, lam=self.lam, epsilon=self.epsilon, delta=self.delta,
-                    n_candidates=self.n_candidates, selection=self.selection, tol=self.tol,
-                    max_newton=self.max_newton, random_state=self.random_state, callback=callback,
-                    n_jobs=self.n_jobs)
+        with Steps(self.verbose, f"SparseSVR ({self.impl}) basis", n_basis, unit="basis") as bar:
+            def count(basis, beta):
+                bar.step()
+                if callback is not None:
+                    callback(basis, beta)
+            res = solve(X, y - b, self.kernel_spec_, n_basis, lam=self.lam, epsilon=self.epsilon, delta=self.delta,
+                        n_candidates=self.n_candidates, selection=self.selection, tol=self.tol,
+                        max_newton=self.max_newton, random_state=self.random_state, callback=count,
+                        n_jobs=_n_jobs(self.n_jobs))
         self.basis_indices_ = res.basis
         self.basis_vectors_ = X[res.basis]
         self.coef_ = res.beta

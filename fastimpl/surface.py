@@ -25,8 +25,9 @@ from sklearn.utils._param_validation import Interval, validate_parameter_constra
 from refimpl import isosurface
 from refimpl import surface as _ref
 from refimpl.meb import make_rng
+from refimpl.progress import Steps
 
-from ._validation import POSITIVE, invalid_parameter, shared_constraints
+from ._validation import POSITIVE, check_eps, invalid_parameter, shared_constraints
 from .estimators import CVR
 from .numerics import numerics
 
@@ -65,7 +66,8 @@ class ImplicitSurface(BaseEstimator):
         The mean slack of eq. (6)-(9).  Keep it below the residual level (else epsbar = -mu/2 and
         every point becomes a support vector).
     eps : float, default 1e-6
-        The (1+eps) tolerance of the core-set loop (the paper's value).
+        The (1+eps) tolerance of the core-set loop (the paper's value); in (0, 1), and in (0, sqrt(3) - 1)
+        under stop='margin' (:data:`fastimpl._validation.EPS_MAX`).
     stop : {'radius', 'margin', 'gap'}, default 'radius'
         The core-set loop's stopping rule (see :class:`~fastimpl.CVR`).  'radius' is the paper's
         (1+eps)-ball test, used for the Table 2 reproduction and the defaults above; 'margin' measures
@@ -83,6 +85,8 @@ class ImplicitSurface(BaseEstimator):
     random_state : None, int
     impl : {'fast', 'ref'}, default 'fast'
         The CVR engine and kernel expansion: compiled (fast) or the NumPy reference.
+    verbose : bool, default False
+        Show a progress bar over the three levels ("ImplicitSurface (impl) levels").
 
     Attributes
     ----------
@@ -95,7 +99,7 @@ class ImplicitSurface(BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        **shared_constraints("eps", "stop", "sample_size", "n_confirm", "random_state", "impl"),
+        **shared_constraints("eps", "stop", "sample_size", "n_confirm", "random_state", "impl", "verbose"),
         # sequences: each value is checked by _per_level
         "sigmas": ["array-like"],
         "C": [POSITIVE, "array-like"],
@@ -106,7 +110,7 @@ class ImplicitSurface(BaseEstimator):
 
     def __init__(self, *, sigmas=_ref.DEFAULT_SIGMAS, C=_ref.DEFAULT_C, mu=_ref.DEFAULT_MU, eps=1e-6,
                  stop="radius", sample_size=59, n_confirm=30, resolution=128, narrow_band=True,
-                 random_state=None, impl="fast"):
+                 random_state=None, impl="fast", verbose=False):
         self.sigmas = sigmas
         self.C = C
         self.mu = mu
@@ -118,6 +122,7 @@ class ImplicitSurface(BaseEstimator):
         self.narrow_band = narrow_band
         self.random_state = random_state
         self.impl = impl
+        self.verbose = verbose
 
     # -- parameters ------------------------------------------------------------------------------
     def _per_level(self, name, value):
@@ -146,6 +151,7 @@ class ImplicitSurface(BaseEstimator):
     def fit(self, points, y=None):
         """Fit the three levels on the (n, 3) surface points (n >= 2, finite)."""
         sigmas, Cs, mus = (self._per_level(name, getattr(self, name)) for name in ("sigmas", "C", "mu"))
+        check_eps(self, self.eps, self.stop)
         P = _check_points(points)
         if P.shape[0] < 2:
             raise ValueError(f"points must hold at least 2 points, got {P.shape[0]}")
@@ -157,9 +163,12 @@ class ImplicitSurface(BaseEstimator):
         expansion = numerics(self.impl).kernel_expansion
         t0, c0 = time.perf_counter(), time.process_time()
         it = iter(seeds)
-        self.levels_ = _ref.fit_multiscale(
-            X, sigmas, Cs, mus, expansion=expansion,
-            fit_level=lambda X_, y_, s_, C_, mu_: self._fit_level(X_, y_, s_, C_, mu_, int(next(it))))
+        with Steps(self.verbose, f"ImplicitSurface ({self.impl}) levels", len(sigmas), unit="level") as bar:
+            def fit_level(X_, y_, s_, C_, mu_):
+                out = self._fit_level(X_, y_, s_, C_, mu_, int(next(it)))
+                bar.step(sigma=s_, core_set=out[3]["n_core_vectors"])
+                return out
+            self.levels_ = _ref.fit_multiscale(X, sigmas, Cs, mus, expansion=expansion, fit_level=fit_level)
         self.fit_time_ = time.perf_counter() - t0
         self.fit_cpu_time_ = time.process_time() - c0
         levels = self.levels_

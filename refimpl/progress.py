@@ -30,3 +30,35 @@ class Progress:
             self.bar.update(n_iter - self.shown)
             self.bar.set_postfix(core_set=core_size, R=f"{math.sqrt(max(radius2, 0.0)):.8g}", refresh=False)
             self.bar.close()
+
+
+class Steps:
+    """tqdm bar over the ``total`` outer steps of a fit (MMDA's directions, SparseSVR's basis functions,
+    ImplicitSurface's levels), labelled ``desc``; silent (no tqdm import) when not verbose.
+
+    ``step(**postfix)`` counts one step and shows ``postfix`` (e.g. the last step's core-set size);
+    ``close()`` ends the bar.  Usable as a context manager, which closes it even when the fit fails.
+    """
+
+    def __init__(self, verbose, desc, total, unit="step"):
+        self.bar = None
+        if verbose:
+            from tqdm.auto import tqdm
+            self.bar = tqdm(desc=desc, total=total, unit=unit, leave=True)
+
+    def step(self, **postfix):
+        if self.bar is not None:
+            if postfix:
+                self.bar.set_postfix(refresh=False, **postfix)
+            self.bar.update(1)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
