@@ -124,8 +124,8 @@ class FitJob:
 
 #: fresh processes per measurement (at least 3): every timing is their median, with _min and _max
 REPEATS = 3
-#: the repeats of the running report mode when it overrides REPEATS (reports.run sets 1 for --tiny, the
-#: test suite's smoke run of the pipeline, whose timings nobody reads); None: REPEATS
+#: the repeats of the running report mode when it overrides REPEATS (reports.run sets 1 for --quick, a
+#: first look, and for --tiny, the test suite's smoke run of the pipeline); None: REPEATS
 MODE_REPEATS = None
 #: result columns summarised over the runs (median under the plain name, plus _min and _max):
 #: every key ending in ``_time`` (fit, CPU, predict, render, ... times) and these

@@ -41,7 +41,7 @@ K_GRID = (1, 3, 5)
 #: Table I's training-set sizes (the rest of each packaged set is the test set)
 PAPER_TRAIN = {"optdigits": 3823, "satimage": 4435, "pendigits": 7494, "letter": 16000, "fashion_mnist": 60000}
 #: data sets per mode; "name:m" subsamples m training (and m/2 test) points
-SIZES = {"tiny": ["pendigits:200"], "quick": ["pendigits"],
+SIZES = {"tiny": ["pendigits:200"], "quick": ["pendigits:2000"],
          "full": ["optdigits", "satimage", "pendigits", "letter", "fashion_mnist"]}
 #: largest number of MMDA directions per class, per data set (Fashion-MNIST: 784 inputs, N_c only)
 K_MAX = {"fashion_mnist": 1}
@@ -50,9 +50,9 @@ SVM_MAX_M = {"tiny": 200, "quick": 7494, "full": 7494}
 SVM_K_MAX = {"tiny": 1, "quick": 1, "full": 5}
 IP_MAX_M = {"tiny": 200, "quick": 0, "full": 0}
 #: the speed comparison of the targets: pendigits, N_c features, MMDA(CVM) vs MMDA(SVM) as m grows
-SPEED_SIZES = {"tiny": [200], "quick": [1000, 2000], "full": [1000, 2000, 4000, 7494]}
+SPEED_SIZES = {"tiny": [200], "quick": [500, 1000], "full": [1000, 2000, 4000, 7494]}
 #: largest m at which the interior-point MMDA(SVM) is timed in the speed experiment
-SPEED_IP_MAX_M = {"tiny": 200, "quick": 1000, "full": 2000}
+SPEED_IP_MAX_M = {"tiny": 200, "quick": 500, "full": 2000}
 FMNIST_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "corevector" / "fashion-mnist"
 
 

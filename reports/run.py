@@ -29,6 +29,8 @@ EXPERIMENT_MODULES = ["reports.checkerboard", "reports.ratios"]
 #: modules of the package that hold no experiments
 _NOT_EXPERIMENTS = {"reports.common", "reports.run", "reports.__init__"}
 DEFAULT_OUT = Path(__file__).resolve().parent / "output"
+#: fresh processes per timing in the quick and tiny modes (the full mode: common.REPEATS)
+QUICK_REPEATS = 1
 
 
 def experiment_modules():
@@ -46,7 +48,8 @@ def load_experiments():
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m reports.run", description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="smaller sizes: about 15 minutes on 2 cores")
+    p.add_argument("--quick", action="store_true",
+                   help="smaller sizes, one fresh process per timing: every figure, in minutes (see README)")
     p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # for the test suite
     p.add_argument("--out", default=str(DEFAULT_OUT), help="output folder (default reports/output)")
     p.add_argument("--only", nargs="+", action="extend", metavar="NAME", help="run only these experiments")
@@ -71,8 +74,9 @@ def main(argv=None):
     started = _dt.datetime.now().astimezone()
     t_start = time.perf_counter()
     from reports import common
-    # the tiny mode is the test suite's smoke run of the pipeline: one process per measurement
-    common.MODE_REPEATS = 1 if mode == "tiny" else None
+    # the quick mode (a first look) and the tiny one (the test suite's smoke run) time every fit once;
+    # the full mode takes the median of common.REPEATS fresh processes
+    common.MODE_REPEATS = QUICK_REPEATS if mode in ("tiny", "quick") else None
     try:
         sections = _run_experiments(registry, names, mode, out, args)
     finally:
@@ -114,6 +118,8 @@ def write_report(out, sections, mode, started, total, command):
         f"- packages: numpy {info['numpy']}, scipy {info['scipy']}, scikit-learn {info['scikit-learn']}, "
         f"corevector {info['corevector']}",
         f"- OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}",
+        f"- timings: {'one fresh process per fit' if mode != 'full' else 'median of several fresh processes'}"
+        + (" (quick mode: a first look; the full mode repeats every fit)" if mode == "quick" else ""),
         "",
         "## Contents",
         "",
