@@ -4,8 +4,8 @@ Each test is one "Why" item of issue 15 and failed on main before the fix:
 
 * guarded numerics: gamma='scale'/'beta' of X * 1e-160 was inf (accuracy 0.445, no warning), of X * 1e300
   silently 1.0 (or 0); CVR on y * 1e300 predicted around 1932; MMDA on X * 1e300 ran for more than 40 s;
-* eps >= 1 was accepted (CVMClassifier(eps=10): accuracy 0.555, CVR(eps=10): R^2 = -6e6, CVDD(eps=1): every
-  point an outlier);
+* eps >= 1 was accepted (on ed333d5: CVMClassifier(eps=10): accuracy 0.555, CVR(eps=10): R^2 = -6e6;
+  CVDD(eps=1): every point an outlier);
 * the verbose bar of CVR and CVDD said "CVM (fast)", and MMDA, SparseSVR and ImplicitSurface had none;
 * a 'fork' process pool started after a fit hung (GNU OpenMP), as did joblib's 'multiprocessing' backend.
 """
