@@ -44,6 +44,18 @@ def _check_points(points, name="points"):
     return np.ascontiguousarray(P)
 
 
+def _check_extent(P):
+    """ValueError when the points' bounding-box diagonal (the normalisation's scale) is not a normal float64:
+    points * 1e300 gave scale = inf and a model that is 0 everywhere, points * 1e-300 "all points coincide"."""
+    ext = np.ptp(P, axis=0)
+    with np.errstate(over="ignore", under="ignore"):
+        diag = float(np.sqrt(np.sum(ext * ext)))
+    if np.any(ext > 0) and not np.finfo(np.float64).tiny <= diag <= np.finfo(np.float64).max:
+        raise ValueError(f"points are of a scale float64 cannot hold: the bounding box's squared diagonal "
+                         f"{float(np.sum(ext * ext)) if np.isfinite(diag) else float('inf'):.3g} over- or "
+                         "underflows; rescale the points (the model is fitted on them scaled to a unit diagonal)")
+
+
 class ImplicitSurface(BaseEstimator):
     """A 3-D point cloud modelled as the one-set f^-1(1) of three multi-scale Laplacian CVRs (000 Sec. 4.2).
 
@@ -155,6 +167,7 @@ class ImplicitSurface(BaseEstimator):
         P = _check_points(points)
         if P.shape[0] < 2:
             raise ValueError(f"points must hold at least 2 points, got {P.shape[0]}")
+        _check_extent(P)
         self.center_, self.scale_ = _ref.normalization(P)
         X = np.ascontiguousarray((P - self.center_) / self.scale_)
         self.bounds_ = (X.min(axis=0), X.max(axis=0))

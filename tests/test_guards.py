@@ -40,6 +40,11 @@ def regression(m=120, seed=0):
     return X, y / np.abs(y).max()
 
 
+def _sphere(m=200, seed=0):
+    P = np.random.default_rng(seed).normal(size=(m, 3))
+    return P / np.linalg.norm(P, axis=1, keepdims=True)
+
+
 def fit(est, X, y):
     if isinstance(est, (CVDD, MEB)):
         return est.fit(X)
@@ -144,6 +149,20 @@ def test_cvr_explicit_C_that_overflows_the_engine_names_C():
         CVR(C=1e-300, random_state=0).fit(X, y * 1e10)
 
 
+def test_implicit_surface_points_of_any_representable_scale():
+    """ImplicitSurface fits the points scaled to a unit diagonal, so its model is the same at any scale whose
+    diagonal float64 holds (bit for bit for a power of two), and an error beyond (points * 1e300 gave
+    scale_ = inf and f = 0 everywhere; points * 1e-300 said "all points coincide")."""
+    P = _sphere()
+    base = ImplicitSurface(random_state=0).fit(P).decision_function(P)
+    for k in (-500, 495):
+        s = 2.0 ** k
+        np.testing.assert_array_equal(ImplicitSurface(random_state=0).fit(P * s).decision_function(P * s), base)
+    for scale in (1e300, 1e-300):
+        with pytest.raises(ValueError, match="points are of a scale float64 cannot hold"):
+            ImplicitSurface(random_state=0).fit(P * scale)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # eps out of the range that makes sense for the stop rule
 # ---------------------------------------------------------------------------------------------------------
@@ -184,11 +203,6 @@ def test_margin_rule_refuses_eps_beyond_its_bound_and_others_accept_it():
 # ---------------------------------------------------------------------------------------------------------
 # Progress bars, each labelled with its estimator
 # ---------------------------------------------------------------------------------------------------------
-def _sphere(m=200, seed=0):
-    P = np.random.default_rng(seed).normal(size=(m, 3))
-    return P / np.linalg.norm(P, axis=1, keepdims=True)
-
-
 BARS = [
     ("CVR (fast)", lambda v: CVR(verbose=v, random_state=0).fit(*regression())),
     ("CVDD (ref)", lambda v: CVDD(verbose=v, impl="ref", random_state=0).fit(classification(60)[0])),
