@@ -87,6 +87,8 @@ def test_inner_tolerance_of_each_rule():
     assert inner_tolerance("hybrid", 0.5, b) == pytest.approx(min(0.5 * 2.0, 1e-2 * 0.75), rel=1e-15)
     small_R = Ball.make(0.1, 0.5, 1.0, 0.0, 0.0)    # R^2 = 0.1 < S = 0.9: the radius part is the smaller
     assert inner_tolerance("hybrid", 1e-3, small_R) == pytest.approx(1e-3 * 0.1, rel=1e-15)
+    for stop in ("margin", "gap"):                  # ... which the margin-relative rules ignore
+        assert inner_tolerance(stop, 1e-3, small_R) == pytest.approx(1e-3 * 0.9, rel=1e-15)
     assert inner_tolerance("radius", 1e-3, Ball.make(0.0, 0.0, None, 0.0, 0.0)) == 1e-3 * TINY
 
 
@@ -187,6 +189,12 @@ def test_initial_pair_sampled_and_its_fallbacks():
             assert z_b == 123
             hits += 1
     assert hits
+    # ... also when z_a is in the class labelled -1 (the other class is "greater", not "smaller")
+    prob, far, seen = _pair_problem(np.arange(200.0), -y)
+    for seed in range(5):
+        z_a, z_b = initial_pair(prob, np.random.default_rng(seed), 3, far)
+        if z_a != 123:
+            assert z_b == 123
     # one class only: no candidate is left for z_b, which is then the next point (mod n)
     prob, far, _ = _pair_problem([0.0, 4.0, 1.0, 2.0, 3.0], [1, 1, 1, 1, 1])
     for seed in range(5):
@@ -333,6 +341,7 @@ def test_sample_size_at_least_n_is_a_full_scan():
 @pytest.mark.parametrize("n,expected", [
     (10_000, [59, 59, 118, 236, 472, 885, None]),   # 1 + 30 clean samples in blocks 1, 2, 4, 8, 15; then the certificate
     (1_770, [59, None]),                             # 30 more samples would draw >= n points: one full scan instead
+    (1_000, [59, None]),
     (1_771, [59, 59, 118, 236, 472, 885, None]),
 ])
 def test_confirmation_samples_come_in_doubling_blocks(n, expected):
@@ -354,9 +363,10 @@ def test_confirmation_with_few_samples_left():
     ops = ToyOps(np.full(119, 0.5))                 # 2 more samples of 59 draw 118 < 119 points
     run(ops, sample_size=59, n_confirm=2)
     assert [None if c[1] is None else len(c[1]) for c in ops.calls("scan")] == [59, 59, 59, None]
-    ops = ToyOps(np.full(118, 0.5))                 # ... = 118 points: a full scan
-    run(ops, sample_size=59, n_confirm=2)
-    assert [None if c[1] is None else len(c[1]) for c in ops.calls("scan")] == [59, None]
+    for n in (118, 100):                            # ... >= n points: a full scan
+        ops = ToyOps(np.full(n, 0.5))
+        run(ops, sample_size=59, n_confirm=2)
+        assert [None if c[1] is None else len(c[1]) for c in ops.calls("scan")] == [59, None]
     ops = ToyOps(np.full(500, 0.5))                 # no confirmation asked
     run(ops, sample_size=59, n_confirm=0)
     assert [None if c[1] is None else len(c[1]) for c in ops.calls("scan")] == [59, None]
@@ -450,12 +460,12 @@ def test_batch_adds_every_violator_and_solves_to_theta_of_the_gap():
     assert all(c[2] == MAX_ADD for c in ops.calls("scan")[:-1] if c[1] is None)
 
 
-@pytest.mark.parametrize("n,sample_size", [(30, None), (5000, 59)])
+@pytest.mark.parametrize("n,sample_size", [(30, None), (1_000_000, 59)])
 def test_batch_finishes_the_core_set_qp_before_stopping(n, sample_size):
     """batch=True: a clean scan of the other points is not enough while a core vector lies outside the
     threshold (with sampling the sample rarely holds a core vector: the ball's d2_core_max says so); the
     QP is then finished at the final tolerance (no point added), and re-solved 10x tighter while the
-    core vectors still fail."""
+    core vectors still fail; only then do the confirmation samples start."""
     v = np.full(n, 0.5)
     ops = ToyOps(v, core_excess=lambda tol: 0.0 if tol is not None and tol < 0.02 else 0.5)
     out = run(ops, 0.1, sample_size=sample_size, batch=True, stop="radius", tol=0.05)
@@ -463,6 +473,9 @@ def test_batch_finishes_the_core_set_qp_before_stopping(n, sample_size):
     # start: 0.05 (core 0.5 outside) -> finish at 0.05 (finished=False before) -> 10x tighter: 0.005
     assert tols == pytest.approx([0.05, 0.05, 0.005])
     assert ops.calls("add") == [] and out.converged and out.n_iter == 2
+    if sample_size:
+        sizes = [None if c[1] is None else len(c[1]) for c in ops.calls("scan")]
+        assert sizes == [59, 59, 59, 59, 118, 236, 472, 885, None]
 
 
 def test_method_for_names_each_solve():
@@ -476,3 +489,42 @@ def test_method_for_names_each_solve():
     ops = ToyOps(v)
     run(ops, sample_size=None, method_for=method_for)
     assert seen == [2, 3] and [c[2] for c in ops.calls("solve")] == ["m2", "m3"]
+
+
+@pytest.mark.parametrize("n,sample_size", [(40, None), (5000, 59), (1000, 59)])
+def test_points_exactly_on_the_threshold_pass_everywhere(n, sample_size):
+    """The stop test is d^2 <= threshold (inclusive) in every scan the loop makes: the loop's sample, the
+    confirmation blocks, the full scan that replaces them (n = 1000 < 30 x 59) and a full-scan loop.
+    Every point here lies exactly on the 'radius' threshold."""
+    thr = d2_threshold("radius", 0.1, Ball.make(1.0, 0.25, None, 1.0, 1.0))
+    ops = ToyOps(np.full(n, thr))
+    out = run(ops, 0.1, sample_size=sample_size, stop="radius", n_confirm=30)
+    assert out.converged and out.n_iter == 0 and ops.calls("add") == []
+    assert out.r_cert2 == thr
+
+
+def test_the_max_iter_warning_points_at_the_callers_line():
+    """stacklevel: the ConvergenceWarning of the loop names the code that called fit_meb (here, this
+    file), not refimpl.meb or the driver."""
+    from helpers import random_problem
+    from refimpl.meb import fit_meb
+    problem = random_problem("two_class", "rbf", m=60, seed=0, gamma=0.5)
+    with pytest.warns(ConvergenceWarning, match="max_iter=1") as rec:
+        fit_meb(problem, 1e-6, sample_size=None, max_iter=1, random_state=0, stop="margin")
+    assert [w.filename for w in rec if "max_iter" in str(w.message)] == [__file__]
+
+
+def test_every_sample_is_a_uniform_draw_over_all_points():
+    """The loop's samples and the confirmation blocks draw indices from all of [0, n): the first and the
+    last point can be drawn, nothing outside (the initial pair's candidates likewise)."""
+    n, drawn, cands = 2000, [], []
+    for seed in range(20):
+        ops = ToyOps(np.full(n, 0.5))
+        run(ops, sample_size=59, n_confirm=30, random_state=seed)
+        drawn += [c[1] for c in ops.calls("scan") if c[1] is not None]
+        prob, far, seen = _pair_problem(np.arange(200.0))
+        initial_pair(prob, np.random.default_rng(seed), 59, far)
+        cands += [s[1] for s in seen]
+    drawn, cands = np.concatenate(drawn), np.concatenate(cands)
+    assert drawn.min() == 0 and drawn.max() == n - 1
+    assert cands.min() == 0 and cands.max() == 199
