@@ -46,13 +46,13 @@ TUNE = {"tiny": (200, 2), "quick": (1000, 3), "full": (2000, 5)}   # (subset siz
 #: name -> (paper name, n_train per mode, m per mode, lambda of Table 3)
 DATASETS = {
     "abalone": ("Abalone", {"tiny": 300, "quick": 3000, "full": 3000}, {"tiny": 10, "quick": 50, "full": 50}, 1e-2),
-    "friedman3": ("Friedman3", {"tiny": 400, "quick": 5000, "full": 30000},
+    "friedman3": ("Friedman3", {"tiny": 400, "quick": 3000, "full": 30000},
                   {"tiny": 10, "quick": 150, "full": 240}, 1e-3),
     "puma32h": ("Bank32nh (substitute: puma32h)", {"quick": 3000, "full": 5000}, {"quick": 100, "full": 150}, 1e-2),
     "compactiv": ("House8L (substitute: compactiv)", {"quick": 3000, "full": 5000}, {"quick": 100, "full": 300},
                   1e-2),
 }
-N_TEST_FRIEDMAN = {"tiny": 400, "quick": 5000, "full": 20000}
+N_TEST_FRIEDMAN = {"tiny": 400, "quick": 3000, "full": 20000}
 REPEATS = {"tiny": 1, "quick": 1, "full": 5}
 LAM_TABLE4 = 1e-5
 
