@@ -23,7 +23,7 @@ EPS_GRID = (1e-1, 1e-2, 1e-3, 1e-4)
 KERNELS = ("rbf", "laplacian")
 FORMS = ("two_class", "one_class", "meb", "cvr")
 #: mode -> (m, number of seeds)
-SIZES = {"tiny": [(60, 1)], "quick": [(200, 2)], "full": [(200, 10)]}
+SIZES = {"tiny": [(60, 1)], "quick": [(200, 3)], "full": [(200, 10)]}
 
 
 @experiment("ratios", "Approximation ratio vs. eps (exact solver: cvxopt)", sizes=SIZES)
