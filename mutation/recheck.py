@@ -10,6 +10,7 @@ mutant: killed or survived, with the first failing test.  The test command is th
 should kill a survivor, before moving the survivor to "killed by a later test" in SURVIVORS.md.
 """
 import argparse
+import json
 import os
 import shlex
 import shutil
@@ -56,8 +57,10 @@ def main():
         os.chdir(work)
         killed = 0
         for job, path, op, op_args, occ, row in rows:
-            import json
-            operator = get_operator(op)(**(json.loads(op_args) if op_args else {}))
+            args_ = json.loads(op_args) if op_args else {}
+            while isinstance(args_, str):   # cosmic-ray stores the JSON of a JSON string
+                args_ = json.loads(args_)
+            operator = get_operator(op)(**(args_ or {}))
             with use_mutation(Path(path), operator, occ) as (_, mutated):
                 if mutated is None:
                     print(f"{job[:8]} l.{row} {op} {occ}: no mutation (source changed?)")

@@ -195,6 +195,18 @@ def test_initial_pair_sampled_and_its_fallbacks():
         z_a, z_b = initial_pair(prob, np.random.default_rng(seed), 3, far)
         if z_a != 123:
             assert z_b == 123
+    # both classes in the sample (whichever class z_a is in): z_b is the furthest of the sampled other
+    # class, not of the whole class
+    y = np.where(np.arange(200) % 2 == 0, 1.0, -1.0)
+    prob, far, seen = _pair_problem(np.arange(200.0), y)
+    classes = set()
+    for seed in range(12):
+        seen.clear()
+        z_a, z_b = initial_pair(prob, np.random.default_rng(seed), 7, far)
+        classes.add(y[z_a])
+        cands = seen[1][1]
+        assert 1 <= len(cands) <= 7 and np.all(y[cands] != y[z_a]) and z_b in cands
+    assert classes == {1.0, -1.0}
     # one class only: no candidate is left for z_b, which is then the next point (mod n)
     prob, far, _ = _pair_problem([0.0, 4.0, 1.0, 2.0, 3.0], [1, 1, 1, 1, 1])
     for seed in range(5):
@@ -503,6 +515,15 @@ def test_points_exactly_on_the_threshold_pass_everywhere(n, sample_size):
     assert out.r_cert2 == thr
 
 
+def test_batch_core_vectors_exactly_on_the_threshold_pass():
+    """batch=True also accepts the core set itself when its furthest vector lies exactly on the threshold."""
+    thr = d2_threshold("radius", 0.1, Ball.make(1.0, 0.25, None, 1.0, 1.0))
+    ops = ToyOps(np.full(50, 0.5), core_excess=lambda tol: thr - 1.0)
+    assert ops.R2 + (thr - 1.0) == thr
+    out = run(ops, 0.1, sample_size=None, stop="radius", batch=True)
+    assert out.converged and out.n_iter == 0 and len(ops.calls("solve")) == 1
+
+
 def test_the_max_iter_warning_points_at_the_callers_line():
     """stacklevel: the ConvergenceWarning of the loop names the code that called fit_meb (here, this
     file), not refimpl.meb or the driver."""
@@ -525,6 +546,15 @@ def test_every_sample_is_a_uniform_draw_over_all_points():
         prob, far, seen = _pair_problem(np.arange(200.0))
         initial_pair(prob, np.random.default_rng(seed), 59, far)
         cands += [s[1] for s in seen]
+    # the loop's own samples: every point outside, so each iteration draws a new sample (no confirmation)
+    loop_draws = []
+    for seed in range(5):
+        ops = ToyOps(np.full(500, 2.0))
+        with pytest.warns(ConvergenceWarning, match="max_iter"):
+            run(ops, sample_size=59, max_iter=40, random_state=seed)
+        loop_draws += [c[1] for c in ops.calls("scan") if c[1] is not None]
+    loop_draws = np.concatenate(loop_draws)
+    assert len(loop_draws) == 5 * 41 * 59 and loop_draws.min() == 0 and loop_draws.max() == 499
     drawn, cands = np.concatenate(drawn), np.concatenate(cands)
     assert drawn.min() == 0 and drawn.max() == n - 1
     assert cands.min() == 0 and cands.max() == 199
