@@ -558,3 +558,80 @@ def test_every_sample_is_a_uniform_draw_over_all_points():
     drawn, cands = np.concatenate(drawn), np.concatenate(cands)
     assert drawn.min() == 0 and drawn.max() == n - 1
     assert cands.min() == 0 and cands.max() == 199
+
+
+# ------------------------------------------------------------------------------------------------
+# fit_meb and fit_constrained_meb: the wrappers that run the loop on their numerics
+# ------------------------------------------------------------------------------------------------
+def test_the_engines_defaults_are_the_papers():
+    """001 Sec. 4.1.2: 59 random candidates per iteration (a 95% chance of one in the top 5%), the
+    (1+eps) radius test; 30 confirming samples, 10,000 iterations at most, quiet, certified; the papers'
+    one-vector-per-iteration loop unless the caller asks for the batched one."""
+    import inspect
+
+    from refimpl.constrained_meb import fit_constrained_meb
+    from refimpl.meb import fit_meb
+    for f in (fit_meb, fit_constrained_meb, run_core_set_loop):
+        p = inspect.signature(f).parameters
+        assert (p["sample_size"].default, p["n_confirm"].default, p["max_iter"].default) == (59, 30, 10_000)
+        assert (p["stop"].default, p["verbose"].default, p["certify"].default, p["tol"].default) == \
+            ("radius", False, True, None)
+    assert inspect.signature(run_core_set_loop).parameters["batch"].default is False
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+def test_only_solver_auto_runs_the_batched_loop(impl):
+    """solver='smo' and 'active_set' run the papers' loop (at most one new core vector per iteration);
+    'auto' the batched one, which adds every violator of a scan at once."""
+    from helpers import engine, random_problem
+    problem = random_problem("two_class", "rbf", m=150, C=10.0, seed=4, gamma=0.5)
+    for solver in ("smo", "active_set", "auto"):
+        res = engine(impl)(problem, 1e-3, sample_size=None, random_state=0, solver=solver, stop="margin")
+        steps = np.diff(res.history["core_set_size"] + [len(res.core_set)])
+        assert res.converged
+        assert (steps.max() > 1) == (solver == "auto"), (solver, steps)
+
+
+def test_the_step_bound_warning_points_at_the_callers_line():
+    """An unreachable inner tol (SMO crawls on the checkerboard at C = 1e4) stops the final QP at its step
+    bound; fit_meb's warning names the code that called it."""
+    from refimpl import cvm
+    from refimpl.datasets import checkerboard
+    from refimpl.kernels import make_kernel_spec
+    from refimpl.meb import fit_meb
+    X, y = checkerboard(400, random_state=0)
+    problem = cvm.two_class_problem(X, np.where(y == y[0], 1.0, -1.0), make_kernel_spec(X, "rbf", gamma=1.0), 1e4)
+    with pytest.warns(ConvergenceWarning) as rec:
+        fit_meb(problem, 1e-3, sample_size=None, solver="smo", tol=1e-300, max_iter=40, random_state=0)
+    assert [w.filename for w in rec if "step bound" in str(w.message)] == [__file__]
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+def test_coincident_points_have_radius_zero_and_no_ratio(impl):
+    """The MEB of identical points has R^2 = 0: the certified ratio r_cert^2 / R^2 is then undefined (nan),
+    not an error."""
+    from helpers import engine
+    from refimpl import cvm
+    from refimpl.kernels import make_kernel_spec
+    X = np.zeros((6, 2))
+    problem = cvm.svdd_problem(X, make_kernel_spec(X, "rbf", gamma=1.0))
+    res = engine(impl)(problem, 1e-3, sample_size=None, random_state=0)
+    assert res.converged and res.radius2 == 0.0 and np.isnan(res.certified_ratio)
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+@pytest.mark.parametrize("solver", ["smo", "active_set"])
+def test_ties_go_to_the_lowest_index(impl, solver):
+    """The hard MEB of points that all appear twice (rows m..2m-1 repeat rows 0..m-1): a duplicate is the
+    same point phi(x) of feature space, at exactly the distance of its first copy, so the furthest-point
+    scans (full scans, one vector per iteration) must only ever pick first copies.  (Not the L2-SVMs: their
+    delta_ij / C term makes a duplicate another point of the augmented space.)"""
+    from helpers import engine
+    from refimpl import cvm
+    from refimpl.kernels import make_kernel_spec
+    A = np.random.default_rng(8).normal(size=(60, 2))
+    X = np.vstack([A, A])
+    problem = cvm.svdd_problem(X, make_kernel_spec(X, "rbf", gamma=0.5))
+    res = engine(impl)(problem, 1e-6, sample_size=None, random_state=0, solver=solver, stop="radius")
+    assert res.converged and len(res.core_set) > 5
+    assert np.all(np.asarray(res.core_set) < 60), res.core_set

@@ -132,3 +132,18 @@ def test_parallel_gradient_refresh_is_bit_identical():
     np.testing.assert_array_equal(serial.core_set_, parallel.core_set_)
     np.testing.assert_array_equal(serial.dual_coef_, parallel.dual_coef_)
     assert serial.intercept_ == parallel.intercept_
+
+
+@pytest.mark.parametrize("kernel,opts", [("poly", {"gamma": 0.3, "coef0": 1.0, "degree": 2}), ("linear", {})])
+@pytest.mark.parametrize("sample_size", [None, 20])
+@pytest.mark.parametrize("seed", range(3))
+def test_same_core_set_with_a_varying_diagonal(kernel, opts, sample_size, seed):
+    """The hard MEB with a kernel whose k(x, x) varies: the initial pair and every scan maximise
+    k(z, z) - 2 k(z, l) + k(l, l), which no constant shift reduces to the kernel values alone (the
+    hypothesis test above draws such problems only now and then)."""
+    problem = random_problem("meb", kernel, m=120, d=3, seed=seed, **opts)
+    assert problem.constant_term is None
+    kw = dict(sample_size=sample_size, random_state=seed, solver="smo", stop="radius")
+    a, b = fit_ref(problem, 1e-3, **kw), fit_fast(problem, 1e-3, **kw)
+    np.testing.assert_array_equal(a.core_set, b.core_set)
+    np.testing.assert_allclose(a.alpha, b.alpha, atol=ALPHA_TOL, rtol=0)
