@@ -43,6 +43,27 @@ def test_engines_agree_past_the_block_sizes(formulation, kernel):
     assert a.r_cert2 >= a.radius2 * (1 - 1e-12)
 
 
+@pytest.mark.parametrize("formulation", ["meb", "two_class"])
+@pytest.mark.parametrize("solver", ["smo", "auto"])
+def test_full_scans_agree_past_the_block_sizes(formulation, solver):
+    """sample_size=None: every iteration scans all n > 4,096 points.  solver='smo' adds the furthest point
+    (the reference finds the block of the first tied maximum, then the point in it); 'auto' adds the
+    MAX_ADD furthest violators, merged across the blocks.  Some core vectors lie past the first block."""
+    from fastimpl._engine import fit_meb as fit_fast
+    from refimpl.driver import MAX_ADD
+    from refimpl.meb import fit_meb as fit_ref
+
+    problem = random_problem(formulation, "rbf", m=N, d=3, C=10.0, seed=11, gamma=0.3)
+    kw = dict(sample_size=None, random_state=11, stop="radius", solver=solver)
+    a = fit_ref(problem, 1e-2, **kw)
+    b = fit_fast(problem, 1e-2, **kw)
+    np.testing.assert_array_equal(a.core_set, b.core_set)
+    np.testing.assert_allclose(a.alpha, b.alpha, atol=ALPHA_TOL, rtol=0)
+    assert a.converged and a.n_iter == b.n_iter and a.core_set.max() >= 4096
+    steps = np.diff(a.history["core_set_size"])
+    assert steps.max() == (MAX_ADD if solver == "auto" else 1)
+
+
 def test_mmda_engines_agree_past_the_block_sizes():
     """The constrained MEB of MMDA (004) with one previous direction: scans over n > 4,096."""
     from fastimpl import MMDA
