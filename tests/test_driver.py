@@ -635,3 +635,19 @@ def test_ties_go_to_the_lowest_index(impl, solver):
     res = engine(impl)(problem, 1e-6, sample_size=None, random_state=0, solver=solver, stop="radius")
     assert res.converged and len(res.core_set) > 5
     assert np.all(np.asarray(res.core_set) < 60), res.core_set
+
+
+@pytest.mark.parametrize("solver", ["smo", "auto"])
+def test_sampled_ties_go_to_the_first_draw_in_both_engines(solver):
+    """With 59-point samples of the duplicated points above, a sample often holds two copies of its
+    furthest point (or one index twice): both engines take the first of the tied candidates in draw
+    order, so they pick the same core vectors."""
+    from helpers import engine
+    from refimpl import cvm
+    from refimpl.kernels import make_kernel_spec
+    A = np.random.default_rng(8).normal(size=(40, 2))
+    X = np.vstack([A, A, A])
+    problem = cvm.svdd_problem(X, make_kernel_spec(X, "rbf", gamma=0.5))
+    kw = dict(sample_size=59, random_state=3, solver=solver, stop="radius")
+    a, b = engine("ref")(problem, 1e-6, **kw), engine("fast")(problem, 1e-6, **kw)
+    np.testing.assert_array_equal(a.core_set, b.core_set)
