@@ -361,3 +361,79 @@ def test_active_set_matches_interior_point(seed, m, s, C):
     K, P, _ = dense_G(problem)
     g = (K - P @ P.T) @ a1 - 1.0
     assert g.min() >= -1e-8 and np.all(np.abs(g[a1 > 0]) <= 1e-8)   # KKT of (3), gamma eliminated
+
+
+# ------------------------------------------------------------------ the constrained MEB's distances, directly
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+@pytest.mark.parametrize("s", [0, 2])
+@pytest.mark.parametrize("sample_size", [20, None])
+def test_scans_and_ball_are_the_distances_to_the_center_23(impl, s, sample_size):
+    """The numerics' squared distances against eq. (23) written out here with scikit-learn's kernel:
+    with x~ = [a~; g~] the normalised solution (35), c'c = a~'K~a~ + 2 a~'Phi~'U~ g~ + g~'g~ and
+    d_l^2 = c'c - 2 (K~ a~ + Phi~'U~ g~)_l + eta (eta = 2 + 1/C for the RBF kernel: k(x, x) = 1, Delta = 0),
+    R^2 = eta - c'c (22).  Checked: a sampled scan's distances, a full scan's maximum, the ball's smallest
+    distance over the support and largest over the core set, the result's radius; and a converged fit
+    raises no ConvergenceWarning."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    from fastimpl._mmda import FastConstrainedOps
+    from refimpl.constrained_meb import ConstrainedOps
+    problem, X, y_pm, _ = projected_problem(m=50, s=s, seed=2, C=1.0)
+    made = []
+    base = FastConstrainedOps if impl == "fast" else ConstrainedOps
+
+    class Ops(base):
+        def __init__(self, *args):
+            super().__init__(*args)
+            made.append(self)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        res = fit_constrained_meb(problem, 1e-3, sample_size=sample_size, random_state=0, ops_class=Ops)
+    ops = made[0]
+    y = y_pm.astype(float)
+    Kt = np.outer(y, y) * (rbf_kernel(X, X, gamma=0.4) + 1.0) + np.eye(len(X)) / 1.0
+    P = (rbf_kernel(X, problem.proj.X, gamma=0.4) @ problem.proj.B) * y[:, None] if s else np.zeros((len(X), 0))
+    S, a, g = res.core_set, res.alpha, res.gamma_tilde
+    Gx = Kt[:, S] @ a + P @ g
+    cc = a @ Kt[np.ix_(S, S)] @ a + 2 * a @ P[S] @ g + g @ g
+    eta = 2.0 + 1.0
+    d2 = cc - 2 * Gx + eta
+    tol = 1e-9 * eta
+    assert abs(res.margin - cc) <= tol and abs(res.radius2 - (eta - cc)) <= tol
+    idx = np.random.default_rng(1).integers(0, len(X), 30)
+    np.testing.assert_allclose(ops.scan(idx, 0, np.inf).sample_d2, d2[idx], atol=tol, rtol=0)
+    assert abs(ops.scan(None, 0, np.inf).d2 - d2.max()) <= tol
+    ball = ops.ball()
+    assert abs(ball.d2_sv_min - d2[S[a > 0]].min()) <= tol and abs(ball.d2_core_max - d2[S].max()) <= tol
+    # the core-set QP was solved to the engine's inner tolerance eps R^2: no core vector lies further
+    # outside the sphere (SOR stops at g_l >= -eps R^2 1'alpha / 2, and d_l^2 - R^2 = -2 g_l / 1'alpha)
+    assert (d2[S] - res.radius2).max() <= 1e-3 * res.radius2 * 1.01
+    # Appendix II: (alpha, gamma) of (3) are [a~; g~] / c'c, so (42) holds, 1'alpha = x'G x
+    x = np.concatenate([res.alpha_mmda, res.gamma_mmda])
+    G = np.block([[Kt[np.ix_(S, S)], P[S]], [P[S].T, np.eye(s)]])
+    assert abs(res.alpha_mmda.sum() - x @ G @ x) <= 1e-9 * res.alpha_mmda.sum()
+    # the initial pair: furthest_from maximises ||P (phi~(z) - phi~(z_l))||^2 + Delta_l over the candidates
+    for z in (0, 7, 33):
+        cand = np.random.default_rng(z).choice(len(X), 25, replace=False)
+        dist = Kt[z, z] - 2 * Kt[z, cand] + Kt[cand, cand] - ((P[cand] - P[z]) ** 2).sum(1)
+        assert ops.furthest_from(z, cand) == cand[int(np.argmax(dist))]
+
+
+@pytest.mark.parametrize("omega", [0.0, 2.0, -0.5, 2.5, np.nan, True, "1", None])
+def test_fit_constrained_meb_checks_omega(omega):
+    """SOR's relaxation factor must be a number in the open interval (0, 2)."""
+    problem, *_ = projected_problem(m=20, s=0, seed=0)
+    with pytest.raises(ValueError, match="omega"):
+        fit_constrained_meb(problem, 1e-2, omega=omega, sample_size=None)
+    if omega == 0.0:   # and the open interval's inside, once
+        for ok in (0.05, 1.95, np.float64(0.7), 1):
+            assert fit_constrained_meb(problem, 1e-2, omega=ok, sample_size=None).converged
+
+
+def test_the_sor_step_bound_warning_points_at_the_callers_line():
+    """SOR crawling (omega = 0.01) towards an unreachable tol stops at its step bound; fit_constrained_meb
+    says so, naming the code that called it."""
+    problem, *_ = projected_problem(m=30, s=1, seed=0)
+    with pytest.warns(ConvergenceWarning) as rec:
+        fit_constrained_meb(problem, 1e-3, sample_size=None, tol=1e-300, max_iter=3, random_state=0, omega=0.01)
+    assert [w.filename for w in rec if "SOR step bound" in str(w.message)] == [__file__]
