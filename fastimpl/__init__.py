@@ -3,6 +3,7 @@
 Every estimator takes ``impl='fast'`` (default, the compiled engine) or ``impl='ref'``
 (the readable NumPy reference in :mod:`refimpl`), with the same results.
 """
+from . import _openmp  # noqa: F401  (first: bounds OpenMP spin-waiting before libgomp loads)
 from .estimators import CVDD, CVR, MEB, CVMClassifier
 from .mmda import MMDA  # 004: maximum margin discriminant features
 from .sparse_svr import SparseSVR  # 002: SSVR-SRS sparse SVR in the primal
