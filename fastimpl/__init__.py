@@ -13,6 +13,7 @@ their threads.
 """
 import os as _os
 
+from . import _openmp  # noqa: F401  (first: bounds OpenMP spin-waiting before libgomp loads)
 from .estimators import CVDD, CVR, MEB, CVMClassifier
 from .mmda import MMDA  # 004: maximum margin discriminant features
 from .sparse_svr import SparseSVR  # 002: SSVR-SRS sparse SVR in the primal

@@ -20,6 +20,7 @@ import numpy as np
 cimport numpy as cnp
 from cython.parallel cimport prange
 from libc.math cimport exp, sqrt, fabs, INFINITY
+from libc.float cimport DBL_EPSILON
 from libc.stdlib cimport malloc, free, realloc
 from libc.string cimport memcpy
 from scipy.linalg.cython_lapack cimport dpotrf
@@ -129,6 +130,7 @@ cdef class FastMEBOps:
     cdef double* svcoef             # alpha_t s_t
     cdef Py_ssize_t nsv, svcap
     cdef double svsum               # sum_t alpha_t s_t
+    cdef double svabs               # sum_t |alpha_t s_t| (the screening kernel's error scale)
     cdef bint sv_dirty
     # active-set work space: free set, the Cholesky factor of Q_FF, right-hand sides
     cdef Py_ssize_t* F
@@ -485,11 +487,13 @@ cdef class FastMEBOps:
         self.sv.reserve(nsv)
         self.sv.n = 0
         self.svsum = 0.0
+        self.svabs = 0.0
         for t in range(self.size):
             if self.alpha[t] > 0:
                 self.sv.put(k, &self.X[self.pz(self.S[t]), 0])
                 self.svcoef[k] = self.alpha[t] * self.Ss[t]
                 self.svsum += self.svcoef[k]
+                self.svabs += fabs(self.svcoef[k])
                 k += 1
         self.nsv = nsv
         self.sv_dirty = False
@@ -536,10 +540,45 @@ cdef class FastMEBOps:
             x = &self.X[q, 0]
             out[p - lo] = self.sv.weighted(x, 0.0, point_rawdiag(&self.K, x), self.svcoef, buf)
 
+    cdef inline void _kalpha_any(self, Py_ssize_t lo, Py_ssize_t hi, const Py_ssize_t* idx, double* out,
+                                 double* buf, bint screen) noexcept nogil:
+        """_kalpha, through the screening kernel when ``screen`` (coordinate path only)."""
+        cdef Py_ssize_t p
+        if not screen:
+            self._kalpha(lo, hi, idx, out, buf)
+            return
+        for p in range(lo, hi):
+            out[p - lo] = self.sv.weighted_screen(&self.X[self.pz(idx[p]) if idx != NULL else p, 0], self.svcoef)
+
     cdef Py_ssize_t _bufsize(self) noexcept nogil:
         if self.sv.blas:
             return GEMM_BLOCK * self.nsv + GEMM_BLOCK * (self.d + 2) + 1
         return self.nsv + 1
+
+    # ------------------------------------------------------------ screening (single-precision exp)
+    # A scan needs exact d^2 only where a decision is made: at the maximum (and the candidates within TIE
+    # of it) and beyond d2_over.  On the coordinate path the scans first compute every candidate's d^2
+    # with the single-precision exp of cv_radial_dot_screen, then compute again, in double, only the
+    # candidates whose d^2 may reach either; the others keep values that are certainly below both.
+    # Every decision, and every value it reads, is the exact path's, so results do not change.
+    cdef inline double _screen_err(self) noexcept nogil:
+        """A bound on |d^2_screen - d^2| (d^2 = ... - 2 s_z sum_t alpha_t s_t k_tz, |s_z| = 1), or -1 when
+        the scans do not screen: the kernel's error per term times sum |alpha_t s_t|, doubled, plus the
+        round-off of two sums of nsv terms."""
+        if not self.sv.screens():
+            return -1.0
+        return 2.0 * self.svabs * (CV_SCREEN_TERM_ERR + 4.0 * DBL_EPSILON * (self.nsv + 1))
+
+    cdef inline double _exact_ka(self, Py_ssize_t q) noexcept nogil:
+        """sum_t alpha_t s_t k(x_t, x_q) in double (the coordinate path: no scratch needed)."""
+        cdef const double* x = &self.X[q, 0]
+        return self.sv.weighted(x, 0.0, point_rawdiag(&self.K, x), self.svcoef, NULL)
+
+    cdef inline double _screen_floor(self, double vmax, double err, double over) noexcept nogil:
+        """Screened values v (d^2 - c0) below this are certainly below both the TIE band of the exact
+        maximum (>= vmax - err, with vmax the screened maximum of the same candidates) and ``over``."""
+        cdef double band = vmax - err - TIE * (fabs(vmax) + err + fabs(self.c0))
+        return min(band, over) - err
 
     def scan(self, idx, Py_ssize_t k, double d2_over):
         """The furthest candidate (first within a relative TIE of the maximum) and, for a full scan
@@ -547,34 +586,44 @@ cdef class FastMEBOps:
         if self.sv_dirty:
             self._pack_support()
         if idx is not None:
-            return self._scan_sample(np.ascontiguousarray(idx, dtype=np.intp))
+            return self._scan_sample(np.ascontiguousarray(idx, dtype=np.intp), d2_over)
         return self._scan_all(k, d2_over)
 
-    cdef object _scan_sample(self, cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] idx):
+    cdef object _scan_sample(self, cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] idx, double d2_over):
         cdef Py_ssize_t cnt = idx.shape[0], p, nchunk, c, lo, hi, chunk = 16
         cdef cnp.ndarray[double, ndim=1, mode="c"] d2 = np.empty(cnt)
-        cdef double marg = self.margin(), best = -INFINITY, thr
+        cdef double marg = self.margin(), best = -INFINITY, thr, err = self._screen_err(), floor
         cdef double* buf
         cdef Py_ssize_t bufsize = self._bufsize()
         cdef const Py_ssize_t* ip = &idx[0] if cnt > 0 else NULL
         cdef double* out = &d2[0] if cnt > 0 else NULL
+        cdef bint screen = err >= 0.0
         with nogil:
             nchunk = (cnt + chunk - 1) // chunk
             if cnt * self.nsv < SCAN_PARALLEL_MIN_WORK or nchunk == 1 or self.sv.blas:
                 buf = <double*> malloc(bufsize * sizeof(double))
-                self._kalpha(0, cnt, ip, out, buf)
+                self._kalpha_any(0, cnt, ip, out, buf, screen)
                 free(buf)
             else:
                 for c in prange(nchunk, schedule="dynamic"):
                     lo = c * chunk
                     hi = min(lo + chunk, cnt)
                     buf = <double*> malloc(bufsize * sizeof(double))
-                    self._kalpha(lo, hi, ip, &out[lo], buf)
+                    self._kalpha_any(lo, hi, ip, &out[lo], buf, screen)
                     free(buf)
             for p in range(cnt):
                 out[p] = self._finish_d2(ip[p], out[p], marg)
                 if out[p] > best:
                     best = out[p]
+            if screen:
+                # exact again wherever d^2 may reach the maximum's TIE band or d2_over (see _screen_err)
+                floor = self._screen_floor(best, err, d2_over - self.c0)
+                best = -INFINITY
+                for p in range(cnt):
+                    if out[p] >= floor:
+                        out[p] = self._finish_d2(ip[p], self._exact_ka(self.pz(ip[p])), marg)
+                        if out[p] > best:
+                            best = out[p]
         self.n_eval += cnt * self.nsv
         thr = best - TIE * (fabs(best) + fabs(self.c0))
         for p in range(cnt):
@@ -593,10 +642,41 @@ cdef class FastMEBOps:
         for p in range(lo, hi):
             vals[p - lo] = self._finish_d2(p, vals[p - lo], marg)
 
+    cdef void _chunk_d2_screened(self, Py_ssize_t c, double marg, double err, double over,
+                                 double* vals) noexcept nogil:
+        """_chunk_d2 through the screening kernel: every value that may reach its half's TIE band of the
+        chunk's maximum, or ``over``, is exact; the others are screened values certainly below both, so
+        the chunk's maximum, its first candidate within TIE and its candidates beyond ``over`` are the
+        exact path's."""
+        cdef Py_ssize_t lo = c * SCAN_CHUNK, hi = min(lo + SCAN_CHUNK, self.m), p, h
+        cdef Py_ssize_t halves = 2 if self.mirror else 1
+        cdef double ka, vmax[2]
+        cdef double floor[2]
+        vmax[0] = -INFINITY
+        vmax[1] = -INFINITY
+        for p in range(lo, hi):
+            ka = self.sv.weighted_screen(&self.X[p, 0], self.svcoef)
+            vals[p - lo] = self._finish_d2(p, ka, marg)
+            vmax[0] = max(vmax[0], vals[p - lo])
+            if self.mirror:
+                vals[SCAN_CHUNK + p - lo] = self._finish_d2(p + self.m, ka, marg)
+                vmax[1] = max(vmax[1], vals[SCAN_CHUNK + p - lo])
+        for h in range(halves):
+            floor[h] = self._screen_floor(vmax[h], err, over)
+        if halves == 1:
+            floor[1] = INFINITY
+        for p in range(lo, hi):
+            if vals[p - lo] >= floor[0] or (self.mirror and vals[SCAN_CHUNK + p - lo] >= floor[1]):
+                ka = self._exact_ka(p)
+                vals[p - lo] = self._finish_d2(p, ka, marg)
+                if self.mirror:
+                    vals[SCAN_CHUNK + p - lo] = self._finish_d2(p + self.m, ka, marg)
+
     cdef object _scan_all(self, Py_ssize_t k, double d2_over):
         cdef Py_ssize_t nchunk = (self.m + SCAN_CHUNK - 1) // SCAN_CHUNK, halves = 2 if self.mirror else 1
         cdef Py_ssize_t c, h, p, lo, hi, kk = max(k, 1), nall, first = -1, bc = -1, bh = 0
         cdef double marg = self.margin(), best = -INFINITY, thr, over = d2_over - self.c0, v
+        cdef double err = self._screen_err()
         cdef Py_ssize_t bufsize = self._bufsize()
         cdef double* cmax = <double*> malloc(nchunk * halves * sizeof(double))
         cdef double* tv = <double*> malloc(nchunk * kk * sizeof(double))
@@ -612,7 +692,10 @@ cdef class FastMEBOps:
                             use_threads_if=self.m * self.nsv >= PARALLEL_MIN_WORK and nchunk > 1 and not self.sv.blas):
                 vals = <double*> malloc((2 * SCAN_CHUNK + bufsize) * sizeof(double))
                 buf = &vals[2 * SCAN_CHUNK]
-                self._chunk_d2(c, marg, vals, buf)
+                if err >= 0.0:
+                    self._chunk_d2_screened(c, marg, err, over if k > 0 else INFINITY, vals)
+                else:
+                    self._chunk_d2(c, marg, vals, buf)
                 lo = c * SCAN_CHUNK
                 hi = min(lo + SCAN_CHUNK, self.m)
                 tc[c] = 0
@@ -1081,15 +1164,22 @@ def kernel_expansion(spec, SV, coef, X, Py_ssize_t min_parallel_work=-1):
 
 def _radial_kernels(double[:, ::1] C, double[::1] x, double gamma, bint laplace, double[::1] w):
     """Test hook for the SIMD kernels of _simd.h on coordinate-major points C (d x n): returns the row
-    exp(-gamma r_j) (cv_radial_row) and the fused weighted sum sum_j w_j exp(-gamma r_j) (cv_radial_dot),
-    r_j = ||C[:, j] - x||^2 (laplace: its root).  ``SIMD_LEVEL`` says which vector width ran."""
+    exp(-gamma r_j) (cv_radial_row), the fused weighted sum sum_j w_j exp(-gamma r_j) (cv_radial_dot)
+    and the same sum through the scans' screening kernel (cv_radial_dot_screen, exp in single
+    precision where SCREEN_TERM_ERR is not None), r_j = ||C[:, j] - x||^2 (laplace: its root).
+    ``SIMD_LEVEL`` says which vector width ran."""
     cdef Py_ssize_t d = C.shape[0], n = C.shape[1]
     if x.shape[0] != d or w.shape[0] != n:
         raise ValueError("_radial_kernels: x must have C.shape[0] entries and w C.shape[1]")
     row = np.empty(n)
     cdef double[::1] out = row
-    cdef double s
+    cdef double s, s_screen
     with nogil:
         cv_radial_row(&C[0, 0], n, n, d, &x[0], -gamma, laplace, &out[0])
         s = cv_radial_dot(&C[0, 0], n, n, d, &x[0], -gamma, laplace, &w[0])
-    return row, s
+        s_screen = cv_radial_dot_screen(&C[0, 0], n, n, d, &x[0], -gamma, laplace, &w[0])
+    return row, s, s_screen
+
+
+#: the screening kernel's bound on each term's absolute error (None: the scans do not screen)
+SCREEN_TERM_ERR = CV_SCREEN_TERM_ERR if cv_screen_available() else None

@@ -22,6 +22,10 @@ cdef extern from "_simd.h":
     Py_ssize_t cv_first_le(const double* g, Py_ssize_t n, double thr) noexcept nogil
     double cv_radial_dot(const double* C, Py_ssize_t ld, Py_ssize_t n, Py_ssize_t d, const double* x,
                          double mg, int laplace, const double* w) noexcept nogil
+    double cv_radial_dot_screen(const double* C, Py_ssize_t ld, Py_ssize_t n, Py_ssize_t d, const double* x,
+                                double mg, int laplace, const double* w) noexcept nogil
+    int cv_screen_available() noexcept nogil
+    double CV_SCREEN_TERM_ERR
 
 #: from this many coordinates on, kernel rows go through BLAS (dot products against squared norms)
 cdef Py_ssize_t BLAS_MIN_D = 16
@@ -150,6 +154,15 @@ cdef class _PointStore:
             return cv_radial_dot(self.data, self.cap, self.n, self.d, x, -self.K.gamma, self.K.code == 1, w)
         self.row(0, self.n, x, xsq, xrd, buf)
         return cv_dot4(w, buf, self.n)
+
+    cdef inline bint screens(self) noexcept nogil:
+        """True when weighted_screen is a single-precision screening kernel (coordinate storage, radial
+        kernel, a vector unit); its error is then within CV_SCREEN_TERM_ERR sum_j |w_j|."""
+        return not self.blas and self.K.code <= 1 and cv_screen_available()
+
+    cdef inline double weighted_screen(self, const double* x, const double* w) noexcept nogil:
+        """weighted() with exp in single precision (only where screens()): for ruling candidates out."""
+        return cv_radial_dot_screen(self.data, self.cap, self.n, self.d, x, -self.K.gamma, self.K.code == 1, w)
 
     cdef void block(self, const double* xs, Py_ssize_t nb, Py_ssize_t ldx, const double* xsq, const double* xrd,
                     Py_ssize_t lo, Py_ssize_t hi, double* out, Py_ssize_t ldo) noexcept nogil:

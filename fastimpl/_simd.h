@@ -88,7 +88,8 @@ CV_DEFINE(avx512, __attribute__((target("avx512f,avx2,fma"))))
 #include <immintrin.h>
 /* exp on 4 or 8 lanes, for the kernel rows' arguments (x <= 0, or small x > 0): Cody-Waite reduction
  * x = n ln2 + r, |r| <= ln2/2, then exp(r) by its Taylor polynomial to degree 13 (truncation < 5e-18
- * relative), scaled by 2^n built in the exponent bits.  Arguments below -708 give exp(-708) ~ 3e-308
+ * relative), scaled by 2^n (AVX2: built in the exponent bits; AVX-512: vscalefpd, the same exact product
+ * in one instruction).  Arguments below -708 give exp(-708) ~ 3e-308
  * instead of a denormal or 0: the kernel values concerned are below any tolerance of the engine.
  * Measured against libm's exp on 1e7 points of [-708, 1]: within 2 ulp. */
 #define CV_EXP_LOG2E 1.4426950408889634
@@ -126,8 +127,7 @@ static inline __m512d cv_exp8(__m512d x)
     __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(CV_EXP_LN2HI), x);
     r = _mm512_fnmadd_pd(n, _mm512_set1_pd(CV_EXP_LN2LO), r);
     __m512d p = CV_EXP_POLY(_mm512_add_pd, _mm512_mul_pd, _mm512_fmadd_pd, _mm512_set1_pd, r);
-    __m512i e = _mm512_slli_epi64(_mm512_add_epi64(_mm512_cvtpd_epi64(n), _mm512_set1_epi64(1023)), 52);
-    return _mm512_mul_pd(p, _mm512_castsi512_pd(e));
+    return _mm512_scalef_pd(p, n);  /* p 2^n in one step (n >= -1022: exact, as the exponent-bits product) */
 }
 
 /* Fused scan kernel: sum_j w[j] exp(mg r_j) with r_j the squared distance (laplace: its root) of the
@@ -196,6 +196,121 @@ static double cv_radial_dot_avx2(const double *C, ptrdiff_t ld, ptrdiff_t n, ptr
     double t[4];
     _mm256_storeu_pd(t, a);
     return ((t[0] + t[1]) + (t[2] + t[3])) + tail;
+}
+
+/* Screening kernel: the fused sum of cv_radial_dot with exp evaluated in single precision (twice the
+ * lanes, half the polynomial); distances and the weighted sum stay in double.  The scans use it only to
+ * rule candidates out: whatever may reach a threshold is computed again by cv_radial_dot, so no result
+ * depends on it (see FastMEBOps._screen_err).  Error per term, k = exp(a) in (0, 1]:
+ *   - rounding a to float: |exp(a_f) - exp(a)| <= exp(a) |a| 2^-24 (1 + 2^-20) <= 2^-24 / e;
+ *   - float exp of a_f >= -87: Cody-Waite reduction |r| <= ln2/2, degree-6 Taylor polynomial
+ *     (truncation < 1.7e-7 relative) in float arithmetic, a few 2^-24 relative;
+ *   - a < -87 gives exp(-87) ~ 1.6e-38.
+ * CV_SCREEN_TERM_ERR bounds their sum with a margin of more than 10 (measured worst: 1.5e-7 on AVX-512;
+ * test_kernels checks a margin of 3). */
+#define CV_SCREEN_TERM_ERR 2e-6
+#define CV_EXPF_POLY(FMA, SET1, r)                                                          \
+    FMA(FMA(FMA(FMA(FMA(FMA(SET1(1.0f / 720.0f), r, SET1(1.0f / 120.0f)), r,                \
+        SET1(1.0f / 24.0f)), r, SET1(1.0f / 6.0f)), r, SET1(0.5f)), r, SET1(1.0f)), r, SET1(1.0f))
+#define CV_EXPF_LOG2E 1.44269504f
+#define CV_EXPF_LN2HI 0.693359375f        /* 9 significant bits: n * LN2HI is exact */
+#define CV_EXPF_LN2LO -2.12194440e-4f
+
+__attribute__((target("avx2,fma")))
+static inline __m256 cv_expf8(__m256 x)
+{
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(CV_EXPF_LOG2E)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(CV_EXPF_LN2HI), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(CV_EXPF_LN2LO), r);
+    __m256 p = CV_EXPF_POLY(_mm256_fmadd_ps, _mm256_set1_ps, r);
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+__attribute__((target("avx512f,avx512dq,avx2,fma")))
+static inline __m512 cv_expf16(__m512 x)
+{
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(CV_EXPF_LOG2E)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(CV_EXPF_LN2HI), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(CV_EXPF_LN2LO), r);
+    __m512 p = CV_EXPF_POLY(_mm512_fmadd_ps, _mm512_set1_ps, r);
+    return _mm512_scalef_ps(p, n);
+}
+
+__attribute__((target("avx512f,avx512dq,avx2,fma")))
+static double cv_radial_dot_screen_avx512(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                                          const double *x, double mg, int laplace, const double *w)
+{
+    __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
+    const __m512d vmg = _mm512_set1_pd(mg);
+    ptrdiff_t j = 0, e;
+    for (; j + 16 <= n; j += 16) {
+        __m512d r0 = _mm512_setzero_pd(), r1 = _mm512_setzero_pd();
+        for (e = 0; e < d; e++) {
+            const __m512d xe = _mm512_set1_pd(x[e]);
+            __m512d u0 = _mm512_sub_pd(_mm512_loadu_pd(C + e * ld + j), xe);
+            __m512d u1 = _mm512_sub_pd(_mm512_loadu_pd(C + e * ld + j + 8), xe);
+            r0 = _mm512_fmadd_pd(u0, u0, r0);
+            r1 = _mm512_fmadd_pd(u1, u1, r1);
+        }
+        if (laplace) { r0 = _mm512_sqrt_pd(r0); r1 = _mm512_sqrt_pd(r1); }
+        __m256 a0 = _mm512_cvtpd_ps(_mm512_mul_pd(vmg, r0)), a1 = _mm512_cvtpd_ps(_mm512_mul_pd(vmg, r1));
+        __m512 k = cv_expf16(_mm512_insertf32x8(_mm512_castps256_ps512(a0), a1, 1));
+        acc0 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j), _mm512_cvtps_pd(_mm512_castps512_ps256(k)), acc0);
+        acc1 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 8), _mm512_cvtps_pd(_mm512_extractf32x8_ps(k, 1)), acc1);
+    }
+    if (j < n) {  /* the tail: one masked step, the lanes past n weighted by 0 */
+        const __mmask8 k0 = (n - j >= 8) ? (__mmask8) 0xFF : (__mmask8) ((1u << (n - j)) - 1u);
+        const __mmask8 k1 = (n - j <= 8) ? (__mmask8) 0 : (__mmask8) ((1u << (n - j - 8)) - 1u);
+        __m512d r0 = _mm512_setzero_pd(), r1 = _mm512_setzero_pd();
+        for (e = 0; e < d; e++) {
+            const __m512d xe = _mm512_set1_pd(x[e]);
+            __m512d u0 = _mm512_sub_pd(_mm512_maskz_loadu_pd(k0, C + e * ld + j), xe);
+            __m512d u1 = _mm512_sub_pd(_mm512_maskz_loadu_pd(k1, C + e * ld + j + 8), xe);
+            r0 = _mm512_fmadd_pd(u0, u0, r0);
+            r1 = _mm512_fmadd_pd(u1, u1, r1);
+        }
+        if (laplace) { r0 = _mm512_sqrt_pd(r0); r1 = _mm512_sqrt_pd(r1); }
+        __m256 a0 = _mm512_cvtpd_ps(_mm512_mul_pd(vmg, r0)), a1 = _mm512_cvtpd_ps(_mm512_mul_pd(vmg, r1));
+        __m512 k = cv_expf16(_mm512_insertf32x8(_mm512_castps256_ps512(a0), a1, 1));
+        acc0 = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(k0, w + j), _mm512_cvtps_pd(_mm512_castps512_ps256(k)), acc0);
+        acc1 = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(k1, w + j + 8),
+                               _mm512_cvtps_pd(_mm512_extractf32x8_ps(k, 1)), acc1);
+    }
+    return _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
+}
+
+__attribute__((target("avx2,fma")))
+static double cv_radial_dot_screen_avx2(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                                        const double *x, double mg, int laplace, const double *w)
+{
+    __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+    const __m256d vmg = _mm256_set1_pd(mg);
+    ptrdiff_t j = 0, e;
+    for (; j + 8 <= n; j += 8) {
+        __m256d r0 = _mm256_setzero_pd(), r1 = _mm256_setzero_pd();
+        for (e = 0; e < d; e++) {
+            const __m256d xe = _mm256_set1_pd(x[e]);
+            __m256d u0 = _mm256_sub_pd(_mm256_loadu_pd(C + e * ld + j), xe);
+            __m256d u1 = _mm256_sub_pd(_mm256_loadu_pd(C + e * ld + j + 4), xe);
+            r0 = _mm256_fmadd_pd(u0, u0, r0);
+            r1 = _mm256_fmadd_pd(u1, u1, r1);
+        }
+        if (laplace) { r0 = _mm256_sqrt_pd(r0); r1 = _mm256_sqrt_pd(r1); }
+        __m128 a0 = _mm256_cvtpd_ps(_mm256_mul_pd(vmg, r0)), a1 = _mm256_cvtpd_ps(_mm256_mul_pd(vmg, r1));
+        __m256 k = cv_expf8(_mm256_set_m128(a1, a0));
+        acc0 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j), _mm256_cvtps_pd(_mm256_castps256_ps128(k)), acc0);
+        acc1 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j + 4), _mm256_cvtps_pd(_mm256_extractf128_ps(k, 1)), acc1);
+    }
+    __m256d a = _mm256_add_pd(acc0, acc1);
+    double t[4];
+    _mm256_storeu_pd(t, a);
+    return ((t[0] + t[1]) + (t[2] + t[3]))
+           + (j < n ? cv_radial_dot_avx2(C + j, ld, n - j, d, x, mg, laplace, w + j) : 0.0);
 }
 
 /* Rows: out[j] = exp(mg r_j) with the same vector exp */
@@ -306,6 +421,28 @@ static double cv_radial_dot(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_
         s += cv_dot4(w + lo, buf, m);
     }
     return s;
+}
+
+/* 1 when cv_radial_dot_screen evaluates exp in single precision (its error within CV_SCREEN_TERM_ERR
+ * per term), 0 when it is cv_radial_dot itself (no vector unit: nothing to gain, nothing to bound) */
+static int cv_screen_available(void)
+{
+#ifdef CV_X86_DISPATCH
+    return cv_simd_level() > 0;
+#else
+    return 0;
+#endif
+}
+
+static double cv_radial_dot_screen(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x,
+                                   double mg, int laplace, const double *w)
+{
+#ifdef CV_X86_DISPATCH
+    int level = cv_simd_level();
+    if (level == 2) return cv_radial_dot_screen_avx512(C, ld, n, d, x, mg, laplace, w);
+    if (level == 1) return cv_radial_dot_screen_avx2(C, ld, n, d, x, mg, laplace, w);
+#endif
+    return cv_radial_dot(C, ld, n, d, x, mg, laplace, w);
 }
 
 /* ---------------------------------------------------------------------------------------------

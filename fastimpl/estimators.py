@@ -37,8 +37,8 @@ __all__ = ["MEB", "CVDD", "CVMClassifier", "CVR"]
 
 def _signs(positive):
     """int8 signs: +1 where ``positive``, -1 elsewhere (no int64/float64 temporaries of length m)."""
-    out = np.full(positive.shape, -1, dtype=np.int8)
-    out[positive] = 1
+    out = np.asarray(positive, dtype=bool).view(np.int8) * np.int8(2)  # 0/1 -> 0/2, one byte a point
+    out -= 1
     return out
 
 
@@ -343,7 +343,8 @@ class CVMClassifier(ClassifierMixin, _CoreVectorBase):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         X, y = validate_data(self, X, y, dtype=np.float64, order="C", ensure_min_samples=2)
-        check_classification_targets(y)
+        if y.dtype.kind not in "biu":  # integer labels are classes by nature: spare a pass over m labels
+            check_classification_targets(y)
         self._check_fit_params(X.shape[0])
         self.classes_ = np.unique(y)
         if len(self.classes_) < 2:

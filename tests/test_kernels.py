@@ -75,7 +75,7 @@ def test_simd_radial_kernels_match_libm(n, laplace):
         r2 = ((C - x[:, None]) ** 2).sum(axis=0)
         arg = -gamma * (np.sqrt(r2) if laplace else r2)
         expected = np.exp(arg)
-        row, s = _radial_kernels(C, x, gamma, laplace, w)
+        row, s, _ = _radial_kernels(C, x, gamma, laplace, w)
         big = arg > -700  # below, the clamp returns exp(-708) ~ 3e-308 instead of a denormal
         # exp turns the few-ulp difference of the squared distance (summed in another order, with FMA)
         # into a relative error of |arg| ulp; the exp itself must add at most a few ulp
@@ -83,3 +83,33 @@ def test_simd_radial_kernels_match_libm(n, laplace):
         assert np.all(np.abs(row[big] - expected[big]) <= tol[big] * expected[big]), f"SIMD level {SIMD_LEVEL}"
         assert np.all(row[~big] <= 1e-300)
         assert abs(s - w @ expected) <= (np.abs(w) * tol) @ expected + 1e-300, f"SIMD level {SIMD_LEVEL}"
+
+
+@pytest.mark.parametrize("laplace", [False, True])
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 33, 1000])
+def test_screening_kernel_stays_within_its_bound(n, laplace):
+    """The scans rule candidates out with a single-precision exp (cv_radial_dot_screen) and compute the
+    rest again in double; that is exact only if every term's error stays below SCREEN_TERM_ERR.  Each
+    term is measured alone (w = a unit vector) against numpy's exp, over arguments from 0 down past
+    float's underflow, on every tail length of the 8- and 16-wide loops; the worst must leave a margin
+    of 3 to the bound, and a weighted sum must stay within the bound times sum |w|."""
+    from fastimpl._engine import SCREEN_TERM_ERR, _radial_kernels
+
+    if SCREEN_TERM_ERR is None:
+        pytest.skip("no vector unit: the scans compute every candidate in double (nothing to bound)")
+    rng = np.random.default_rng(n)
+    d = 2
+    C = np.ascontiguousarray(rng.uniform(-6.0, 6.0, size=(d, n)))
+    x = rng.uniform(-6.0, 6.0, size=d)
+    worst = 0.0
+    for gamma in (1e-3, 0.37, 1.0, 7.0, 300.0):
+        r2 = ((C - x[:, None]) ** 2).sum(axis=0)
+        k = np.exp(-gamma * (np.sqrt(r2) if laplace else r2))
+        for j in range(n):
+            e = np.zeros(n)
+            e[j] = 1.0
+            worst = max(worst, abs(_radial_kernels(C, x, gamma, laplace, e)[2] - k[j]))
+        w = rng.normal(size=n)
+        s_exact = _radial_kernels(C, x, gamma, laplace, w)[1]
+        assert abs(_radial_kernels(C, x, gamma, laplace, w)[2] - s_exact) <= SCREEN_TERM_ERR * np.abs(w).sum()
+    assert worst <= SCREEN_TERM_ERR / 3, worst
