@@ -35,6 +35,16 @@ from .numerics import IMPLS, numerics
 __all__ = ["MEB", "CVDD", "CVMClassifier", "CVR"]
 
 
+def _classes(y):
+    """np.unique(y), through a bincount for integer labels of a small range (np.unique hashes every label:
+    ~25 ms at m = 1e6, a tenth of a whole 1M-point fit; the bincount ~3 ms)."""
+    if y.dtype.kind in "iu" and y.size:
+        lo, hi = int(y.min()), int(y.max())
+        if hi - lo < 1 << 16:
+            return (np.flatnonzero(np.bincount((y - lo).astype(np.intp, copy=False))) + lo).astype(y.dtype)
+    return np.unique(y)
+
+
 def _signs(positive):
     """int8 signs: +1 where ``positive``, -1 elsewhere (no int64/float64 temporaries of length m)."""
     out = np.asarray(positive, dtype=bool).view(np.int8) * np.int8(2)  # 0/1 -> 0/2, one byte a point
@@ -346,7 +356,7 @@ class CVMClassifier(ClassifierMixin, _CoreVectorBase):
         if y.dtype.kind not in "biu":  # integer labels are classes by nature: spare a pass over m labels
             check_classification_targets(y)
         self._check_fit_params(X.shape[0])
-        self.classes_ = np.unique(y)
+        self.classes_ = _classes(y)
         if len(self.classes_) < 2:
             raise ValueError(f"y has only one class ({self.classes_[0]!r}); CVMClassifier needs at least 2")
         # The kernel width is resolved once on the whole training set so that every pair shares it.
