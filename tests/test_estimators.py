@@ -49,6 +49,25 @@ def test_multiclass_one_vs_one():
     assert clf.score(X, np.array(["a", "b", "c"])[y]) > 0.9
 
 
+@pytest.mark.parametrize("labels", [
+    np.array([3, -2, 3, 7, -2, 7], dtype=np.int8),                   # negative, small dtype
+    np.array([5, 9, 5, 9], dtype=np.uint16),                         # unsigned
+    np.array([-2**63, 2**63 - 1, -2**63, 2**63 - 1], dtype=np.int64),  # a range too wide for the bincount
+    np.array(["b", "a", "c", "a"]),                                  # strings: np.unique
+])
+def test_classes_are_the_sorted_distinct_labels_of_their_dtype(labels):
+    """classes_ is np.unique(y) (scikit-learn's convention), whichever path computes it, and the model is
+    the same as with the labels mapped to 0..k-1 (the pairs follow the sorted classes)."""
+    X = np.random.default_rng(0).normal(size=(len(labels) * 10, 2))
+    y = np.tile(labels, 10)
+    X[:, 0] += np.searchsorted(np.unique(labels), y)  # separable by class
+    clf = CVMClassifier(C=10.0, random_state=0).fit(X, y)
+    assert clf.classes_.dtype == np.unique(y).dtype
+    np.testing.assert_array_equal(clf.classes_, np.unique(y))
+    codes = CVMClassifier(C=10.0, random_state=0).fit(X, np.searchsorted(np.unique(y), y))
+    np.testing.assert_array_equal(clf.predict(X), np.unique(y)[codes.predict(X)])
+
+
 def _rbf_norm2(SV, coef, gamma):
     """||w||^2 = coef' K coef for w = sum_t coef_t phi(sv_t), K from scikit-learn."""
     from sklearn.metrics.pairwise import rbf_kernel
