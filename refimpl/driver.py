@@ -155,8 +155,9 @@ def margin_scale(R2: float, c0) -> float:
     return max(S, np.finfo(float).tiny)
 
 
-def d2_threshold(stop: str, eps: float, ball: Ball) -> float:
-    """The largest squared distance a point may have and pass ``stop`` (see :data:`STOPS`)."""
+def d2_threshold(stop: str, eps: float, ball: Ball, nu: float = HYBRID_NU) -> float:
+    """The largest squared distance a point may have and pass ``stop`` (see :data:`STOPS`; ``nu`` is the
+    'hybrid' rule's cap, :data:`HYBRID_NU` unless the formulation has its own, e.g. CVR's tube)."""
     slack = (1.0 + eps) ** 2 - 1.0
     if stop == "radius":
         return ball.R2 + slack * ball.R2
@@ -164,12 +165,12 @@ def d2_threshold(stop: str, eps: float, ball: Ball) -> float:
         return ball.R2 + slack * ball.S
     if stop == "gap":
         return ball.d2_sv_min + 2.0 * eps * ball.S
-    return ball.R2 + min(slack * ball.R2, 2.0 * HYBRID_NU * ball.tau)
+    return ball.R2 + min(slack * ball.R2, 2.0 * nu * ball.tau)
 
 
-def stop_accepts(stop: str, eps: float, ball: Ball, d2: float) -> bool:
+def stop_accepts(stop: str, eps: float, ball: Ball, d2: float, nu: float = HYBRID_NU) -> bool:
     """Step 2: does a point at squared distance d2 pass ``stop``?"""
-    return d2 <= d2_threshold(stop, eps, ball)
+    return d2 <= d2_threshold(stop, eps, ball, nu)
 
 
 #: The core-set QP is never solved more loosely than this fraction of the margin term S.  The outer test
@@ -348,9 +349,10 @@ class _CoreSetLoop:
 
 def run_core_set_loop(ops, eps, *, stop="radius", sample_size=59, n_confirm=30, max_iter=10_000, tol=None,
                       random_state=None, certify=True, verbose=False, label="MEB", batch=False,
-                      method_for=lambda ops: None) -> LoopOutcome:
+                      method_for=lambda ops: None, hybrid_nu=HYBRID_NU) -> LoopOutcome:
     """Steps 1-5 above on the numerics ``ops``; ``method_for(ops)`` names the inner solver for the next
-    solve (e.g. 'active_set' or 'smo', switched by the caller's policy).  See the module docstring."""
+    solve (e.g. 'active_set' or 'smo', switched by the caller's policy); ``hybrid_nu`` the cap of
+    stop='hybrid' (:func:`d2_threshold`).  See the module docstring."""
     n = ops.n
     loop = _CoreSetLoop(ops, eps, stop, tol, batch, method_for, random_state)
     if sample_size is not None and sample_size >= n:
@@ -364,7 +366,7 @@ def run_core_set_loop(ops, eps, *, stop="radius", sample_size=59, n_confirm=30, 
         ball = ops.ball()
         loop.record(ball)
         progress.update(n_iter, ops.n_core(), ball.R2)
-        thr = d2_threshold(stop, eps, ball)
+        thr = d2_threshold(stop, eps, ball, hybrid_nu)
         idx = None if sample_size is None else loop.rng.integers(0, n, size=sample_size)
         scan = ops.scan(idx, MAX_ADD if batch else 0, thr)
         if scan.d2 <= thr and (not batch or ball.d2_core_max <= thr):                    # step 2

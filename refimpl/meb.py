@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .driver import (STOPS, Ball, Scan, d2_threshold, inner_tolerance, initial_pair, kkt_gap, make_rng,
+from .driver import (HYBRID_NU, STOPS, Ball, Scan, d2_threshold, inner_tolerance, initial_pair, kkt_gap, make_rng,
                      margin_scale, run_core_set_loop, stop_accepts, warn_if_radius_too_coarse)
 from .problem import MEBProblem
 from .simplex_qp import TIE, active_set_simplex, smo_simplex
@@ -111,7 +111,8 @@ def auto_max_free(problem) -> int:
     return AUTO_MAX_FREE if ridge >= SMO_MIN_RIDGE else AUTO_MAX_FREE_TIGHT
 
 
-def validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm=0, solver="smo", stop="radius"):
+def validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm=0, solver="smo", stop="radius",
+                           hybrid_nu=HYBRID_NU):
     if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)):
         raise TypeError(f"eps must be a number, got {type(eps).__name__}")
     if not np.isfinite(eps) or eps <= 0:
@@ -129,6 +130,9 @@ def validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm=0, solv
         raise ValueError(f"tol must be positive or None, got {tol!r}")
     if stop not in STOPS:
         raise ValueError(f"stop must be one of {STOPS}, got {stop!r}")
+    if isinstance(hybrid_nu, bool) or not isinstance(hybrid_nu, (int, float, np.integer, np.floating)) \
+            or not 0 < hybrid_nu < np.inf:
+        raise ValueError(f"hybrid_nu must be a positive finite number, got {hybrid_nu!r}")
     if n < 2:
         raise ValueError(f"the MEB engine needs at least 2 points, got {n}")
 
@@ -283,7 +287,8 @@ class MEBOps:
 
 def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000, tol=None,
             random_state=None, cache_size=200 * 2**20, certify=True, verbose=False,
-            n_confirm=30, solver="auto", stop="radius", label=None, ops_class=MEBOps) -> MEBResult:
+            n_confirm=30, solver="auto", stop="radius", label=None, ops_class=MEBOps,
+            hybrid_nu=HYBRID_NU) -> MEBResult:
     """Approximate the MEB of the augmented points of ``problem`` to within (1+eps) (001 Sec. 4).
 
     Parameters
@@ -311,15 +316,18 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
         most :func:`auto_max_free` core vectors carry weight and SMO beyond.
     stop : 'radius', 'margin', 'gap' or 'hybrid' -- the test of step 2 (see ``refimpl.driver.STOPS``);
         'radius' is the paper's.
+    hybrid_nu : float > 0 -- the cap of stop='hybrid': d^2 - R^2 <= 2 hybrid_nu tau (``refimpl.driver``;
+        1 for the L2-SVMs: a sampled point passes only if classified correctly).
     ops_class : the numerics: :class:`MEBOps` (NumPy) or ``fastimpl._engine.FastMEBOps`` (Cython).
     """
     n = problem.n
-    validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm, solver, stop)
+    validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm, solver, stop, hybrid_nu)
     ops = ops_class(problem, int(cache_size))
     out = run_core_set_loop(ops, float(eps), stop=stop, sample_size=sample_size, n_confirm=n_confirm,
                             max_iter=max_iter, tol=tol, random_state=random_state, certify=certify,
                             verbose=verbose, label=label or f"MEB ({ops_class.__name__})",
-                            batch=solver == "auto", method_for=solver_policy(solver, problem))
+                            batch=solver == "auto", method_for=solver_policy(solver, problem),
+                            hybrid_nu=float(hybrid_nu))
     if out.last_capped:
         # Intermediate QPs stopped by the bound are harmless (the next one warm-starts from them); the
         # final one defines the model, so its inexactness is worth a warning.

@@ -156,3 +156,42 @@ def test_hybrid_two_class_classifies_every_training_point_outside_the_core_set(i
     assert np.all(y[outside] * f[outside] >= -1e-9 * res.margin)
     # and the test is not vacuous: the classes overlap, so some core vectors are misclassified
     assert np.any(y[res.core_set] * f[res.core_set] < 0)
+
+
+@pytest.mark.parametrize("formulation", ["two_class", "cvr"])
+@pytest.mark.parametrize("nu", [0.3, 0.05])
+def test_hybrid_rule_with_a_tighter_cap_keeps_the_bound_and_that_cap(formulation, nu, impl, exact_case):
+    """A cap nu < 1 (CVR's ``hybrid_cap``) only tightens 'hybrid': under full scans the paper's bound still
+    holds and the whole set meets r_cert^2 - R^2 <= 2 nu tau, at an eps (0.1) where the cap binds."""
+    problem, (lo, hi, _) = exact_case(formulation, "rbf", {"gamma": 0.5})
+    res = engine(impl)(problem, 1e-1, sample_size=None, random_state=0, stop="hybrid", hybrid_nu=nu)
+    assert res.converged
+    assert res.radius2 <= hi * (1 + NUM_TOL)
+    assert lo <= (1 + 1e-1) ** 2 * res.radius2 * (1 + NUM_TOL)
+    c0 = problem.constant_term or 0.0
+    tau = abs(res.radius2 - c0 - res.margin) / 2
+    assert res.r_cert2 - res.radius2 <= 2 * nu * tau + 1e-9 * hi
+    # the cap is what binds here: the radius part alone would allow a gap many times larger
+    assert 2 * nu * tau < ((1 + 1e-1) ** 2 - 1) * res.radius2
+
+
+@pytest.mark.parametrize("cap", [1.0, 0.3])
+def test_cvr_hybrid_cap_bounds_every_residual_outside_the_core_set(cap, impl):
+    """CVR's hybrid_cap reads |y - f(x)| <= (1 + cap) epsbar for every training point outside the core set
+    (full scans); f(x) = sum_i beta_i k(x_i, x) + b evaluated here with scikit-learn's rbf_kernel.  A smaller
+    cap fits tighter: its largest such residual is smaller."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    from fastimpl import CVR
+    from helpers import random_regression
+    X, y = random_regression(300, 3, seed=4)
+    reg = CVR(C=100.0, mu=0.05, gamma=0.5, hybrid_cap=cap, eps=0.1, sample_size=None, random_state=0,
+              impl=impl).fit(X, y)
+    f = rbf_kernel(X, reg.support_vectors_, gamma=0.5) @ reg.dual_coef_[0] + reg.intercept_[0]
+    rows = np.unique(reg.core_set_ % len(X))
+    outside = np.setdiff1d(np.arange(len(X)), rows)
+    assert outside.size > 0
+    resid = np.abs(y[outside] - f[outside])
+    assert np.all(resid <= (1 + cap) * reg.epsilon_bar_ * (1 + 1e-7) + 1e-9)
+    # not vacuous: some points outside the core set lie outside the tube, where the cap is what holds them
+    assert resid.max() > reg.epsilon_bar_
