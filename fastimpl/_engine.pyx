@@ -43,6 +43,8 @@ cdef Py_ssize_t GRAD_PARALLEL_MIN_WORK = 2_000_000
 cdef Py_ssize_t SCAN_PARALLEL_MIN_WORK = 1_000_000
 #: a single Q row is split over threads from this many kernel-evaluation coordinates on
 cdef Py_ssize_t ROW_PARALLEL_MIN_WORK = 1_000_000
+#: sampled scans run unscreened after one whose screening recomputed more than half its candidates
+cdef Py_ssize_t SCREEN_RETRY = 16
 #: candidates per chunk of a full scan (its top-k list and its maximum are kept per chunk)
 cdef Py_ssize_t SCAN_CHUNK = 2048
 #: candidates per GEMM block on the BLAS path
@@ -132,6 +134,13 @@ cdef class FastMEBOps:
     cdef double svsum               # sum_t alpha_t s_t
     cdef double svabs               # sum_t |alpha_t s_t| (the screening kernel's error scale)
     cdef bint sv_dirty
+    # Screening pays only where the screened values spread beyond their error bound (d^2 far below the
+    # maximum).  When the margin is tiny against that bound (wide kernels at large C) nearly every
+    # candidate is computed twice; a chunk or sample that recomputes more than half its candidates turns
+    # screening off (for the rest of that full scan; for the next SCREEN_RETRY sampled scans).  Results
+    # are the same either way: every value a decision reads is exact on both paths.
+    cdef int full_screen_on         # written by any thread of a full scan (a benign race: 0 stays 0)
+    cdef Py_ssize_t sample_screen_off  # sampled scans left to run unscreened
     # active-set work space: free set, the Cholesky factor of Q_FF, right-hand sides
     cdef Py_ssize_t* F
     cdef double* QFF
@@ -197,6 +206,8 @@ cdef class FastMEBOps:
         self.sv = _PointStore()
         self.sv.setup(self.K, 64)
         self.sv_dirty = True
+        self.full_screen_on = 1
+        self.sample_screen_off = 0
         self._grow(64)
 
     cdef void _grow(self, Py_ssize_t newcap) except *:
@@ -580,6 +591,10 @@ cdef class FastMEBOps:
         cdef double band = vmax - err - TIE * (fabs(vmax) + err + fabs(self.c0))
         return min(band, over) - err
 
+    def screening_state(self):
+        """(full scans still screen, sampled scans left unscreened): for tests of the fallback."""
+        return bool(self.full_screen_on), int(self.sample_screen_off)
+
     def scan(self, idx, Py_ssize_t k, double d2_over):
         """The furthest candidate (first within a relative TIE of the maximum) and, for a full scan
         (idx None), its top-k beyond d2_over (refimpl.meb.MEBOps.scan)."""
@@ -597,7 +612,10 @@ cdef class FastMEBOps:
         cdef Py_ssize_t bufsize = self._bufsize()
         cdef const Py_ssize_t* ip = &idx[0] if cnt > 0 else NULL
         cdef double* out = &d2[0] if cnt > 0 else NULL
-        cdef bint screen = err >= 0.0
+        cdef bint screen = err >= 0.0 and self.sample_screen_off == 0
+        cdef Py_ssize_t again = 0
+        if err >= 0.0 and not screen:
+            self.sample_screen_off -= 1
         with nogil:
             nchunk = (cnt + chunk - 1) // chunk
             if cnt * self.nsv < SCAN_PARALLEL_MIN_WORK or nchunk == 1 or self.sv.blas:
@@ -622,8 +640,11 @@ cdef class FastMEBOps:
                 for p in range(cnt):
                     if out[p] >= floor:
                         out[p] = self._finish_d2(ip[p], self._exact_ka(self.pz(ip[p])), marg)
+                        again += 1
                         if out[p] > best:
                             best = out[p]
+                if 2 * again > cnt:
+                    self.sample_screen_off = SCREEN_RETRY
         self.n_eval += cnt * self.nsv
         thr = best - TIE * (fabs(best) + fabs(self.c0))
         for p in range(cnt):
@@ -642,13 +663,13 @@ cdef class FastMEBOps:
         for p in range(lo, hi):
             vals[p - lo] = self._finish_d2(p, vals[p - lo], marg)
 
-    cdef void _chunk_d2_screened(self, Py_ssize_t c, double marg, double err, double over,
-                                 double* vals) noexcept nogil:
+    cdef Py_ssize_t _chunk_d2_screened(self, Py_ssize_t c, double marg, double err, double over,
+                                       double* vals) noexcept nogil:
         """_chunk_d2 through the screening kernel: every value that may reach its half's TIE band of the
         chunk's maximum, or ``over``, is exact; the others are screened values certainly below both, so
         the chunk's maximum, its first candidate within TIE and its candidates beyond ``over`` are the
-        exact path's."""
-        cdef Py_ssize_t lo = c * SCAN_CHUNK, hi = min(lo + SCAN_CHUNK, self.m), p, h
+        exact path's.  Returns how many candidates were computed again in double."""
+        cdef Py_ssize_t lo = c * SCAN_CHUNK, hi = min(lo + SCAN_CHUNK, self.m), p, h, again = 0
         cdef Py_ssize_t halves = 2 if self.mirror else 1
         cdef double ka, vmax[2]
         cdef double floor[2]
@@ -671,6 +692,8 @@ cdef class FastMEBOps:
                 vals[p - lo] = self._finish_d2(p, ka, marg)
                 if self.mirror:
                     vals[SCAN_CHUNK + p - lo] = self._finish_d2(p + self.m, ka, marg)
+                again += 1
+        return again
 
     cdef object _scan_all(self, Py_ssize_t k, double d2_over):
         cdef Py_ssize_t nchunk = (self.m + SCAN_CHUNK - 1) // SCAN_CHUNK, halves = 2 if self.mirror else 1
@@ -678,6 +701,7 @@ cdef class FastMEBOps:
         cdef double marg = self.margin(), best = -INFINITY, thr, over = d2_over - self.c0, v
         cdef double err = self._screen_err()
         cdef Py_ssize_t bufsize = self._bufsize()
+        self.full_screen_on = 1  # every full scan tries screening again
         cdef double* cmax = <double*> malloc(nchunk * halves * sizeof(double))
         cdef double* tv = <double*> malloc(nchunk * kk * sizeof(double))
         cdef Py_ssize_t* tz = <Py_ssize_t*> malloc(nchunk * kk * sizeof(Py_ssize_t))
@@ -692,12 +716,13 @@ cdef class FastMEBOps:
                             use_threads_if=self.m * self.nsv >= PARALLEL_MIN_WORK and nchunk > 1 and not self.sv.blas):
                 vals = <double*> malloc((2 * SCAN_CHUNK + bufsize) * sizeof(double))
                 buf = &vals[2 * SCAN_CHUNK]
-                if err >= 0.0:
-                    self._chunk_d2_screened(c, marg, err, over if k > 0 else INFINITY, vals)
-                else:
-                    self._chunk_d2(c, marg, vals, buf)
                 lo = c * SCAN_CHUNK
                 hi = min(lo + SCAN_CHUNK, self.m)
+                if err >= 0.0 and self.full_screen_on:
+                    if 2 * self._chunk_d2_screened(c, marg, err, over if k > 0 else INFINITY, vals) > hi - lo:
+                        self.full_screen_on = 0
+                else:
+                    self._chunk_d2(c, marg, vals, buf)
                 tc[c] = 0
                 for h in range(halves):
                     v = -INFINITY

@@ -80,3 +80,30 @@ def test_mmda_engines_agree_past_the_block_sizes():
     for ca, cb in zip(a.expansion_coef_, b.expansion_coef_):
         np.testing.assert_allclose(ca, cb, atol=1e-6 * max(1.0, np.abs(ca).max()), rtol=0)
     np.testing.assert_allclose(a.certified_ratio_, b.certified_ratio_, rtol=1e-7)
+
+
+@pytest.mark.parametrize("gamma,C,screens", [(0.3, 10.0, True), (1e-2, 1e5, False)])
+def test_screening_falls_back_to_exact_scans_where_it_cannot_decide(gamma, C, screens):
+    """The fast engine screens scans with a single-precision exp and recomputes in double every candidate
+    within the screen's error bound of a decision.  A wide kernel at large C puts nearly every candidate
+    there (the margin is tiny against the bound), so screening turns itself off; either way the engines
+    pick the same core vectors with the same weights, past the compiled engine's 2,048-point chunks."""
+    from fastimpl._engine import FastMEBOps
+    from fastimpl._engine import fit_meb as fit_fast
+    from refimpl.meb import fit_meb as fit_ref
+
+    problem = random_problem("two_class", "rbf", m=2500, d=2, C=C, seed=5, gamma=gamma)
+    made = []
+
+    def fast_ops(p, cache):
+        made.append(FastMEBOps(p, cache))
+        return made[-1]
+
+    kw = dict(sample_size=59, random_state=5, stop="hybrid", certify=True)
+    a = fit_ref(problem, 1e-2, **kw)
+    b = fit_fast(problem, 1e-2, ops_class=fast_ops, **kw)
+    np.testing.assert_array_equal(a.core_set, b.core_set)
+    np.testing.assert_allclose(a.alpha, b.alpha, atol=ALPHA_TOL, rtol=0)
+    for x, y in ((a.radius2, b.radius2), (a.r_cert2, b.r_cert2)):
+        assert abs(x - y) <= RADIUS_RTOL * max(1.0, abs(x))
+    assert made[0].screening_state()[0] is screens  # the certificate's full scan kept or dropped screening
