@@ -205,10 +205,31 @@ cdef class FastMEBOps:
         self.core.setup(self.K, 64)
         self.sv = _PointStore()
         self.sv.setup(self.K, 64)
+        self._screen_in_float()
         self.sv_dirty = True
         self.full_screen_on = 1
         self.sample_screen_off = 0
         self._grow(64)
+
+    cdef void _screen_in_float(self) except *:
+        """Let the support's store screen with single-precision distances, centred on the bounding box of
+        the inputs (every candidate lies in it; the store says whether the kernel and the box allow it)."""
+        cdef double lo[16]
+        cdef double hi[16]
+        cdef Py_ssize_t i, e, d = self.d
+        if d < 1 or d > 16 or self.m == 0:
+            return
+        with nogil:
+            for e in range(d):
+                lo[e] = self.X[0, e]
+                hi[e] = self.X[0, e]
+            for i in range(1, self.m):
+                for e in range(d):
+                    if self.X[i, e] < lo[e]:
+                        lo[e] = self.X[i, e]
+                    elif self.X[i, e] > hi[e]:
+                        hi[e] = self.X[i, e]
+        self.sv.enable_f32(lo, hi)
 
     cdef void _grow(self, Py_ssize_t newcap) except *:
         cdef Py_ssize_t t, old = self.cap
@@ -578,7 +599,7 @@ cdef class FastMEBOps:
         round-off of two sums of nsv terms."""
         if not self.sv.screens():
             return -1.0
-        return 2.0 * self.svabs * (CV_SCREEN_TERM_ERR + 4.0 * DBL_EPSILON * (self.nsv + 1))
+        return 2.0 * self.svabs * (self.sv.screen_term_err() + 4.0 * DBL_EPSILON * (self.nsv + 1))
 
     cdef inline double _exact_ka(self, Py_ssize_t q) noexcept nogil:
         """sum_t alpha_t s_t k(x_t, x_q) in double (the coordinate path: no scratch needed)."""
@@ -1204,6 +1225,31 @@ def _radial_kernels(double[:, ::1] C, double[::1] x, double gamma, bint laplace,
         s = cv_radial_dot(&C[0, 0], n, n, d, &x[0], -gamma, laplace, &w[0])
         s_screen = cv_radial_dot_screen(&C[0, 0], n, n, d, &x[0], -gamma, laplace, &w[0])
     return row, s, s_screen
+
+
+def _store_screen(spec, double[:, ::1] P, double[:, ::1] X, double[::1] w, bint allow_f32=True,
+                  bint exact=True):
+    """Test hook for the support store's screening as the scans use it: P (n x d) stored as the support
+    (centred on the bounding box of P and X, single-precision distances where the store allows them),
+    then for every row x of X the screened sum_j w_j k(p_j, x), the exact one (cv_radial_dot in double),
+    whether float distances were used, and the bound per term (|screened - exact| <= bound sum |w|)."""
+    cdef Py_ssize_t n = P.shape[0], d = P.shape[1], i, e
+    if X.shape[1] != d or w.shape[0] != n:
+        raise ValueError("_store_screen: X must have P's columns and w P's rows")
+    cdef _PointStore st = _PointStore()
+    st.setup(make_kern(spec, d), max(n, 1))
+    both = np.vstack([np.asarray(P), np.asarray(X)])
+    cdef double[::1] lo = both.min(axis=0), hi = both.max(axis=0)
+    if allow_f32:
+        st.enable_f32(&lo[0], &hi[0])
+    for i in range(n):
+        st.put(i, &P[i, 0])
+    scr = np.empty(X.shape[0])
+    ext = np.empty(X.shape[0])
+    for i in range(X.shape[0]):
+        scr[i] = st.weighted_screen(&X[i, 0], &w[0])
+        ext[i] = st.weighted(&X[i, 0], 0.0, 0.0, &w[0], NULL) if exact else np.nan
+    return scr, ext, bool(st.fmode), st.screen_term_err()
 
 
 #: the screening kernel's bound on each term's absolute error (None: the scans do not screen)

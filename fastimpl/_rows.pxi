@@ -26,6 +26,8 @@ cdef extern from "_simd.h":
                                 double mg, int laplace, const double* w) noexcept nogil
     int cv_screen_available() noexcept nogil
     double CV_SCREEN_TERM_ERR
+    double cv_rbf_dot_screen_f32(const float* C, Py_ssize_t ld, Py_ssize_t n, Py_ssize_t d, const float* x,
+                                 float mg, const double* w) noexcept nogil
 
 #: from this many coordinates on, kernel rows go through BLAS (dot products against squared norms)
 cdef Py_ssize_t BLAS_MIN_D = 16
@@ -73,11 +75,19 @@ cdef class _PointStore:
     cdef double* data   # blas: cap x d by row; else d x cap by coordinate
     cdef double* sq     # squared norms (the BLAS path of radial kernels)
     cdef double* rd     # k_raw(c, c) (normalised dot-product kernels)
+    # single-precision copy for the screening kernel (Gaussian kernel, coordinate layout): fl(c - fmu)
+    cdef float* fdata
+    cdef double fmu[16]      # the centre (d < BLAS_MIN_D = 16 on this layout)
+    cdef bint fmode
+    cdef double ferr         # the screening kernel's error bound per term (CV_SCREEN_TERM_ERR + its own)
 
     def __cinit__(self):
         self.data = NULL
         self.sq = NULL
         self.rd = NULL
+        self.fdata = NULL
+        self.fmode = False
+        self.ferr = CV_SCREEN_TERM_ERR
         self.n = 0
         self.cap = 0
 
@@ -85,6 +95,7 @@ cdef class _PointStore:
         free(self.data)
         free(self.sq)
         free(self.rd)
+        free(self.fdata)
 
     cdef void setup(self, Kern K, Py_ssize_t cap) except *:
         self.K = K
@@ -96,6 +107,7 @@ cdef class _PointStore:
         """Room for ``cap`` points, keeping the first n."""
         cdef Py_ssize_t e, d = self.d
         cdef double* nd
+        cdef float* fd
         if cap <= self.cap:
             return
         nd = <double*> malloc(cap * max(d, 1) * sizeof(double))
@@ -113,6 +125,15 @@ cdef class _PointStore:
         self.rd = <double*> realloc(self.rd, cap * sizeof(double))
         if self.sq == NULL or self.rd == NULL:
             raise MemoryError("kernel row store")
+        if self.fmode:
+            fd = <float*> malloc(cap * d * sizeof(float))
+            if fd == NULL:
+                raise MemoryError("kernel row store")
+            if self.fdata != NULL:
+                for e in range(d):
+                    memcpy(&fd[e * cap], &self.fdata[e * self.cap], self.n * sizeof(float))
+            free(self.fdata)
+            self.fdata = fd
         self.cap = cap
 
     cdef inline void put(self, Py_ssize_t j, const double* x) noexcept nogil:
@@ -123,6 +144,9 @@ cdef class _PointStore:
         else:
             for e in range(d):
                 self.data[e * self.cap + j] = x[e]
+            if self.fmode:
+                for e in range(d):
+                    self.fdata[e * self.cap + j] = <float> (x[e] - self.fmu[e])
         self.sq[j] = point_sq(x, d)
         self.rd[j] = point_rawdiag(&self.K, x)
         if j >= self.n:
@@ -161,8 +185,41 @@ cdef class _PointStore:
         return not self.blas and self.K.code <= 1 and cv_screen_available()
 
     cdef inline double weighted_screen(self, const double* x, const double* w) noexcept nogil:
-        """weighted() with exp in single precision (only where screens()): for ruling candidates out."""
+        """weighted() with exp in single precision (only where screens()): for ruling candidates out;
+        within ``screen_term_err()`` sum_j |w_j| of it."""
+        cdef float xf[16]
+        cdef Py_ssize_t e
+        if self.fmode:
+            for e in range(self.d):
+                xf[e] = <float> (x[e] - self.fmu[e])
+            return cv_rbf_dot_screen_f32(self.fdata, self.cap, self.n, self.d, xf, <float> -self.K.gamma, w)
         return cv_radial_dot_screen(self.data, self.cap, self.n, self.d, x, -self.K.gamma, self.K.code == 1, w)
+
+    cdef inline double screen_term_err(self) noexcept nogil:
+        return self.ferr
+
+    cdef void enable_f32(self, const double* lo, const double* hi) except *:
+        """Screen with single-precision distances as well (before any point is stored): the Gaussian
+        kernel on the coordinate layout, every point within the box [lo, hi], and a kernel width at which
+        float distances stay within 1% of an e-fold (see cv_rbf_dot_screen_f32 in _simd.h for the bound)."""
+        cdef Py_ssize_t e, d = self.d
+        cdef double M = 0.0, u = 5.9604644775390625e-08, g = self.K.gamma
+        if self.n > 0 or self.blas or self.K.code != 0 or not cv_screen_available() or d < 1 or d > 16:
+            return
+        for e in range(d):
+            self.fmu[e] = 0.5 * (lo[e] + hi[e])
+            M = max(M, 0.5 * (hi[e] - lo[e]))
+        # gamma |r_f - r| <= gamma u M^2 d (8 + 4 (d + 3)) over the box (r <= 4 d M^2); keep it <= 0.01, and
+        # keep the float coordinates normal numbers
+        if not (M < 1e18) or g * u * M * M * d * (8.0 + 4.0 * (d + 3)) > 0.01 or (M > 0 and M < 1e-30):
+            return
+        self.ferr = CV_SCREEN_TERM_ERR + 1.01 * (1.716 * u * M * sqrt(d * g) + 0.368 * (d + 3) * u)
+        self.fmode = True
+        self.fdata = <float*> malloc(self.cap * d * sizeof(float))
+        if self.fdata == NULL:
+            self.fmode = False
+            self.ferr = CV_SCREEN_TERM_ERR
+            raise MemoryError("kernel row store")
 
     cdef void block(self, const double* xs, Py_ssize_t nb, Py_ssize_t ldx, const double* xsq, const double* xrd,
                     Py_ssize_t lo, Py_ssize_t hi, double* out, Py_ssize_t ldo) noexcept nogil:

@@ -313,6 +313,86 @@ static double cv_radial_dot_screen_avx2(const double *C, ptrdiff_t ld, ptrdiff_t
            + (j < n ? cv_radial_dot_avx2(C + j, ld, n - j, d, x, mg, laplace, w + j) : 0.0);
 }
 
+/* Screening kernel with single-precision distances (Gaussian kernel only): coordinates stored as floats
+ * relative to a centre mu of the data (C[e * ld + j] = fl(c_je - mu_e), x likewise), squared distances
+ * accumulated in float with FMA, exp in float as above, the weighted sum in double.  Twice the lanes of
+ * cv_radial_dot_screen in the distance part.  Its extra error per term, for coordinates within M of mu
+ * (u = 2^-24, t = gamma r): |r_f - r| <= 4 u M sqrt(d r) + (d + 3) u r (the roundings of c - mu, x - mu,
+ * their difference and d fused adds, and of gamma r), so |exp(-gamma r_f) - exp(-gamma r)| <=
+ * 1.01 e^-t (4 u M sqrt(d gamma t) + (d + 3) u t) <= 1.01 (1.716 u M sqrt(d gamma) + 0.368 (d + 3) u)
+ * whenever gamma |r_f - r| <= 0.01; FastMEBOps adds it to CV_SCREEN_TERM_ERR (_PointStore.enable_f32). */
+__attribute__((target("avx512f,avx512dq,avx2,fma")))
+static double cv_rbf_dot_screen_f32_avx512(const float *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                                           const float *x, float mg, const double *w)
+{
+    __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
+    __m512d acc2 = _mm512_setzero_pd(), acc3 = _mm512_setzero_pd();
+    const __m512 vmg = _mm512_set1_ps(mg);
+    ptrdiff_t j = 0, e;
+    for (; j + 32 <= n; j += 32) {  /* two independent blocks of 16: the exp's FMA chains overlap */
+        __m512 r = _mm512_setzero_ps(), q = _mm512_setzero_ps();
+        for (e = 0; e < d; e++) {
+            const __m512 xe = _mm512_set1_ps(x[e]);
+            __m512 u = _mm512_sub_ps(_mm512_loadu_ps(C + e * ld + j), xe);
+            __m512 v = _mm512_sub_ps(_mm512_loadu_ps(C + e * ld + j + 16), xe);
+            r = _mm512_fmadd_ps(u, u, r);
+            q = _mm512_fmadd_ps(v, v, q);
+        }
+        __m512 kr = cv_expf16(_mm512_mul_ps(vmg, r)), kq = cv_expf16(_mm512_mul_ps(vmg, q));
+        acc0 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j), _mm512_cvtps_pd(_mm512_castps512_ps256(kr)), acc0);
+        acc1 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 8), _mm512_cvtps_pd(_mm512_extractf32x8_ps(kr, 1)), acc1);
+        acc2 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 16), _mm512_cvtps_pd(_mm512_castps512_ps256(kq)), acc2);
+        acc3 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 24), _mm512_cvtps_pd(_mm512_extractf32x8_ps(kq, 1)), acc3);
+    }
+    acc0 = _mm512_add_pd(acc0, acc2);
+    acc1 = _mm512_add_pd(acc1, acc3);
+    for (; j < n; j += 16) {
+        const __mmask16 k = (n - j >= 16) ? (__mmask16) 0xFFFF : (__mmask16) ((1u << (n - j)) - 1u);
+        __m512 r = _mm512_setzero_ps();
+        for (e = 0; e < d; e++) {
+            __m512 u = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, C + e * ld + j), _mm512_set1_ps(x[e]));
+            r = _mm512_fmadd_ps(u, u, r);
+        }
+        __m512 kv = _mm512_maskz_mov_ps(k, cv_expf16(_mm512_mul_ps(vmg, r)));  /* lanes past n: 0 */
+        const __mmask8 k0 = (__mmask8) (k & 0xFF), k1 = (__mmask8) (k >> 8);
+        acc0 = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(k0, w + j), _mm512_cvtps_pd(_mm512_castps512_ps256(kv)), acc0);
+        acc1 = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(k1, w + j + 8),
+                               _mm512_cvtps_pd(_mm512_extractf32x8_ps(kv, 1)), acc1);
+    }
+    return _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
+}
+
+__attribute__((target("avx2,fma")))
+static double cv_rbf_dot_screen_f32_avx2(const float *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                                         const float *x, float mg, const double *w)
+{
+    __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+    const __m256 vmg = _mm256_set1_ps(mg);
+    ptrdiff_t j = 0, e;
+    double tail = 0.0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 r = _mm256_setzero_ps();
+        for (e = 0; e < d; e++) {
+            __m256 u = _mm256_sub_ps(_mm256_loadu_ps(C + e * ld + j), _mm256_set1_ps(x[e]));
+            r = _mm256_fmadd_ps(u, u, r);
+        }
+        __m256 kv = cv_expf8(_mm256_mul_ps(vmg, r));
+        acc0 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j), _mm256_cvtps_pd(_mm256_castps256_ps128(kv)), acc0);
+        acc1 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j + 4), _mm256_cvtps_pd(_mm256_extractf128_ps(kv, 1)), acc1);
+    }
+    for (; j < n; j++) {  /* the same float arithmetic, one lane at a time */
+        float r = 0.0f;
+        for (e = 0; e < d; e++) { float u = C[e * ld + j] - x[e]; r = fmaf(u, u, r); }
+        float kv[8];
+        _mm256_storeu_ps(kv, cv_expf8(_mm256_set1_ps(mg * r)));
+        tail += w[j] * (double) kv[0];
+    }
+    __m256d a = _mm256_add_pd(acc0, acc1);
+    double t[4];
+    _mm256_storeu_pd(t, a);
+    return ((t[0] + t[1]) + (t[2] + t[3])) + tail;
+}
+
 /* Rows: out[j] = exp(mg r_j) with the same vector exp */
 __attribute__((target("avx512f,avx512dq,avx2,fma")))
 static void cv_radial_row_x512(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
@@ -443,6 +523,19 @@ static double cv_radial_dot_screen(const double *C, ptrdiff_t ld, ptrdiff_t n, p
     if (level == 1) return cv_radial_dot_screen_avx2(C, ld, n, d, x, mg, laplace, w);
 #endif
     return cv_radial_dot(C, ld, n, d, x, mg, laplace, w);
+}
+
+/* cv_rbf_dot_screen_f32_avx512/_avx2 by CPU; only called where cv_screen_available() */
+static double cv_rbf_dot_screen_f32(const float *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const float *x,
+                                    float mg, const double *w)
+{
+#ifdef CV_X86_DISPATCH
+    int level = cv_simd_level();
+    if (level == 2) return cv_rbf_dot_screen_f32_avx512(C, ld, n, d, x, mg, w);
+    if (level == 1) return cv_rbf_dot_screen_f32_avx2(C, ld, n, d, x, mg, w);
+#endif
+    (void) C; (void) ld; (void) n; (void) d; (void) x; (void) mg; (void) w;
+    return NAN;
 }
 
 /* ---------------------------------------------------------------------------------------------

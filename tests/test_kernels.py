@@ -113,3 +113,55 @@ def test_screening_kernel_stays_within_its_bound(n, laplace):
         s_exact = _radial_kernels(C, x, gamma, laplace, w)[1]
         assert abs(_radial_kernels(C, x, gamma, laplace, w)[2] - s_exact) <= SCREEN_TERM_ERR * np.abs(w).sum()
     assert worst <= SCREEN_TERM_ERR / 3, worst
+
+
+@pytest.mark.parametrize("d,gamma,box", [(1, 1.0, 4.0), (2, 1.0, 4.0), (2, 300.0, 1.0), (3, 1e-3, 100.0),
+                                         (10, 0.05, 3.0), (15, 2.0, 0.5)])
+def test_support_store_screens_within_its_bound(d, gamma, box):
+    """The scans screen with the support store's weighted_screen: Gaussian kernels on the coordinate
+    layout use single-precision distances (coordinates centred on the data's bounding box) and the store
+    widens its bound per term by the float-distance error of _simd.h (4 u M sqrt(d r) + (d + 3) u r).
+    Every term alone (unit weights) and every weighted sum must stay within that bound, on every tail
+    length of the 16- and 32-wide loops, with the points spread over the whole box."""
+    from fastimpl._engine import SCREEN_TERM_ERR, _store_screen
+    from refimpl.kernels import make_kernel_spec
+
+    if SCREEN_TERM_ERR is None:
+        pytest.skip("no vector unit: the scans compute every candidate in double (nothing to bound)")
+    rng = np.random.default_rng(d)
+    worst, bound = 0.0, None
+    for n in (1, 15, 16, 17, 31, 32, 33, 100):
+        P = rng.uniform(-box, box, size=(n, d)) + 7.0 * box  # off the origin: the centring matters
+        X = rng.uniform(-box, box, size=(40, d)) + 7.0 * box
+        spec = make_kernel_spec(P, "rbf", gamma, 3, 0.0, False)
+        w = rng.normal(size=n)
+        scr, ext, f32, bound = _store_screen(spec, P, X, w)
+        assert f32  # these widths and boxes keep float distances within 1% of an e-fold
+        assert bound > SCREEN_TERM_ERR
+        np.testing.assert_array_less(np.abs(scr - ext), bound * np.abs(w).sum())
+        for j in range(n):
+            e = np.zeros(n)
+            e[j] = 1.0
+            scr, ext, _, _ = _store_screen(spec, P, X, e)
+            worst = max(worst, float(np.max(np.abs(scr - ext))))
+    assert worst <= bound / 3, (worst, bound)
+
+
+def test_support_store_keeps_double_distances_where_floats_would_lose_the_kernel():
+    """A box so wide against the kernel width that float distances could be off by more than 1% of an
+    e-fold (gamma u M^2 d (4 d + 20) > 0.01) keeps the double-distance screen and its tighter bound."""
+    from fastimpl._engine import SCREEN_TERM_ERR, _store_screen
+    from refimpl.kernels import make_kernel_spec
+
+    if SCREEN_TERM_ERR is None:
+        pytest.skip("no vector unit: the scans compute every candidate in double (nothing to bound)")
+    rng = np.random.default_rng(0)
+    P = rng.uniform(-100.0, 100.0, size=(50, 2))
+    spec = make_kernel_spec(P, "rbf", 1.0, 3, 0.0, False)
+    w = rng.normal(size=50)
+    scr, ext, f32, bound = _store_screen(spec, P, P[:10], w)
+    assert not f32 and bound == SCREEN_TERM_ERR
+    np.testing.assert_array_less(np.abs(scr - ext), bound * np.abs(w).sum())
+    # the laplacian kernel is never screened with float distances
+    spec = make_kernel_spec(P, "laplacian", 1e-3, 3, 0.0, False)
+    assert _store_screen(spec, P, P[:10], w)[2] is False
