@@ -72,6 +72,33 @@ NEWTON_RTOL = 1e-13
 #: factor (the rounding floor of the gradient and of the factor L is reached)
 REFINE_RATIO = 0.25
 SELECTIONS = ("srs", "random")
+#: ``delta='auto'`` (the estimator's default): Delta = epsilon + DELTA_SCALE * s, s = :func:`target_scale`
+DELTA_SCALE = 3.0
+
+
+def target_scale(y):
+    """A robust scale s of the targets: 1.4826 MAD(y) (the standard deviation for Gaussian y), or the
+    standard deviation when more than half of y is one value (MAD = 0).  Used by ``delta='auto'``.
+
+    The loss (7) is measured in the targets' units, while lam multiplies beta'K beta, which scales as
+    y^2 like the quadratic zone of the loss: with eps and Delta proportional to the scale of y, the
+    problem (8) for c*y is c^2 times the problem for y, so beta (and f) scale with c and one lam serves
+    every target scale.  002 Sec. 4 fixes Delta = 0.3 in absolute units (on [-1, 1]-scaled inputs),
+    which is a tight Huber zone on targets of unit spread and a loose one on targets of spread 0.01.
+    """
+    y = np.asarray(y, dtype=np.float64)
+    s = 1.4826 * float(np.median(np.abs(y - np.median(y))))
+    return s if s > 0 else float(np.std(y))
+
+
+def auto_delta(y, epsilon):
+    """Delta of ``delta='auto'``: epsilon + DELTA_SCALE * :func:`target_scale` (always > epsilon, as (7) needs).
+
+    With the default epsilon = 0 that is the Huber loss (002 eq. (7), case (1)) with its quadratic zone
+    three robust standard deviations of y wide: quadratic (least squares, the best loss for the RMSE
+    under Gaussian noise) on every point but gross outliers, whose influence stays bounded.
+    """
+    return float(epsilon) + DELTA_SCALE * target_scale(y)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -375,6 +375,47 @@ def test_estimator_fast_equals_ref_and_fits(impl):
     assert est.score(X, y) > 0.5
 
 
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+def test_default_delta_is_the_robust_rule_and_scale_equivariant(impl):
+    """delta='auto' (issue 15): Delta = epsilon + 3 * 1.4826 MAD(y) (scipy's normal-scaled MAD), so fitting
+    c*y gives the same basis and c times the predictions (on main, Delta = 0.3 in absolute units was a
+    different loss for every c); fast and ref agree on the defaults' path."""
+    from scipy.stats import median_abs_deviation
+    X, y = friedman(400, which=3, random_state=0)
+    X = (X - X.min(0)) / (X.max(0) - X.min(0)) * 2 - 1
+    fits = {c: SparseSVR(n_basis=15, random_state=0, impl=impl).fit(X, c * y) for c in (1.0, 1e3, 1e-3)}
+    mad = median_abs_deviation(y, scale="normal")
+    assert fits[1.0].delta_ == pytest.approx(3 * mad, rel=1e-3)    # scipy's 1/Phi^-1(3/4) vs 1.4826
+    for c, est in fits.items():
+        assert est.delta_ == pytest.approx(c * fits[1.0].delta_, rel=1e-12)
+        np.testing.assert_array_equal(est.basis_indices_, fits[1.0].basis_indices_)
+        np.testing.assert_allclose(est.predict(X), c * fits[1.0].predict(X), rtol=1e-7, atol=1e-9 * c)
+    eps = SparseSVR(n_basis=5, epsilon=0.05, random_state=0, impl=impl).fit(X, y)
+    assert eps.delta_ == pytest.approx(0.05 + 3 * mad, rel=1e-3)
+    other = SparseSVR(n_basis=15, random_state=0, impl="ref" if impl == "fast" else "fast").fit(X, y)
+    np.testing.assert_array_equal(other.basis_indices_, fits[1.0].basis_indices_)
+    np.testing.assert_allclose(other.predict(X), fits[1.0].predict(X), atol=PRED_TOL * np.abs(y).max())
+
+
+@pytest.mark.slow
+def test_defaults_reach_a_tuned_svr_on_abalone():
+    """Issue 15's target on abalone (3000 training / 1177 test points, inputs scaled to [-1, 1]): SparseSVR
+    with its defaults and n_basis = 5% of the support vectors of an SVR tuned by grid search over
+    (C, epsilon, gamma) on a held-out third (best: C=2048, epsilon=0.6 and gamma=0.05 on standardised
+    targets, chosen from C in {0.5 .. 32768}, epsilon in {0.02 .. 0.9}, gamma in {0.0125 .. 1.6}) is within
+    1% of that SVR's test RMSE.  Main's defaults (epsilon=0.1, Delta=0.3 in the targets' units) were 4.6%
+    worse."""
+    from reports.ssvr import load
+    X, ys, Xt, yt, (mu, sd) = load("abalone", "quick", 0)
+    svr = SVR(C=2048.0, epsilon=0.6, gamma=0.05, cache_size=500).fit(X, ys)
+    rmse_svr = np.sqrt(np.mean((svr.predict(Xt) * sd + mu - yt) ** 2))
+    m = len(svr.support_) // 20
+    y = ys * sd + mu
+    ratios = [np.sqrt(np.mean((SparseSVR(n_basis=m, random_state=rs).fit(X, y).predict(Xt) - yt) ** 2)) / rmse_svr
+              for rs in range(3)]
+    assert np.median(ratios) <= 1.01
+
+
 @pytest.mark.parametrize("kernel", ["rbf", "laplacian", "poly"])
 @pytest.mark.parametrize("n", [37, 203])
 def test_fast_equals_ref_with_residuals_on_the_zone_boundaries(kernel, n):
@@ -518,7 +559,7 @@ def test_parallel_scoring_is_thread_count_independent():
     (dict(impl="gpu"), "impl"), (dict(tol=-1.0), "tol"),
     (dict(max_newton=0), "max_newton"), (dict(gamma=-1.0), "gamma"),
     (dict(kernel="sigmoid"), "kernel"), (dict(lam="big"), "lam"),
-    (dict(fit_intercept="yes"), "fit_intercept"), (dict(n_jobs=0), "n_jobs"),
+    (dict(fit_intercept="yes"), "fit_intercept"), (dict(n_jobs=0), "n_jobs"), (dict(delta="big"), "delta"),
 ])
 def test_bad_parameters(params, name):
     """Every bad parameter, of any type, raises scikit-learn's InvalidParameterError naming it."""
