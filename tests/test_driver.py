@@ -602,8 +602,14 @@ def test_the_step_bound_warning_points_at_the_callers_line():
     X, y = checkerboard(400, random_state=0)
     problem = cvm.two_class_problem(X, np.where(y == y[0], 1.0, -1.0), make_kernel_spec(X, "rbf", gamma=1.0), 1e4)
     with pytest.warns(ConvergenceWarning) as rec:
-        fit_meb(problem, 1e-3, sample_size=None, solver="smo", tol=1e-300, max_iter=40, random_state=0)
+        res = fit_meb(problem, 1e-3, sample_size=None, solver="smo", tol=1e-300, max_iter=40, random_state=0)
     assert [w.filename for w in rec if "step bound" in str(w.message)] == [__file__]
+    # the bound of meb.py, 200 SMO steps per core vector plus 1,000: no QP went past it, the capped ones
+    # (the last one at least) stopped exactly there
+    h = res.history
+    bounds = [200 * t + 1000 for t in h["core_set_size"]]
+    assert h["inner_capped"][-1] and all(s <= b for s, b in zip(h["inner_steps"], bounds))
+    assert h["inner_capped"] == [s == b for s, b in zip(h["inner_steps"], bounds)]
 
 
 @pytest.mark.parametrize("impl", ["fast", "ref"])
@@ -651,3 +657,101 @@ def test_sampled_ties_go_to_the_first_draw_in_both_engines(solver):
     kw = dict(sample_size=59, random_state=3, solver=solver, stop="radius")
     a, b = engine("ref")(problem, 1e-6, **kw), engine("fast")(problem, 1e-6, **kw)
     np.testing.assert_array_equal(a.core_set, b.core_set)
+
+
+def test_the_engines_take_their_options_by_keyword_only():
+    """Only the problem (or numerics) and eps are positional, and they may also be named: a positional
+    option (``fit_meb(p, 0.1, 59)``) is a TypeError instead of being read as some other option."""
+    import inspect
+
+    from refimpl.constrained_meb import fit_constrained_meb
+    from refimpl.meb import fit_meb
+    for f in (fit_meb, fit_constrained_meb, run_core_set_loop):
+        kinds = [p.kind for p in inspect.signature(f).parameters.values()]
+        assert kinds[:2] == [inspect.Parameter.POSITIONAL_OR_KEYWORD] * 2, f
+        assert all(k is inspect.Parameter.KEYWORD_ONLY for k in kinds[2:]), f
+
+
+def _linear_meb_ops(impl, X):
+    """The hard MEB of the rows of X under the linear kernel, phi(x) = x, on the numerics of ``impl``."""
+    from refimpl import cvm
+    from refimpl.kernels import make_kernel_spec
+    from refimpl.meb import MEBOps
+    problem = cvm.svdd_problem(X, make_kernel_spec(X, "linear"))
+    if impl == "ref":
+        return MEBOps(problem)
+    from fastimpl._engine import FastMEBOps
+    return FastMEBOps(problem)
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+def test_furthest_from_is_the_squared_distance_in_feature_space(impl):
+    """Step 1's searches maximise ||phi(z) - phi(z_l)||^2 (001 Sec. 4.1.1); under the linear kernel that is
+    the Euclidean distance of the rows, written out here (a varying diagonal: ||x||^2 is not constant)."""
+    X = np.random.default_rng(3).normal(size=(40, 3)) * np.linspace(0.2, 3.0, 40)[:, None]
+    ops = _linear_meb_ops(impl, X)
+    for z in (0, 7, 21):
+        idx = np.arange(40)[np.arange(40) != z]
+        expect = idx[np.argmax(((X[idx] - X[z]) ** 2).sum(1))]
+        assert ops.furthest_from(z, idx) == expect
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+def test_near_ties_are_relative_to_the_size_of_the_distances(impl):
+    """Two points whose squared distances to the center (1e8 and 1e8 + 1e-6) differ by 1e-14 of their size,
+    far below TIE = 1e-12 relative but far above the round-off of the sum: a tie, which the scans give to
+    the first candidate (lowest index in a full scan, first drawn in a sample), whatever the order of the
+    two values."""
+    from refimpl.simplex_qp import TIE
+    r = 1e4
+    X = np.array([[0.0, 0.0], [1.0, 0.0], [r, 0.0], [0.0, np.sqrt(r * r + 1e-6)], [0.0, 1.0]])
+    d2 = (X ** 2).sum(1)
+    assert 0 < d2[3] - d2[2] < TIE * d2[2] / 10             # the tie, and float64 resolves it
+    ops = _linear_meb_ops(impl, X)
+    ops.start(0, 1)                                         # alpha = e_0: the center is x_0 = 0
+    assert ops.scan(None, 0, np.inf).best == 2
+    assert ops.scan(np.array([2, 3]), 0, np.inf).best == 2
+    assert ops.scan(np.array([4, 3, 2]), 0, np.inf).best == 3
+    assert ops.scan(np.array([4, 3, 2]), 0, np.inf).d2 == pytest.approx(d2[3], rel=1e-15)
+
+
+def _count_kernel_entries(monkeypatch, problem):
+    """Count the entries of every block of K~ that ``problem`` computes."""
+    count = [0]
+    block = problem.block
+
+    def counted(rows, cols):
+        out = block(rows, cols)
+        count[0] += out.size
+        return out
+    monkeypatch.setattr(problem, "block", counted)
+    return count
+
+
+@pytest.mark.parametrize("solver", ["smo", "auto"])
+@pytest.mark.parametrize("sample_size", [None, 20])
+def test_kernel_evaluations_count_the_entries_the_reference_computes(monkeypatch, solver, sample_size):
+    """MEBResult.kernel_evaluations is the number of entries of K~ the reference evaluated (each counted
+    here as its block is computed)."""
+    from helpers import random_problem
+    from refimpl.meb import fit_meb
+    problem = random_problem("two_class", "rbf", m=150, C=10.0, seed=4, gamma=0.5)
+    count = _count_kernel_entries(monkeypatch, problem)
+    res = fit_meb(problem, 1e-3, sample_size=sample_size, random_state=0, solver=solver, stop="margin")
+    assert res.converged and count[0] > 0
+    assert res.kernel_evaluations == count[0]
+
+
+def test_the_progress_bar_carries_the_label(capsys):
+    """verbose=True shows a bar named by ``label``, or "MEB (<numerics>)" without one; verbose=False
+    prints nothing."""
+    from helpers import random_problem
+    from refimpl.meb import fit_meb
+    problem = random_problem("two_class", "rbf", m=60, C=10.0, seed=4, gamma=0.5)
+    fit_meb(problem, 1e-2, sample_size=None, random_state=0, stop="margin")
+    assert capsys.readouterr().err == ""
+    fit_meb(problem, 1e-2, sample_size=None, random_state=0, stop="margin", verbose=True)
+    assert "MEB (MEBOps)" in capsys.readouterr().err
+    fit_meb(problem, 1e-2, sample_size=None, random_state=0, stop="margin", verbose=True, label="my fit")
+    err = capsys.readouterr().err
+    assert "my fit" in err and "MEBOps" not in err

@@ -435,5 +435,41 @@ def test_the_sor_step_bound_warning_points_at_the_callers_line():
     says so, naming the code that called it."""
     problem, *_ = projected_problem(m=30, s=1, seed=0)
     with pytest.warns(ConvergenceWarning) as rec:
-        fit_constrained_meb(problem, 1e-3, sample_size=None, tol=1e-300, max_iter=3, random_state=0, omega=0.01)
+        res = fit_constrained_meb(problem, 1e-3, sample_size=None, tol=1e-300, max_iter=3, random_state=0,
+                                  omega=0.01)
     assert [w.filename for w in rec if "SOR step bound" in str(w.message)] == [__file__]
+    # the bound of sor.py, 500 steps per variable (t core vectors, s = 1 gamma) plus 1,000: none went past
+    # it, the capped ones (the last one at least) stopped exactly there
+    h = res.history
+    bounds = [500 * (t + 1) + 1000 for t in h["core_set_size"]]
+    assert h["inner_capped"][-1] and all(s <= b for s, b in zip(h["inner_steps"], bounds))
+    assert h["inner_capped"] == [s == b for s, b in zip(h["inner_steps"], bounds)]
+    assert res.sor_steps == sum(h["inner_steps"])
+
+
+@pytest.mark.parametrize("s", [0, 1, 2])
+@pytest.mark.parametrize("sample_size", [None, 15])
+def test_kernel_evaluations_and_sor_steps_count_what_the_fit_did(s, sample_size):
+    """kernel_evaluations is the number of kernel values the reference computed (every block of k and
+    every expansion over the support, counted here as they are made: the entries of G_t, the rows of
+    Phi~'U~, the scans); sor_steps the SOR steps of all core-set QPs, which the history lists per solve."""
+    from refimpl.constrained_meb import ConstrainedOps
+
+    count = [0]
+
+    class Counted(ConstrainedOps):
+        def raw_block(self, A, B):
+            count[0] += len(A) * len(B)
+            return super().raw_block(A, B)
+
+        def expansion(self, SV, coef, Xq):
+            count[0] += len(SV) * len(Xq)
+            return super().expansion(SV, coef, Xq)
+
+    problem, *_ = projected_problem(m=40, s=s, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")    # and a fit whose QPs reach their tol does not warn
+        res = fit_constrained_meb(problem, 1e-3, sample_size=sample_size, random_state=0, ops_class=Counted)
+    assert res.converged and count[0] > 0
+    assert res.kernel_evaluations == count[0]
+    assert res.sor_steps == sum(res.history["inner_steps"]) > 0
