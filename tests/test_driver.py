@@ -613,16 +613,36 @@ def test_the_step_bound_warning_points_at_the_callers_line():
 
 
 @pytest.mark.parametrize("impl", ["fast", "ref"])
-def test_coincident_points_have_radius_zero_and_no_ratio(impl):
+@pytest.mark.parametrize("kernel,m,sample_size", [("rbf", 6, None), ("linear", 6, None), ("linear", 100, 20)])
+def test_coincident_points_have_radius_zero_and_no_ratio(impl, kernel, m, sample_size):
     """The MEB of identical points has R^2 = 0: the certified ratio r_cert^2 / R^2 is then undefined (nan),
-    not an error."""
+    not an error.  Under the linear kernel at the origin every distance is 0 and so is the constant c0: the
+    scans' tie window [best - TIE (|best| + |c0|), best] is the single value 0, which every point reaches."""
     from helpers import engine
     from refimpl import cvm
     from refimpl.kernels import make_kernel_spec
-    X = np.zeros((6, 2))
-    problem = cvm.svdd_problem(X, make_kernel_spec(X, "rbf", gamma=1.0))
-    res = engine(impl)(problem, 1e-3, sample_size=None, random_state=0)
+    X = np.zeros((m, 2))
+    problem = cvm.svdd_problem(X, make_kernel_spec(X, kernel, gamma=1.0))
+    res = engine(impl)(problem, 1e-3, sample_size=sample_size, random_state=0)
     assert res.converged and res.radius2 == 0.0 and np.isnan(res.certified_ratio)
+    assert res.r_cert2 == 0.0
+
+
+def test_solver_auto_switches_to_smo_past_the_documented_support_sizes():
+    """solver='auto' keeps the active set while at most 1,000 core vectors carry weight, or 8,000 when the
+    ridge 1/C is below 1e-3 of the largest diagonal entry eta (SMO crawls there), then SMO for good; the
+    other solvers are used throughout.  Two-class rbf: eta = 2 + 1/C, so the ridge is below 1e-3 from
+    C ~ 500 on."""
+    from helpers import random_problem
+    from refimpl.meb import solver_policy
+    for C, limit in ((1.0, 1000), (400.0, 1000), (600.0, 8000), (1e4, 8000)):
+        problem = random_problem("two_class", "rbf", m=20, C=C, seed=0, gamma=0.5)
+        pick = solver_policy("auto", problem)
+        seq = [pick(SimpleNamespace(n_support=lambda k=k: k)) for k in (2, limit, limit + 1, limit, 3)]
+        assert seq == ["active_set", "active_set", "smo", "smo", "smo"], C
+        for solver in ("smo", "active_set"):
+            pick = solver_policy(solver, problem)
+            assert {pick(SimpleNamespace(n_support=lambda k=k: k)) for k in (2, 10**5)} == {solver}
 
 
 @pytest.mark.parametrize("impl", ["fast", "ref"])
