@@ -105,6 +105,23 @@ def test_loss_continuous_differentiable_and_convex(z, eps, gap):
     assert np.all(np.diff(ref.huber_derivative(zz, eps, delta)) >= -1e-12)
 
 
+@pytest.mark.parametrize("eps,delta", [(0.0, 0.5), (0.1, 0.5), (0.25, np.inf)])
+def test_sign_vectors_are_eqs_19_and_20_on_and_between_the_kinks(eps, delta):
+    """(s, s_bar, w) of 002 eqs. (19)-(21) written out, at the kinks +-eps, +-Delta themselves (strict
+    inequalities in (19), inclusive in (20)) and between them; the loss is even, so both are odd in r."""
+    pts = [0.0, eps, delta, 0.5 * (eps + min(delta, 1.0)), 2.0, 1e-3]
+    r = np.array(sorted({v for p in pts for v in (p, -p) if np.isfinite(v)}))
+    s_ref = [1.0 if eps < v < delta else -1.0 if -delta < v < -eps else 0.0 for v in r]
+    sbar_ref = [1.0 if v >= delta else -1.0 if v <= -delta else 0.0 for v in r]
+    s, s_bar, w = ref.sign_vectors(r, eps, delta)
+    np.testing.assert_array_equal(s, s_ref)
+    np.testing.assert_array_equal(s_bar, sbar_ref)
+    np.testing.assert_array_equal(w, np.square(s_ref))
+    s_m, sbar_m, _ = ref.sign_vectors(-r, eps, delta)
+    np.testing.assert_array_equal(s_m, -s)
+    np.testing.assert_array_equal(sbar_m, -s_bar)
+
+
 def _away_from_kinks(r, eps, delta, h):
     kinks = np.array([eps, delta, -eps, -delta])
     kinks = kinks[np.isfinite(kinks)]
