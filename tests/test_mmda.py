@@ -473,3 +473,26 @@ def test_kernel_evaluations_and_sor_steps_count_what_the_fit_did(s, sample_size)
     assert res.converged and count[0] > 0
     assert res.kernel_evaluations == count[0]
     assert res.sor_steps == sum(res.history["inner_steps"]) > 0
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+def test_scan_ties_go_to_the_first_candidate(impl):
+    """Points that appear twice (rows m..2m-1 repeat rows 0..m-1) and carry no weight are at exactly the same
+    distance from the center (the ridge 1/C only separates a core vector from its copy): the full scan gives
+    a tie to the lower index, a sampled scan to the candidate drawn first."""
+    from fastimpl._mmda import FastConstrainedOps
+    from refimpl.constrained_meb import ConstrainedOps
+    X, y = blobs(20, 2, seed=3, spread=1.5)
+    X2, y2 = np.vstack([X, X]), np.concatenate([y, y])
+    y_pm = np.where(y2 == 1, 1, -1).astype(np.int8)
+    base = cvm.two_class_problem(X2, y_pm, make_kernel_spec(X2, "rbf", gamma=0.4), 1.0)
+    problem = ConstrainedMEBProblem(base, Projections(X2[:0], np.zeros((0, 0))))
+    ops = (FastConstrainedOps if impl == "fast" else ConstrainedOps)(problem, 1.0)
+    a, b = 0, int(np.flatnonzero(y_pm[:20] != y_pm[0])[0])
+    ops.start(a, b)                                      # alpha = e_a: the center is phi~(z_a)
+    d2 = ops.scan(np.arange(40), 0, np.inf).sample_d2
+    far = int(np.argmax(d2[:20]))
+    assert far not in (a,) and d2[far] == d2[far + 20] == d2.max()
+    assert ops.scan(None, 0, np.inf).best == far
+    assert ops.scan(np.array([far + 20, far, 5]), 0, np.inf).best == far + 20
+    assert ops.scan(np.array([5, far, far + 20]), 0, np.inf).best == far
