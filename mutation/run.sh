@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Mutation testing of refimpl's formulation modules with cosmic-ray (see mutation/README.md).
 #
-#   bash mutation/run.sh [MODULE ...]      default: problem cvm cvr sor (refimpl/MODULE.py)
+#   bash mutation/run.sh [MODULE ...]      default: all 8 session files (refimpl/MODULE.py)
 #
 # cosmic-ray edits the module in place for every mutant, so each module runs in its own scratch
 # copy of a commit (COMMIT, default HEAD: `git archive`, so nobody's uncommitted edits leak in),
