@@ -496,3 +496,24 @@ def test_scan_ties_go_to_the_first_candidate(impl):
     assert ops.scan(None, 0, np.inf).best == far
     assert ops.scan(np.array([far + 20, far, 5]), 0, np.inf).best == far + 20
     assert ops.scan(np.array([5, far, far + 20]), 0, np.inf).best == far
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+@pytest.mark.parametrize("s", [0, 2])
+def test_furthest_from_with_a_varying_diagonal(impl, s):
+    """The initial pair's search, ||P (phi~(z) - phi~(z_l))||^2 + Delta_l maximised, written out for the
+    linear kernel, whose diagonal k(x, x) = x'x varies: K~ = y y'(X X' + 1) + I / C, Delta_l = eta - K~_ll
+    with eta = max_l K~_ll (000 eq. (12)), rows of Phi~'U~ = y_l (X B_x)_l.  (With s = 0 the maximiser
+    depends on K~_zl only; the projection term weighs it against the rest.)"""
+    from fastimpl._mmda import FastConstrainedOps
+    from refimpl.constrained_meb import ConstrainedOps
+    problem, X, y_pm, _ = projected_problem(m=40, s=s, seed=4, kernel="linear", C=1.0)
+    ops = (FastConstrainedOps if impl == "fast" else ConstrainedOps)(problem, 1.0)
+    y = y_pm.astype(float)
+    Kt = np.outer(y, y) * (X @ X.T + 1.0) + np.eye(len(X))
+    P = (X @ problem.proj.X.T @ problem.proj.B) * y[:, None] if s else np.zeros((len(X), 0))
+    rng = np.random.default_rng(0)
+    for z in range(0, 40, 3):
+        cand = rng.choice(len(X), 15, replace=False)
+        dist = Kt[z, z] - 2 * Kt[z, cand] + Kt.diagonal().max() - ((P[cand] - P[z]) ** 2).sum(1)
+        assert ops.furthest_from(z, cand) == cand[int(np.argmax(dist))], z
