@@ -517,3 +517,26 @@ def test_furthest_from_with_a_varying_diagonal(impl, s):
         cand = rng.choice(len(X), 15, replace=False)
         dist = Kt[z, z] - 2 * Kt[z, cand] + Kt.diagonal().max() - ((P[cand] - P[z]) ** 2).sum(1)
         assert ops.furthest_from(z, cand) == cand[int(np.argmax(dist))], z
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+def test_scan_near_ties_are_relative_to_the_size_of_the_distances(impl):
+    """Two points at squared distances ~4e8 from the center that differ by ~1e-6 (2.5e-15 relative: far below
+    TIE = 1e-12 relative, far above the round-off of the sums) are a tie, which a full scan gives to the lower
+    index and a sample to the first drawn, whichever of the two is further."""
+    from fastimpl._mmda import FastConstrainedOps
+    from refimpl.constrained_meb import ConstrainedOps
+    from refimpl.simplex_qp import TIE
+    X = np.array([[1e4, 0.0], [0.0, 1.0], [-1e4 + 2.5e-11, 0.0], [-1e4, 0.0], [0.0, -1.0]])
+    y_pm = np.array([1, -1, 1, 1, -1], dtype=np.int8)
+    base = cvm.two_class_problem(X, y_pm, make_kernel_spec(X, "linear"), 1.0)
+    problem = ConstrainedMEBProblem(base, Projections(X[:0], np.zeros((0, 0))))
+    y = y_pm.astype(float)
+    Kt = np.outer(y, y) * (X @ X.T + 1.0) + np.eye(5)
+    d2 = Kt[0, 0] - 2 * Kt[0] + Kt.diagonal().max()          # alpha = e_0: the center is phi~(z_0)
+    assert 0 < d2[3] - d2[2] < TIE * d2[3] / 100 and d2[3] == d2.max()
+    ops = (FastConstrainedOps if impl == "fast" else ConstrainedOps)(problem, 1.0)
+    ops.start(0, 1)
+    assert ops.scan(None, 0, np.inf).best == 2
+    assert ops.scan(np.array([4, 2, 3]), 0, np.inf).best == 2
+    assert ops.scan(np.array([4, 3, 2]), 0, np.inf).best == 3
