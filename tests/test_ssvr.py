@@ -360,6 +360,26 @@ def test_newton_bound_warns():
             solver(X, y, spec, 10, max_newton=1, epsilon=0.01, delta=0.05, random_state=0)
 
 
+def test_max_newton_iterations_are_enough():
+    """A bound of max_newton iterations allows that many: when every finite Newton solve took at most k
+    steps (its stopping test then held at the start of iteration k + 1), max_newton = k + 1 gives the same
+    fit without a warning, and max_newton = k stops some solve early (converged False, a warning)."""
+    X, y, spec = _problem(n=80, seed=2)
+    kw = dict(epsilon=0.01, delta=0.05, random_state=0)
+    full = ref.ssvr_srs(X, y, spec, 10, **kw)
+    k = int(full.newton_iterations.max())
+    assert full.converged and k >= 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        just = ref.ssvr_srs(X, y, spec, 10, max_newton=k + 1, **kw)
+    assert just.converged
+    np.testing.assert_array_equal(just.basis, full.basis)
+    np.testing.assert_array_equal(just.newton_iterations, full.newton_iterations)
+    with pytest.warns(ConvergenceWarning, match="max_newton"):
+        short = ref.ssvr_srs(X, y, spec, 10, max_newton=k, **kw)
+    assert not short.converged
+
+
 def test_no_n_by_n_matrix_and_duplicates_are_rejected():
     """Duplicated points give identical kernel columns: the dependency rule discards them."""
     X, y, spec = _problem(n=20, seed=6)
