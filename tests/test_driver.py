@@ -708,10 +708,13 @@ def _linear_meb_ops(impl, X):
 def test_furthest_from_is_the_squared_distance_in_feature_space(impl):
     """Step 1's searches maximise ||phi(z) - phi(z_l)||^2 (001 Sec. 4.1.1); under the linear kernel that is
     the Euclidean distance of the rows, written out here (a varying diagonal: ||x||^2 is not constant)."""
-    X = np.random.default_rng(3).normal(size=(40, 3)) * np.linspace(0.2, 3.0, 40)[:, None]
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40, 3)) * np.linspace(0.2, 3.0, 40)[:, None]
+    X[:3] = [[1.0, 0, 0], [3.0, 0, 0], [-1.5, 0, 0]]   # from x_0: x_2 at 2.5, x_1 at 2 (but the larger norm)
     ops = _linear_meb_ops(impl, X)
-    for z in (0, 7, 21):
-        idx = np.arange(40)[np.arange(40) != z]
+    assert ops.furthest_from(0, np.array([1, 2])) == 2
+    for z in range(0, 40, 3):
+        idx = rng.choice(40, 6, replace=False)
         expect = idx[np.argmax(((X[idx] - X[z]) ** 2).sum(1))]
         assert ops.furthest_from(z, idx) == expect
 
