@@ -353,6 +353,25 @@ def test_srs_selects_the_best_candidate_of_the_criterion():
     assert crit[res.basis[0]] == pytest.approx(crit.max(), rel=1e-9)
 
 
+@pytest.mark.parametrize("scale", [1e-4, 1.0, 1e4])
+def test_srs_scores_are_eq_16_at_any_scale_of_the_gradient(scale):
+    """(16) is a normalised squared cosine, (g_bar'K_bar_j)^2 / (|g_bar|^2 |K_bar_j|^2), written out here: in
+    [0, 1], the same when g and beta are scaled together (small scales give denominators below 1), and 0
+    only for a zero denominator."""
+    rng = np.random.default_rng(5)
+    K_O, beta, g, lam = rng.normal(size=(30, 8)), rng.normal(size=3), rng.normal(size=30), 0.1
+    K_O[:, 2] = 0.0                                   # a zero column: |K_bar_j|^2 = 0
+    K_PO = K_O[:3]
+    gb = np.concatenate([g, 2 * lam * beta]) * scale
+    Kb = np.vstack([K_O, K_PO])
+    with np.errstate(invalid="ignore"):
+        expect = np.nan_to_num((gb @ Kb) ** 2 / ((gb @ gb) * (Kb * Kb).sum(0)))
+    num, knorm2 = ref.criterion_terms(g * scale, beta * scale, K_O, K_PO, lam)
+    scores = ref.srs_scores(num, knorm2, g * scale, beta * scale, lam)
+    np.testing.assert_allclose(scores, expect, rtol=1e-12, atol=0)
+    assert scores[2] == 0 and np.all((scores > 0) == ((Kb * Kb).sum(0) > 0)) and scores.max() <= 1
+
+
 def test_newton_bound_warns():
     X, y, spec = _problem(n=80, seed=2)
     for solver in (ref.ssvr_srs, fast.ssvr_srs):
