@@ -778,3 +778,18 @@ def test_the_progress_bar_carries_the_label(capsys):
     fit_meb(problem, 1e-2, sample_size=None, random_state=0, stop="margin", verbose=True, label="my fit")
     err = capsys.readouterr().err
     assert "my fit" in err and "MEBOps" not in err
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+def test_full_scan_top_list_is_strictly_beyond_d2_over(impl):
+    """Scan.top of a full scan: the k furthest points with d^2 > d2_over, largest first.  With d2_over set
+    to a point's own squared distance (read from a scan of all n points as a sample, the same arithmetic),
+    that point is not in the list and every further one is."""
+    X = np.random.default_rng(6).normal(size=(50, 2))
+    ops = _linear_meb_ops(impl, X)
+    ops.start(0, 1)
+    d2 = np.asarray(ops.scan(np.arange(50), 0, np.inf).sample_d2)
+    order = np.argsort(-d2, kind="stable")
+    j = int(order[5])
+    top = list(ops.scan(None, 10, float(d2[j])).top)
+    assert top == [int(i) for i in order[:5]]
