@@ -146,6 +146,18 @@ def test_sor_solves_the_bound_constrained_qp(seed, t, s, omega):
     np.testing.assert_allclose(results[0][1], results[1][1], atol=1e-12)
 
 
+def test_sor_moves_the_lowest_index_among_tied_changes():
+    """Step 5 moves the coordinate with the largest |delta|, the lowest index among ties: on G = I with
+    b = 1 every alpha coordinate wants the same change 1, so the first step moves x_0 alone, then x_1;
+    the C loop makes the same steps."""
+    from fastimpl._mmda import sor_solve as sor_fast
+    for solver in (sor_solve, sor_fast):
+        for steps, moved in ((1, [1.0, 0.0, 0.0]), (2, [1.0, 1.0, 0.0])):
+            x, g = np.zeros(3), -np.ones(3)
+            solver(np.eye(3), g, x, np.ones(3, dtype=bool), 1.0, 1e-12, steps)
+            np.testing.assert_array_equal(x, moved)
+
+
 # ------------------------------------------------------------------ Theorem 2
 @settings(max_examples=max(5, EXAMPLES // 6), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**16), s=st.integers(0, 3), eps=st.sampled_from([1e-1, 1e-2, 1e-3]),
