@@ -94,6 +94,20 @@ cdef inline void _topk_insert(double* vals, Py_ssize_t* keys, Py_ssize_t* cnt, P
     keys[p] = z
 
 
+cdef const double* _kept_doubles(object a, list keep) except? NULL:
+    """A pointer to ``a`` as contiguous float64 (the array appended to ``keep``, which must outlive the
+    pointer), or NULL for None or an empty array."""
+    cdef const double[::1] t
+    if a is None:
+        return NULL
+    arr = np.ascontiguousarray(a, dtype=np.float64)
+    if arr.shape[0] == 0:
+        return NULL
+    keep.append(arr)
+    t = arr
+    return &t[0]
+
+
 cdef class FastMEBOps:
     """The numerics interface of refimpl.driver for an ``MEBProblem`` (see refimpl.meb.MEBOps)."""
     cdef readonly object init_problem
@@ -105,6 +119,7 @@ cdef class FastMEBOps:
     cdef bint mirror, signed_, lconst
     cdef const signed char* sign
     cdef const double* offset
+    cdef const double* pdiag        # per-input ridge c_i (MEBProblem.point_diag), or NULL: diag_add for all
     cdef object _keep               # arrays the raw pointers above point into
     cdef double label_bias, diag_add, c0
     cdef int has_delta
@@ -171,7 +186,6 @@ cdef class FastMEBOps:
 
     def __init__(self, problem, Py_ssize_t cache_size=200 * 2**20):
         cdef const signed char[::1] s
-        cdef const double[::1] t
         self.init_problem = problem
         self.X = problem.X
         self.m = problem.X.shape[0]
@@ -186,12 +200,8 @@ cdef class FastMEBOps:
             keep.append(arr)
             s = arr
             self.sign = &s[0]
-        self.offset = NULL
-        if problem.offset is not None:
-            arr = np.ascontiguousarray(problem.offset, dtype=np.float64)
-            keep.append(arr)
-            t = arr
-            self.offset = &t[0]
+        self.offset = _kept_doubles(problem.offset, keep)
+        self.pdiag = _kept_doubles(problem.point_diag, keep)
         self._keep = keep
         self.signed_ = self.sign != NULL or self.mirror
         self.label_bias = problem.label_bias
@@ -273,6 +283,10 @@ cdef class FastMEBOps:
         """k_raw(x, x) of z's input for the dot-product kernels, 1 for the radial ones."""
         return point_rawdiag(&self.K, &self.X[self.pz(z), 0])
 
+    cdef inline double cdiag(self, Py_ssize_t z) noexcept nogil:
+        """c_z, the ridge of K~'s diagonal at z (MEBProblem.diag_term): the input's c_p(z) or diag_add."""
+        return self.pdiag[self.pz(z)] if self.pdiag != NULL else self.diag_add
+
     cdef inline double point_ldiag(self, Py_ssize_t z, double daz) noexcept nogil:
         """shifted linear term l_z - c0 = k~(z, z) + Delta_z - c0 (MEBProblem.shifted_linear_term):
         s_z t_p(z) (CVR), 0 (generalized CVM, constant diagonal) or k~(z, z) (c0 = 0)."""
@@ -282,7 +296,7 @@ cdef class FastMEBOps:
             return 0.0
         if self.lconst:
             return 0.0
-        return k_diag(&self.K, daz) + self.label_bias + self.diag_add
+        return k_diag(&self.K, daz) + self.label_bias + self.cdiag(z)
 
     # ------------------------------------------------------------ the LRU cache of Q rows
     cdef inline void _lru_unlink(self, Py_ssize_t t) noexcept nogil:
@@ -373,7 +387,7 @@ cdef class FastMEBOps:
         for t in range(lo, hi):
             r[t] = si * self.Ss[t] * (r[t] + self.label_bias)
         if lo <= i < hi:
-            r[i] += self.diag_add
+            r[i] += self.cdiag(self.S[i])
         self.n_eval += hi - lo
 
     # ------------------------------------------------------------ the numerics interface
@@ -383,7 +397,7 @@ cdef class FastMEBOps:
         cdef Py_ssize_t cnt = a.shape[0], p, l, best = -1
         cdef double daz = self.rawdiag(z), dal, v, best_v = -INFINITY, kzz, sz = self.zsign(z), sl
         with nogil:
-            kzz = k_diag(&self.K, daz) + self.label_bias + self.diag_add
+            kzz = k_diag(&self.K, daz) + self.label_bias + self.cdiag(z)
             for p in range(cnt):
                 l = a[p]
                 dal = self.rawdiag(l)
@@ -391,7 +405,7 @@ cdef class FastMEBOps:
                 v = sz * sl * (k_eval(&self.K, &self.X[self.pz(z), 0], &self.X[self.pz(l), 0], daz, dal)
                                + self.label_bias)
                 if l == z:
-                    v += self.diag_add
+                    v += self.cdiag(z)
                 v = kzz - 2.0 * v + (self.point_ldiag(l, dal) + self.c0)
                 if v > best_v:
                     best_v = v
@@ -534,10 +548,10 @@ cdef class FastMEBOps:
         """d^2(z) - c0 from ka = sum_t alpha_t s_t k(x_t, x_z): marg - 2 (K~alpha)_z + l_z - c0."""
         cdef double kal = self.zsign(z) * (ka + self.label_bias * self.svsum)
         cdef Py_ssize_t p
-        if self.diag_add != 0.0:
+        if self.diag_add != 0.0 or self.pdiag != NULL:
             p = _bsearch(self.czs, self.size, z)
             if p >= 0:
-                kal += self.alpha[self.czp[p]] * self.diag_add
+                kal += self.alpha[self.czp[p]] * self.cdiag(z)
         return marg - 2.0 * kal + self.point_ldiag(z, self.rawdiag(z))
 
     cdef void _kalpha(self, Py_ssize_t lo, Py_ssize_t hi, const Py_ssize_t* idx, double* out,

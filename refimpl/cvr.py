@@ -25,6 +25,11 @@ so f(x) = sum_i beta_i (k(x_i, x) + 1) with beta_i = C (lambda_i - lambda*_i).
 Property 3 relates the engine's radius to the primal optimum p* of (6):
 R_tau^2 <= p*/C^2 + eta <= (1+eps)^2 R_tau^2, since p* = C^2 d* and r_MEB^2 = d* + eta.
 
+Weighted fits (``sample_weight``): the slack weight C/(mu m) of point i becomes C_i/(mu m), C_i = C w_i,
+for both of its slacks xi_i and xi*_i, so both copies z_i and z_{i+m} get the ridge mu m / C_i
+(``MEBProblem.point_diag``), and xi_i = lambda_i mu m / w_i.  C in the tube term 2 C epsbar and in the
+offsets (2/C) y stays the global one.
+
 Evaluation (footnote 10): RMSE = sqrt(mean (f - y)^2) / max y and MRE = mean |(f - y) / y|.
 """
 from __future__ import annotations
@@ -34,18 +39,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from .kernels import KernelSpec
+from .cvm import ridge
 from .problem import MEBProblem
 
 
-def cvr_problem(X, y, kernel: KernelSpec, C: float, mu: float) -> MEBProblem:
-    """The center-constrained MEB of the L2-SVR (000 eqs. (7), (8), (15))."""
+def cvr_problem(X, y, kernel: KernelSpec, C: float, mu: float, weights=None) -> MEBProblem:
+    """The center-constrained MEB of the L2-SVR (000 eqs. (7), (8), (15)); ``weights``: C_i = C w_i
+    in the slack term (both copies of a point share it)."""
     X = np.asarray(X)
     y = np.ascontiguousarray(y, dtype=np.float64)
     m = X.shape[0]
     if y.shape != (m,):
         raise ValueError("y must hold one target per row of X")
-    return MEBProblem(X, kernel, label_bias=1.0, diag_add=mu * m / C, constant_linear_term=True,
-                      mirror=True, offset=(2.0 / C) * y)
+    diag_add, point_diag = ridge(C, weights, scale=mu * m)
+    return MEBProblem(X, kernel, label_bias=1.0, diag_add=diag_add, point_diag=point_diag,
+                      constant_linear_term=True, mirror=True, offset=(2.0 / C) * y)
 
 
 @dataclass
@@ -57,7 +65,7 @@ class CVRModel:
     intercept: float       # b = C sum_i (lambda_i - lambda*_i)
     epsilon_bar: float     # the tube width epsbar of eq. (10)
     xi: np.ndarray         # xi_i = lambda_i mu m of the support rows (eq. (9))
-    xi_star: np.ndarray    # xi*_i = lambda*_i mu m
+    xi_star: np.ndarray    # xi*_i = lambda*_i mu m (both / w_i in a weighted fit)
     dual_objective: float  # d = alpha~'(2/C)[y; -y] - alpha~'K~alpha~ (the dual (7) reached)
 
 
@@ -80,7 +88,8 @@ def recover(problem: MEBProblem, result, y, C: float, mu: float) -> CVRModel:
     margin = float(result.margin)  # alpha~'K~alpha~
     return CVRModel(support=support, coef=coef, intercept=float(C * diff.sum()),
                     epsilon_bar=s_alpha_y - C * margin,
-                    xi=lam[support] * mu * m, xi_star=lam_star[support] * mu * m,
+                    xi=lam[support] * (C * problem.diag_term(support)),
+                    xi_star=lam_star[support] * (C * problem.diag_term(support)),
                     dual_objective=(2.0 / C) * s_alpha_y - margin)
 
 

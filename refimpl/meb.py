@@ -107,7 +107,7 @@ AUTO_MAX_FREE_TIGHT = 8000
 
 def auto_max_free(problem) -> int:
     """solver='auto': the support size beyond which the fit switches to SMO, for this problem."""
-    ridge = problem.diag_add / max(float(problem.eta), np.finfo(float).tiny)
+    ridge = problem.min_ridge / max(float(problem.eta), np.finfo(float).tiny)
     return AUTO_MAX_FREE if ridge >= SMO_MIN_RIDGE else AUTO_MAX_FREE_TIGHT
 
 

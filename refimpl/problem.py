@@ -53,6 +53,11 @@ class MEBProblem:
     sign : (m,) int8 array of +-1 or None -- s_i (None means all +1); int8 keeps it at 1 byte a point.
     label_bias : float -- beta_b, 1 for the two-class L2-SVM (the b^2 term of 001 eq. (8)).
     diag_add : float -- c = 1/C for the L2-SVMs (the xi^2 term), 0 for the hard MEB.
+    point_diag : (m,) float array or None -- per-input c_i replacing ``diag_add`` (weighted fits:
+        c_i = c / w_i for the per-point penalty C_i = C w_i of the xi_i^2 term; both copies z_i and
+        z_{i+m} of a mirrored input share c_p(i)).  Needs ``constant_linear_term``: the diagonal of K~
+        then varies from point to point even for a constant-diagonal kernel, and Delta = eta - diag(K~)
+        absorbs it exactly as it absorbs a varying k(x, x) (000 Sec. 3.2).
     constant_linear_term : bool -- if True, Delta = eta - diag(K~) (generalized CVM), else Delta = 0.
     labels : (m,) array or None -- class labels (e.g. the sign array itself), used only by the
         initialisation of 001 Sec. 4.1.1 to pick the second point from the other class.
@@ -71,12 +76,22 @@ class MEBProblem:
     labels: np.ndarray | None = None
     mirror: bool = False
     offset: np.ndarray | None = None
+    point_diag: np.ndarray | None = None
     eta: float = field(init=False)
 
     def __post_init__(self):
         self.X = np.ascontiguousarray(self.X, dtype=np.float64)
         if self.sign is not None:
             self.sign = np.ascontiguousarray(self.sign, dtype=np.int8)
+        if self.point_diag is not None:
+            if not self.constant_linear_term:
+                raise ValueError("point_diag needs constant_linear_term=True")
+            self.point_diag = np.ascontiguousarray(self.point_diag, dtype=np.float64)
+            if self.point_diag.shape != (self.m,) or not np.all(np.isfinite(self.point_diag)) \
+                    or np.any(self.point_diag < 0):
+                raise ValueError("point_diag must hold one finite value >= 0 per row of X")
+            if self.diag_add:
+                raise ValueError("give diag_add or point_diag, not both")
         if self.offset is not None:
             if not self.constant_linear_term:
                 raise ValueError("offset needs constant_linear_term=True")
@@ -86,7 +101,7 @@ class MEBProblem:
             # Delta_z = eta - diag_z + s_z t_p(z) >= 0 for every z (000 eq. (15), "eta large enough")
             z = np.arange(self.n)
             self.eta = float((self._raw_diag(z) - self._s(z) * self.offset[self.base(z)]).max())
-        elif self.kernel.constant_diagonal or not self.constant_linear_term:
+        elif (self.kernel.constant_diagonal and self.point_diag is None) or not self.constant_linear_term:
             # eta is only used when constant_linear_term is set; for constant-diagonal kernels
             # it is known without looking at the data.
             self.eta = (self.kernel.diag_constant() if self.kernel.constant_diagonal else 0.0) \
@@ -121,7 +136,20 @@ class MEBProblem:
 
     @property
     def has_delta(self) -> bool:
-        return self.constant_linear_term and (self.offset is not None or not self.kernel.constant_diagonal)
+        return self.constant_linear_term and (self.offset is not None or self.point_diag is not None
+                                              or not self.kernel.constant_diagonal)
+
+    def diag_term(self, idx) -> np.ndarray:
+        """c_z, the ridge of K~'s diagonal at the points ``idx``: ``diag_add``, or ``point_diag[p(z)]``."""
+        idx = np.asarray(idx, dtype=np.intp)
+        if self.point_diag is None:
+            return np.full(len(idx), float(self.diag_add))
+        return self.point_diag[self.base(idx)]
+
+    @property
+    def min_ridge(self) -> float:
+        """The smallest c_z (what conditions K~, see refimpl.meb.auto_max_free)."""
+        return float(self.diag_add) if self.point_diag is None else float(self.point_diag.min(initial=np.inf))
 
     def _s(self, idx):
         idx = np.asarray(idx, dtype=np.intp)
@@ -136,13 +164,16 @@ class MEBProblem:
         cols = np.asarray(cols, dtype=np.intp)
         K = kernel_block(self.kernel, self.X[self.base(rows)], self.X[self.base(cols)]) + self.label_bias
         K *= np.outer(self._s(rows), self._s(cols))
-        if self.diag_add:
+        if self.point_diag is not None:
+            K += self.diag_term(rows)[:, None] * (rows[:, None] == cols[None, :])
+        elif self.diag_add:
             K += self.diag_add * (rows[:, None] == cols[None, :])
         return K
 
     def _raw_diag(self, idx) -> np.ndarray:
         # s_i^2 = 1, so the sign drops out of the diagonal.
-        return kernel_diag(self.kernel, self.X[self.base(idx)]) + self.label_bias + self.diag_add
+        c = self.diag_add if self.point_diag is None else self.diag_term(idx)
+        return kernel_diag(self.kernel, self.X[self.base(idx)]) + self.label_bias + c
 
     def diag(self, idx) -> np.ndarray:
         """[k~(z_i, z_i)] for i in ``idx``."""

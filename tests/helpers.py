@@ -17,20 +17,28 @@ def random_regression(m, d, seed):
     return X, y
 
 
-def random_problem(formulation, kernel, m=120, d=3, C=10.0, seed=0, mu=0.5, **kernel_opts):
-    """A random MEB problem of the formulation; 'cvr' has 2m augmented points (000 eq. (8))."""
+def random_weights(m, seed, low=0.2, high=5.0):
+    """Per-point weights w_i in [low, high) (scikit-learn's sample_weight), log-uniform, from their own stream."""
+    rng = np.random.default_rng([seed, 7])
+    return np.exp(rng.uniform(np.log(low), np.log(high), m))
+
+
+def random_problem(formulation, kernel, m=120, d=3, C=10.0, seed=0, mu=0.5, weighted=False, **kernel_opts):
+    """A random MEB problem of the formulation; 'cvr' has 2m augmented points (000 eq. (8)).
+    ``weighted``: per-point C_i = C w_i (:func:`random_weights`; the hard MEB has no C and ignores it)."""
+    w = random_weights(m, seed) if weighted else None
     if formulation == "cvr":
         X, y = random_regression(m, d, seed)
-        return cvr.cvr_problem(X, y, make_kernel_spec(X, kernel, **kernel_opts), C, mu)
+        return cvr.cvr_problem(X, y, make_kernel_spec(X, kernel, **kernel_opts), C, mu, w)
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(m, d))
     spec = make_kernel_spec(X, kernel, **kernel_opts)
     if formulation == "meb":
         return cvm.svdd_problem(X, spec)
     if formulation == "one_class":
-        return cvm.one_class_problem(X, spec, C)
+        return cvm.one_class_problem(X, spec, C, w)
     y = np.where(X[:, 0] + 0.5 * rng.normal(size=m) > 0, 1.0, -1.0)
-    return cvm.two_class_problem(X, y, spec, C)
+    return cvm.two_class_problem(X, y, spec, C, w)
 
 
 def exact_meb(problem):

@@ -97,6 +97,7 @@ def _qp(P, q, G=None, h=None, A=None, b=None):
 
 def two_class_l2svm(Phi, y, C):
     """001 eq. (8): min ||w||^2 + b^2 - 2 rho + C sum xi^2  s.t.  y_i (w'phi_i + b) >= rho - xi_i.
+    C may be an array: the weighted primal sum_i C_i xi_i^2 (scikit-learn's C_i = C sample_weight_i).
 
     Variables v = (w, b, rho, xi).  Returns dict(p, w, b, rho, xi)."""
     m, r = Phi.shape
@@ -105,7 +106,7 @@ def two_class_l2svm(Phi, y, C):
     P = np.zeros((n, n))
     P[iw, iw] = 2 * np.eye(r)
     P[ib, ib] = 2.0
-    P[ix, ix] = 2 * C * np.eye(m)
+    P[ix, ix] = 2 * np.diag(np.broadcast_to(np.asarray(C, dtype=np.float64), (m,)))
     q = np.zeros(n)
     q[ir] = -2.0
     G = np.zeros((m, n))  # rho - xi_i - y_i (w'phi_i + b) <= 0
@@ -119,6 +120,7 @@ def two_class_l2svm(Phi, y, C):
 
 def one_class_l2svm(Phi, C):
     """001 Sec. 3.2.1 (dual (7)): min ||w||^2 - 2 rho + C sum xi^2  s.t.  w'phi_i >= rho - xi_i.
+    C may be an array (the weighted primal sum_i C_i xi_i^2).
 
     Variables v = (w, rho, xi).  Returns dict(p, w, rho, xi)."""
     m, r = Phi.shape
@@ -126,7 +128,7 @@ def one_class_l2svm(Phi, C):
     iw, ir, ix = slice(0, r), r, slice(r + 1, n)
     P = np.zeros((n, n))
     P[iw, iw] = 2 * np.eye(r)
-    P[ix, ix] = 2 * C * np.eye(m)
+    P[ix, ix] = 2 * np.diag(np.broadcast_to(np.asarray(C, dtype=np.float64), (m,)))
     q = np.zeros(n)
     q[ir] = -2.0
     G = np.zeros((m, n))  # rho - xi_i - w'phi_i <= 0
@@ -154,9 +156,10 @@ def hard_meb(Phi):
     return dict(r2=r2, c=v[:r])
 
 
-def l2svr(Phi, y, C, mu):
+def l2svr(Phi, y, C, mu, weights=None):
     """000 eq. (6): min ||w||^2 + b^2 + C/(mu m) sum (xi^2 + xi*^2) + 2 C epsbar
     s.t. y_i - (w'phi_i + b) <= epsbar + xi_i,  (w'phi_i + b) - y_i <= epsbar + xi*_i.
+    ``weights`` w_i: the slack term sum_i C w_i/(mu m) (xi_i^2 + xi*_i^2) (C_i = C w_i; the tube stays 2 C epsbar).
 
     Variables v = (w, b, epsbar, xi, xi*).  Returns dict(p, w, b, epsbar, xi, xi_star, f_train)."""
     m, r = Phi.shape
@@ -165,8 +168,9 @@ def l2svr(Phi, y, C, mu):
     P = np.zeros((nv, nv))
     P[iw, iw] = 2 * np.eye(r)
     P[ib, ib] = 2.0
-    P[ixi, ixi] = 2 * C / (mu * m) * np.eye(m)
-    P[ixs, ixs] = 2 * C / (mu * m) * np.eye(m)
+    w = np.ones(m) if weights is None else np.asarray(weights, dtype=np.float64)
+    P[ixi, ixi] = 2 * C / (mu * m) * np.diag(w)
+    P[ixs, ixs] = 2 * C / (mu * m) * np.diag(w)
     q = np.zeros(nv)
     q[ie] = 2 * C
     G = np.zeros((2 * m, nv))

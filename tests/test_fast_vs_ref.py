@@ -37,6 +37,8 @@ problems = st.fixed_dictionaries({
     "cache_size": st.sampled_from([64, 200 * 2**20]),
     "solver": st.sampled_from(["smo", "active_set", "auto"]),
     "stop": st.sampled_from(["radius", "margin", "gap", "hybrid"]),
+    # per-point C_i = C w_i (sample_weight): the ridge 1/C_i varies, so K~'s diagonal does
+    "weighted": st.booleans(),
 })
 
 
@@ -56,7 +58,7 @@ def test_same_core_set_and_coefficients(p):
     if p["kernel"] == "poly":
         opts.update(coef0=1.0, degree=2)
     problem = random_problem(p["formulation"], p["kernel"], m=p["m"], d=p["d"], C=p["C"], seed=p["seed"],
-                             normalize=p["normalize"], **opts)
+                             normalize=p["normalize"], weighted=p["weighted"], **opts)
     kw = dict(sample_size=p["sample_size"], random_state=p["seed"], solver=p["solver"], stop=p["stop"])
     a = fit_ref(problem, p["eps"], **kw)
     b = fit_fast(problem, p["eps"], cache_size=p["cache_size"], **kw)

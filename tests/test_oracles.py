@@ -351,3 +351,117 @@ def test_mmda_matches_primal(kernel, impl):
     eta = np.diag(sk_kernel(kernel, X, X, **KERNELS[kernel])).max() + 1.0 + 1.0 / C
     r2 = eta - 1.0 / np.array(p)
     np.testing.assert_allclose(np.asarray(model.radius_) ** 2, r2, rtol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------------
+# weighted fits (scikit-learn's sample_weight / class_weight): the primal with sum_i C_i xi_i^2
+# ------------------------------------------------------------------------------------------------
+def _weights(m, seed=5):
+    return np.exp(np.random.default_rng(seed).uniform(np.log(0.2), np.log(5.0), m))
+
+
+@pytest.mark.parametrize("formulation", ["one_class", "two_class", "cvr"])
+@pytest.mark.parametrize("kernel", ["rbf", "poly"])
+def test_weighted_problem_block_and_linear_term(formulation, kernel):
+    """K~ with the ridge 1/C_i (mu m / C_i for both copies of a CVR point) on its diagonal, and the
+    generalized CVM's constant linear term eta = max diag K~ (eta + (2/C)[y; -y] for CVR), written out."""
+    C, mu = 2.0, 0.5
+    X, y, _ = (regression if formulation == "cvr" else classification)(seed=4, m=30)
+    w = _weights(30)
+    K = sk_kernel(kernel, X, X, **KERNELS[kernel])
+    s = spec(kernel, X)
+    if formulation == "one_class":
+        Kt = K + np.diag(1.0 / (C * w))
+        lin = np.full(30, np.diag(Kt).max())
+        problem = cvm.one_class_problem(X, s, C, w)
+    elif formulation == "two_class":
+        Kt = np.outer(y, y) * (K + 1.0) + np.diag(1.0 / (C * w))
+        lin = np.full(30, np.diag(Kt).max())
+        problem = cvm.two_class_problem(X, y, s, C, w)
+    else:
+        B = K + 1.0
+        R = np.diag(mu * 30 / (C * w))
+        Kt = np.block([[B + R, -B], [-B, B + R]])
+        t = (2.0 / C) * np.concatenate([y, -y])
+        lin = np.max(np.diag(Kt) - t) + t
+        problem = cvr.cvr_problem(X, y, s, C, mu, w)
+    idx = np.arange(problem.n)
+    np.testing.assert_allclose(problem.block(idx, idx), Kt, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(problem.linear_term(idx), lin, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(problem.diag(idx), np.diag(Kt), rtol=1e-12, atol=1e-12)
+    assert np.all(problem.delta(idx) >= -1e-12)
+    np.testing.assert_allclose(problem.shifted_linear_term(idx), lin - problem.constant_term, atol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "poly"])
+def test_weighted_cvm_classifier_matches_primal(kernel, impl):
+    """CVMClassifier(sample_weight=w) solves min ||w||^2 + b^2 - 2 rho + sum_i C w_i xi_i^2 (cvxopt)."""
+    from fastimpl import CVMClassifier
+
+    C = 2.0
+    X, y, X_new = classification()
+    w = _weights(M)
+    o = cached(("two_class_w", kernel), lambda: two_class_l2svm(fmap(kernel, X)(X), y, C * w))
+    clf = CVMClassifier(C=C, impl=impl, **est_kwargs(kernel)).fit(X, y, sample_weight=w)
+    rho = o["rho"]
+    eta = np.max(np.diag(sk_kernel(kernel, X, X, **KERNELS[kernel])) + 1.0 + 1.0 / (C * w))
+    D = _margin_bound(rho, kernel) + SLACK * (eta - rho)
+    assert rho == pytest.approx(-o["p"], rel=1e-8)
+    assert clf.rho_ == pytest.approx(rho, rel=1e-6)
+    assert clf.radius_ ** 2 == pytest.approx(eta - rho, rel=1e-6)
+    Z = np.vstack([X, X_new])
+    f = fmap(kernel, X)(Z) @ o["w"] + o["b"]
+    kzz = np.diag(sk_kernel(kernel, Z, Z, **KERNELS[kernel]))
+    np.testing.assert_array_less(np.abs(clf.decision_function(Z) - f), np.sqrt(D * (kzz + 1.0)) + SLACK)
+    xi = np.zeros(M)
+    xi[clf.support_] = clf.xi_
+    assert np.sum(C * w * (xi - o["xi"]) ** 2) <= D          # the augmented center's slack part
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "poly"])
+def test_weighted_cvdd_matches_primal(kernel, impl):
+    from fastimpl import CVDD
+
+    C = 2.0
+    X, _, X_new = classification()
+    w = _weights(M, seed=6)
+    o = cached(("one_class_w", kernel), lambda: one_class_l2svm(fmap(kernel, X)(X), C * w))
+    est = CVDD(C=C, impl=impl, **est_kwargs(kernel)).fit(X, sample_weight=w)
+    rho = o["rho"]
+    eta = np.max(np.diag(sk_kernel(kernel, X, X, **KERNELS[kernel])) + 1.0 / (C * w))
+    D = _margin_bound(rho, kernel) + SLACK * (eta - rho)
+    assert est.rho_ == pytest.approx(rho, rel=1e-6)
+    assert est.dual_objective_ == pytest.approx(o["p"], rel=1e-6)
+    Z = np.vstack([X, X_new])
+    f = fmap(kernel, X)(Z) @ o["w"] - rho
+    kzz = np.diag(sk_kernel(kernel, Z, Z, **KERNELS[kernel]))
+    np.testing.assert_array_less(np.abs(est.decision_function(Z) - f), np.sqrt(D * kzz) + D + SLACK)
+    xi = np.zeros(M)
+    xi[est.support_] = est.xi_
+    assert np.sum(C * w * (xi - o["xi"]) ** 2) <= D
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "poly"])
+def test_weighted_cvr_matches_primal(kernel, impl):
+    """CVR(sample_weight=w): both slacks of point i weigh C w_i / (mu m) (000 eq. (6) weighted)."""
+    from fastimpl import CVR
+
+    C, mu = 10.0, 0.5
+    X, y, X_new = regression(seed=2)
+    w = _weights(M, seed=7)
+    o = cached(("cvr_w", kernel), lambda: l2svr(fmap(kernel, X)(X), y, C, mu, weights=w))
+    est = CVR(C=C, mu=mu, impl=impl, tol=1e-14, **est_kwargs(kernel)).fit(X, y, sample_weight=w)
+    K = sk_kernel(kernel, X, X, **KERNELS[kernel])
+    eta = np.max(np.diag(K) + 1.0 + mu * M / (C * w) + (2.0 / C) * np.abs(y))
+    assert est.eta_ == pytest.approx(eta, rel=1e-12)
+    assert est.radius_ ** 2 == pytest.approx(o["p"] / C ** 2 + eta, rel=1e-6)
+    assert est.dual_objective_ == pytest.approx(o["p"] / C ** 2, rel=1e-5)
+    scale = 1 + np.abs(y).max()
+    Z = np.vstack([X, X_new])
+    f = fmap(kernel, X)(Z) @ o["w"] + o["b"]
+    np.testing.assert_allclose(est.predict(Z), f, atol=1e-4 * scale, rtol=0)
+    assert abs(est.epsilon_bar_ - o["epsbar"]) <= 1e-4 * scale
+    xi, xs = np.zeros(M), np.zeros(M)
+    xi[est.support_], xs[est.support_] = est.xi_, est.xi_star_
+    np.testing.assert_allclose(xi, o["xi"], atol=1e-4 * scale)
+    np.testing.assert_allclose(xs, o["xi_star"], atol=1e-4 * scale)
