@@ -21,8 +21,9 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, OutlierMixin, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from refimpl import cvm, cvr
 from refimpl.driver import HYBRID_NU, STOPS, make_rng
@@ -50,6 +51,33 @@ def _signs(positive):
     out = np.asarray(positive, dtype=bool).view(np.int8) * np.int8(2)  # 0/1 -> 0/2, one byte a point
     out -= 1
     return out
+
+
+def _point_weights(X, sample_weight, factor=None):
+    """w_i = factor_i * sample_weight_i (scikit-learn's C_i = C class_weight[y_i] sample_weight_i), checked
+    as scikit-learn checks sample weights; None when no weight was given.  A ValueError names
+    ``sample_weight`` (negative, non-finite, wrong length, all zero)."""
+    if sample_weight is None and factor is None:
+        return None
+    try:
+        w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True, copy=True)
+    except ValueError as exc:
+        raise ValueError(exc.args[0] if "sample_weight" in str(exc) else f"sample_weight: {exc}") from None
+    if factor is not None:
+        w *= factor
+    if not np.all(np.isfinite(w)):
+        raise ValueError("sample_weight (times class_weight) must be finite")
+    if not np.any(w > 0):
+        raise ValueError("sample_weight (times class_weight) must be positive for at least one sample")
+    return w
+
+
+def _drop_zero_weights(w):
+    """The rows of positive weight (None: all rows): a point of weight 0 has no slack penalty, and is
+    left out of the fit as LIBSVM leaves it out -- the fit is exactly the fit without it."""
+    if w is None or np.all(w > 0):
+        return None
+    return np.flatnonzero(w > 0)
 
 
 def _take(members, local):
@@ -232,15 +260,25 @@ class MEB(OutlierMixin, _CoreVectorBase):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
+        return self._fit_ball(X)
+
+    def _fit_ball(self, X, sample_weight=None):
         X = validate_data(self, X, dtype=np.float64, order="C", ensure_min_samples=2)
         self._check_fit_params(X.shape[0])
-        self.kernel_spec_ = self._kernel_spec(X)
-        problem = self._problem(X)
+        w = _point_weights(X, sample_weight)
+        kept = _drop_zero_weights(w)
+        Xk, wk = (X, w) if kept is None else (X[kept], w[kept])
+        if Xk.shape[0] < 2:
+            raise ValueError(f"sample_weight is positive for {Xk.shape[0]} sample; {type(self).__name__} needs 2")
+        self.kernel_spec_ = self._kernel_spec(Xk)
+        problem = self._problem(Xk, wk)
         result = self._run(problem)
-        self._set_fitted(X, result, self._recover(problem, result))
+        self._set_fitted(Xk, result, self._recover(problem, result))
+        if kept is not None:  # indices into the training set as given
+            self.support_, self.core_set_ = kept[self.support_], kept[self.core_set_]
         return self
 
-    def _problem(self, X):
+    def _problem(self, X, weights=None):
         return cvm.svdd_problem(X, self.kernel_spec_)
 
     def _recover(self, problem, result):
@@ -288,6 +326,9 @@ class CVDD(MEB):
     point lies above rho is decided by rho itself, so the default solves to eps = 1e-4 of the margin:
     looser fits move rho and with it the inlier rate (README, "Defaults").
 
+    ``fit(X, sample_weight=w)`` gives point i the penalty C_i = C w_i (the ridge 1/C_i of K~); points of
+    weight 0 are left out, and an integer weight k is the point repeated k times (in the primal).
+
     Parameters
     ----------
     C : float, default=1.0""" + _doc(eps="1e-4", gamma="scale", stop="margin")
@@ -303,8 +344,14 @@ class CVDD(MEB):
                          verbose=verbose)
         self.C = C
 
-    def _problem(self, X):
-        return cvm.one_class_problem(X, self.kernel_spec_, float(self.C))
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None, sample_weight=None):
+        """Fit on X; ``sample_weight`` w_i gives point i the slack penalty C_i = C w_i (points of weight 0
+        are left out)."""
+        return self._fit_ball(X, sample_weight)
+
+    def _problem(self, X, weights=None):
+        return cvm.one_class_problem(X, self.kernel_spec_, float(self.C), weights)
 
     def _recover(self, problem, result):
         return cvm.recover(problem, result, float(self.C), "one_class")
@@ -332,9 +379,30 @@ class CVMClassifier(ClassifierMixin, _CoreVectorBase):
 
     Multi-class problems are split one-vs-one as LIBSVM does; each pair is a separate CVM.
 
+    Weights (scikit-learn's and LIBSVM's semantics): point i gets the slack penalty
+    C_i = C * class_weight[y_i] * sample_weight_i in the primal min ||w||^2 + b^2 - 2 rho + sum C_i xi_i^2,
+    i.e. the ridge 1/C on K~'s diagonal becomes 1/C_i (:mod:`refimpl.cvm`).  Points of weight 0 are left
+    out of the fit, equal weights w are C w exactly, and since duplicated points share their slack at the
+    optimum, an integer weight k is the point repeated k times (in the primal; the core-set fit reaches
+    either to its eps).
+
+    Probabilities (``probability=True``), as LIBSVM does: each pair's decision values are computed by a
+    5-fold cross-validation of that pair's CVM (shuffled folds drawn from ``random_state``, weights kept),
+    a sigmoid P(a | f) = 1 / (1 + exp(A f + B)) is fitted to them by Platt's method with Lin et al.'s
+    targets (scikit-learn's ``sklearn.calibration._sigmoid_calibration``), and for more than two classes
+    the pairwise probabilities are coupled as LIBSVM's ``multiclass_probability`` does (Wu, Lin & Weng
+    2004, method 2), here by solving its linear system directly.  As in LIBSVM, ``predict`` still uses
+    the decision values, so it can disagree with the argmax of ``predict_proba`` near ties.
+
     Parameters
     ----------
-    C : float, default=1.0""" + _doc(eps="1e-2", gamma="scale", stop="hybrid") + """
+    C : float, default=1.0
+    class_weight : dict, 'balanced' or None, default=None
+        Multiplies C for the points of each class (scikit-learn's SVC); 'balanced' uses
+        n_samples / (n_classes * np.bincount(y)).
+    probability : bool, default=False
+        Fit Platt's sigmoids on internal 5-fold cross-validation (5 extra fits per pair) for
+        ``predict_proba``/``predict_log_proba``.""" + _doc(eps="1e-2", gamma="scale", stop="hybrid") + """
     Attributes
     ----------
     classes_ : class labels.
@@ -344,21 +412,36 @@ class CVMClassifier(ClassifierMixin, _CoreVectorBase):
     rho_, radius_, certified_ratio_, n_iter_ : per pair (scalars for binary problems).
     dual_objective_ : -rho_, the optimal value of the dual (9) reached.
     core_set_ : indices of the core vectors (all pairs); history_ : per pair (a dict for binary).
+    class_weight_ : (n_classes,) the class weights used (ones without ``class_weight``).
+    probA_, probB_ : (n_pairs,) Platt's sigmoid per pair, P(first class of the pair | f) =
+        1 / (1 + exp(probA_ f + probB_)) with f the pair's internal decision value (``probability=True``;
+        empty arrays otherwise, as scikit-learn's SVC).
     """
 
-    _parameter_constraints: dict = {**_CoreVectorBase._parameter_constraints, "C": [_POSITIVE]}
+    _parameter_constraints: dict = {**_CoreVectorBase._parameter_constraints, "C": [_POSITIVE],
+                                    "class_weight": [dict, StrOptions({"balanced"}), None],
+                                    "probability": ["boolean"]}
+    #: folds of the cross-validation behind Platt's sigmoids (LIBSVM's svm_binary_svc_probability)
+    PROBABILITY_FOLDS = 5
+    #: pairwise probabilities are clipped to [MIN_PROB, 1 - MIN_PROB] before coupling (LIBSVM's min_prob)
+    MIN_PROB = 1e-7
 
-    def __init__(self, *, C=1.0, eps=1e-2, kernel="rbf", gamma="scale", degree=3, coef0=0.0, normalize=False,
-                 sample_size=59, n_confirm=100, max_iter=100_000, tol=None, solver="auto", stop="hybrid",
-                 cache_size=200, certify=True, random_state=None, impl="fast", verbose=False):
+    def __init__(self, *, C=1.0, class_weight=None, probability=False, eps=1e-2, kernel="rbf", gamma="scale",
+                 degree=3, coef0=0.0, normalize=False, sample_size=59, n_confirm=100, max_iter=100_000, tol=None,
+                 solver="auto", stop="hybrid", cache_size=200, certify=True, random_state=None, impl="fast",
+                 verbose=False):
         super().__init__(eps=eps, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, normalize=normalize,
                          sample_size=sample_size, n_confirm=n_confirm, max_iter=max_iter, tol=tol, solver=solver,
                          stop=stop, cache_size=cache_size, certify=certify, random_state=random_state, impl=impl,
                          verbose=verbose)
         self.C = C
+        self.class_weight = class_weight
+        self.probability = probability
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
+        """Fit on (X, y); ``sample_weight`` w_i gives point i the slack penalty C_i = C class_weight[y_i] w_i
+        (points of weight 0 are left out, as LIBSVM leaves them out)."""
         X, y = validate_data(self, X, y, dtype=np.float64, order="C", ensure_min_samples=2)
         if y.dtype.kind not in "biu":  # integer labels are classes by nature: spare a pass over m labels
             check_classification_targets(y)
@@ -366,28 +449,85 @@ class CVMClassifier(ClassifierMixin, _CoreVectorBase):
         self.classes_ = _classes(y)
         if len(self.classes_) < 2:
             raise ValueError(f"y has only one class ({self.classes_[0]!r}); CVMClassifier needs at least 2")
+        w, kept = self._weights(X, y, sample_weight)
+        if kept is not None:
+            X, y, w = X[kept], y[kept], w[kept]
         # The kernel width is resolved once on the whole training set so that every pair shares it.
         self.kernel_spec_ = self._kernel_spec(X)
-        # one seed per pair, drawn from random_state, so that ref and fast see identical draws
+        # one seed per pair, drawn from random_state, so that ref and fast see identical draws; the
+        # cross-validation seeds of probability=True come after them, so the model does not depend on it
         rng = make_rng(self.random_state)
-        fits = [self._fit_pair(X, y, a, b, int(rng.integers(0, 2**31 - 1)))
-                for a in range(len(self.classes_)) for b in range(a + 1, len(self.classes_))]
-        self._set_fitted(X, fits)
+        pairs = [(a, b) for a in range(len(self.classes_)) for b in range(a + 1, len(self.classes_))]
+        seeds = [int(rng.integers(0, 2**31 - 1)) for _ in pairs]
+        fits = [self._fit_pair(X, y, w, a, b, seed) for (a, b), seed in zip(pairs, seeds)]
+        self._set_fitted(X, fits, kept)
+        self.probA_, self.probB_ = np.empty(0), np.empty(0)
+        if self.probability:
+            cv_seeds = [int(rng.integers(0, 2**31 - 1)) for _ in pairs]
+            platt = [self._platt_pair(X, y, w, a, b, seed) for (a, b), seed in zip(pairs, cv_seeds)]
+            self.probA_ = np.array([ab[0] for ab in platt])
+            self.probB_ = np.array([ab[1] for ab in platt])
         return self
 
-    def _fit_pair(self, X, y, a, b, seed):
-        """The binary CVM of classes a (positive, as in LIBSVM) against b: (pair, members, result, model)."""
+    def _weights(self, X, y, sample_weight):
+        """(w, kept): the per-point weights class_weight[y_i] * sample_weight_i (None: all 1) and the rows
+        of positive weight (None: all); sets ``class_weight_``."""
+        from sklearn.utils.class_weight import compute_class_weight
+
+        self.class_weight_ = compute_class_weight(self.class_weight, classes=self.classes_, y=y)
+        factor = None if self.class_weight is None else self.class_weight_[np.searchsorted(self.classes_, y)]
+        w = _point_weights(X, sample_weight, factor)
+        kept = _drop_zero_weights(w)
+        if kept is not None:
+            left = np.unique(y[kept])
+            if len(left) < len(self.classes_):
+                gone = [c for c in self.classes_ if c not in set(left.tolist())]
+                raise ValueError(f"sample_weight (times class_weight) is 0 for every point of class(es) {gone!r}: "
+                                 "CVMClassifier needs points of positive weight in every class")
+        return w, kept
+
+    def _pair_data(self, X, y, w, a, b):
+        """(members, X_pair, y_pm, w_pair) of the pair a (positive, as in LIBSVM) against b."""
         if len(self.classes_) == 2:  # no subset copy of X and 1 byte a point: a fit's extra memory stays small
-            idx, Xp, y_pm = None, X, _signs(y == self.classes_[a])
-        else:
-            idx = np.flatnonzero((y == self.classes_[a]) | (y == self.classes_[b]))
-            Xp, y_pm = X[idx], _signs(y[idx] == self.classes_[a])
-        problem = cvm.two_class_problem(Xp, y_pm, self.kernel_spec_, float(self.C))
+            return None, X, _signs(y == self.classes_[a]), w
+        idx = np.flatnonzero((y == self.classes_[a]) | (y == self.classes_[b]))
+        return idx, X[idx], _signs(y[idx] == self.classes_[a]), None if w is None else w[idx]
+
+    def _fit_pair(self, X, y, w, a, b, seed):
+        """The binary CVM of classes a (positive, as in LIBSVM) against b: (pair, members, result, model)."""
+        idx, Xp, y_pm, wp = self._pair_data(X, y, w, a, b)
+        problem = cvm.two_class_problem(Xp, y_pm, self.kernel_spec_, float(self.C), wp)
         label = f"CVMClassifier ({self.impl}) {self.classes_[a]!r} vs {self.classes_[b]!r}"
         result = self._run(problem, seed, label=label)
         return (a, b), idx, result, cvm.recover(problem, result, float(self.C), "two_class")
 
-    def _set_fitted(self, X, fits):
+    def _platt_pair(self, X, y, w, a, b, seed):
+        """(A, B) of the pair's sigmoid P(a | f) = 1 / (1 + exp(A f + B)), fitted to decision values from a
+        shuffled k-fold cross-validation of the pair's CVM (LIBSVM's svm_binary_svc_probability).  A
+        training fold with one class only gives its test fold f = +1 or -1, as LIBSVM does."""
+        from sklearn.calibration import _sigmoid_calibration
+        from sklearn.model_selection import KFold
+
+        _, Xp, y_pm, wp = self._pair_data(X, y, w, a, b)
+        rng = make_rng(seed)
+        folds = KFold(min(self.PROBABILITY_FOLDS, len(y_pm)), shuffle=True,
+                      random_state=int(rng.integers(0, 2**31 - 1)))
+        dec = np.empty(len(y_pm))
+        for k, (train, test) in enumerate(folds.split(Xp)):
+            fold_seed = int(rng.integers(0, 2**31 - 1))
+            y_tr = y_pm[train]
+            if np.all(y_tr == y_tr[0]):
+                dec[test] = float(y_tr[0])
+                continue
+            problem = cvm.two_class_problem(Xp[train], y_tr, self.kernel_spec_, float(self.C),
+                                            None if wp is None else wp[train])
+            label = f"CVMClassifier ({self.impl}) {self.classes_[a]!r} vs {self.classes_[b]!r} CV {k + 1}"
+            model = cvm.recover(problem, self._run(problem, fold_seed, label=label), float(self.C), "two_class")
+            dec[test] = self._expansion(Xp[test], Xp[train[model.support]], model.coef) + model.intercept
+        A, B = _sigmoid_calibration(dec, y_pm > 0)
+        return float(A), float(B)
+
+    def _set_fitted(self, X, fits, kept=None):
         pairs, members, results, models = (list(t) for t in zip(*fits))
         support = np.unique(np.concatenate([_take(m, mod.support) for m, mod in zip(members, models)]))
         pos = {s: k for k, s in enumerate(support)}
@@ -395,11 +535,13 @@ class CVMClassifier(ClassifierMixin, _CoreVectorBase):
         for p, (m, mod) in enumerate(zip(members, models)):
             dual[p, [pos[s] for s in _take(m, mod.support)]] = mod.coef
         self.pairs_ = pairs
-        self.support_ = support
+        self.support_ = support if kept is None else kept[support]  # indices into the training set as given
         self.support_vectors_ = X[support]
         self.dual_coef_ = dual
         self.intercept_ = np.array([mod.intercept for mod in models])
         self.core_set_ = np.unique(np.concatenate([_take(m, r.core_set) for m, r in zip(members, results)]))
+        if kept is not None:
+            self.core_set_ = kept[self.core_set_]
         binary = len(pairs) == 1
         diags = [self._diagnostics(r) for r in results]
 
@@ -446,6 +588,56 @@ class CVMClassifier(ClassifierMixin, _CoreVectorBase):
             return self.classes_[(dec > 0).astype(int)]
         return self.classes_[np.argmax(dec, axis=1)]
 
+    def _check_proba(self):
+        if not self.probability:
+            raise AttributeError("predict_proba is not available when probability=False")
+        return True
+
+    @available_if(_check_proba)
+    def predict_proba(self, X):
+        """(n, n_classes) class probabilities from Platt's sigmoids (binary) coupled pairwise as LIBSVM
+        does (multi-class); see the class docstring."""
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
+        from scipy.special import expit
+
+        r = expit(-(self._pair_decisions(X) * self.probA_ + self.probB_))  # P(first class of the pair)
+        if len(self.classes_) == 2:
+            return np.column_stack([r[:, 0], 1.0 - r[:, 0]])
+        return pairwise_coupling(r, self.pairs_, len(self.classes_), self.MIN_PROB)
+
+    @available_if(_check_proba)
+    def predict_log_proba(self, X):
+        """The logarithm of :meth:`predict_proba`."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+
+def pairwise_coupling(r, pairs, k, min_prob=1e-7):
+    """Class probabilities from pairwise ones (Wu, Lin & Weng, JMLR 2004, method 2; LIBSVM's
+    ``multiclass_probability``): p minimises sum_{i<j} (r_ji p_i - r_ij p_j)^2 on sum p = 1, with
+    r[:, q] = r_ab = P(a | a or b) for ``pairs[q] = (a, b)`` (clipped to [min_prob, 1 - min_prob]) and
+    r_ba = 1 - r_ab.  The minimiser solves [[Q, 1], [1', 0]] [p; b] = [0; 1] with Q_tt = sum_{s != t} r_st^2,
+    Q_ts = -r_st r_ts; it is non-negative (their Theorem 2), and LIBSVM reaches it iteratively.  Solved
+    here directly, batched over the rows; tiny negative round-off is clipped and the rows renormalised."""
+    r = np.clip(np.asarray(r, dtype=np.float64), min_prob, 1.0 - min_prob)
+    n = r.shape[0]
+    R = np.zeros((n, k, k))  # R[:, i, j] = r_ij = P(i | i or j)
+    for q, (a, b) in enumerate(pairs):
+        R[:, a, b] = r[:, q]
+        R[:, b, a] = 1.0 - r[:, q]
+    M = np.zeros((n, k + 1, k + 1))
+    M[:, :k, :k] = -R.transpose(0, 2, 1) * R                     # Q_ts = -r_st r_ts (t != s)
+    diag = np.einsum("nst,nst->nt", R, R)                         # sum_s r_st^2
+    M[:, np.arange(k), np.arange(k)] = diag
+    M[:, :k, k] = 1.0
+    M[:, k, :k] = 1.0
+    rhs = np.zeros((n, k + 1, 1))
+    rhs[:, k, 0] = 1.0
+    p = np.linalg.solve(M, rhs)[:, :k, 0]
+    p = np.clip(p, 0.0, None)
+    return p / p.sum(axis=1, keepdims=True)
+
 
 class CVR(RegressorMixin, _CoreVectorBase):
     """Core Vector Regression: the L2-SVR solved as a center-constrained MEB (000_88c8f8810bf6206d.txt).
@@ -486,7 +678,11 @@ class CVR(RegressorMixin, _CoreVectorBase):
     whatever the targets' units, and scaling y by s scales the predictions by s (eq. (6) is homogeneous:
     w, b, xi and epsbar scale with y when C and mu do).  A fit whose C = 3000 max|y|, (2/C) max|y| or
     fitted coefficients float64 cannot hold (max|y| above ~6e304, or subnormal targets below ~2.2e-308)
-    is a ValueError: divide y by a constant and multiply the predictions by it.""" + _doc(
+    is a ValueError: divide y by a constant and multiply the predictions by it.
+
+    ``fit(X, y, sample_weight=w)`` weighs both slacks of point i by C w_i / (mu m) (the ridge mu m / C_i on
+    both of its augmented points); points of weight 0 are left out (C and mu 'auto' are then resolved on
+    the others), and with mu='auto' an integer weight k is the point repeated k times (in the primal).""" + _doc(
         eps="1e-2", gamma="beta", stop="hybrid") + """
     Attributes
     ----------
@@ -526,15 +722,30 @@ class CVR(RegressorMixin, _CoreVectorBase):
         return float(self.hybrid_cap)
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
+        """Fit on (X, y); ``sample_weight`` w_i gives both slacks of point i the weight C w_i / (mu m)
+        instead of C / (mu m) (points of weight 0 are left out; with mu='auto', mu m = C / SLACK_WEIGHT
+        whatever m, so an integer weight k is the point repeated k times, in the primal)."""
         X, y = validate_data(self, X, y, dtype=np.float64, order="C", ensure_min_samples=2, y_numeric=True)
-        if np.ptp(y) == 0:
-            raise ValueError(f"y is constant ({y[0]!r}): nothing to regress (an implicit surface's one-set "
+        w = _point_weights(X, sample_weight)
+        kept = _drop_zero_weights(w)
+        Xk, yk, wk = (X, y, w) if kept is None else (X[kept], y[kept], w[kept])
+        if len(yk) < 2:
+            raise ValueError(f"sample_weight is positive for {len(yk)} sample; CVR needs 2")
+        if np.ptp(yk) == 0:
+            where = "" if kept is None else " where sample_weight > 0"
+            raise ValueError(f"y is constant ({yk[0]!r}){where}: nothing to regress (an implicit surface's one-set "
                              "targets are fitted by refimpl/fastimpl.surface, which expects them)")
-        return self._fit(X, y)
+        self._fit(Xk, yk, wk)
+        if kept is not None:  # indices into the training set as given (core set: i < m lambda_i, i >= m lambda*_i)
+            m, mk, z = X.shape[0], len(kept), self.core_set_
+            self.support_ = kept[self.support_]
+            self.core_set_ = np.where(z < mk, kept[z % mk], kept[z % mk] + m)
+        return self
 
-    def _fit(self, X, y):
-        """Fit on validated (X, y); constant targets allowed (the one-set of 000 Sec. 4.2)."""
+    def _fit(self, X, y, weights=None):
+        """Fit on validated (X, y) with positive ``weights`` (None: all 1); constant targets allowed (the
+        one-set of 000 Sec. 4.2)."""
         self._validate_params()
         self._check_fit_params(X.shape[0])
         self.n_features_in_ = X.shape[1]
@@ -545,7 +756,7 @@ class CVR(RegressorMixin, _CoreVectorBase):
             mu = C / (self.SLACK_WEIGHT * X.shape[0]) if self.mu == "auto" else float(self.mu)
         self._check_target_scale(scale, C, mu, X.shape[0])
         self.C_, self.mu_ = C, mu
-        problem = cvr.cvr_problem(X, y, self.kernel_spec_, C, mu)
+        problem = cvr.cvr_problem(X, y, self.kernel_spec_, C, mu, weights)
         result = self._run(problem)
         with np.errstate(over="ignore", invalid="ignore"):
             model = cvr.recover(problem, result, y, C, mu)
