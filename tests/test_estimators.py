@@ -10,16 +10,32 @@ from refimpl.datasets import checkerboard
 # Expected failures, each with its reason (passed to parametrize_with_checks).
 _MEB_REASON = ("a minimum enclosing ball (hard-margin SVDD) encloses every training point by construction, "
                "so it never labels a training point an outlier, which this check requires")
+_WEIGHT_REASON = ("integer weights equal repetitions in the primal (repeated points share their slack), but "
+                  "the check compares two approximate fits to rtol 1e-7: the defaults stop at eps=1e-2 from "
+                  "sampled scans (the two data sets draw different samples) and gamma='scale'/'beta' changes "
+                  "with the repetitions; tests/test_weights.py checks the equivalence at eps=1e-9, full scans, "
+                  "a fixed gamma")
+_WEIGHT_CHECK = {"check_sample_weight_equivalence_on_dense_data": _WEIGHT_REASON}
 EXPECTED_FAILED = {
     MEB: {"check_outliers_train": _MEB_REASON, "check_outliers_fit_predict": _MEB_REASON},
+    CVMClassifier: _WEIGHT_CHECK, CVDD: _WEIGHT_CHECK, CVR: _WEIGHT_CHECK,
 }
 
 
+_PROBA_REASON = ("as LIBSVM and SVC(probability=True) do, predict follows the decision values and predict_proba "
+                 "the cross-validated sigmoids, so near the boundary argmax(predict_proba) can differ from predict "
+                 "(3 of 300 points here); tests/test_weights.py checks they agree on >= 97% of held-out points")
+
+
 def expected_failed(estimator):
-    return EXPECTED_FAILED.get(type(estimator), {})
+    out = dict(EXPECTED_FAILED.get(type(estimator), {}))
+    if getattr(estimator, "probability", False):
+        out["check_classifiers_train"] = _PROBA_REASON
+    return out
 
 
 @parametrize_with_checks([CVMClassifier(random_state=0), CVMClassifier(random_state=0, impl="ref"),
+                          CVMClassifier(random_state=0, probability=True),
                           CVDD(random_state=0), MEB(random_state=0),
                           CVR(random_state=0), CVR(random_state=0, impl="ref")],
                          expected_failed_checks=expected_failed)
