@@ -19,6 +19,7 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, OutlierMixin, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
@@ -181,6 +182,11 @@ class _CoreVectorBase(BaseEstimator):
         return self.HYBRID_NU
 
     def _expansion(self, X, SV, coef):
+        # the support vectors take the layout of X (they are few): CSR against CSR, dense against dense
+        if sp.issparse(X) and not sp.issparse(SV):
+            SV = sp.csr_matrix(SV)
+        elif not sp.issparse(X) and sp.issparse(SV):
+            SV = SV.toarray()
         return numerics(self.impl).kernel_expansion(self.kernel_spec_, SV, coef, X)
 
     @staticmethod
@@ -232,7 +238,7 @@ class MEB(OutlierMixin, _CoreVectorBase):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
-        X = validate_data(self, X, dtype=np.float64, order="C", ensure_min_samples=2)
+        X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2)
         self._check_fit_params(X.shape[0])
         self.kernel_spec_ = self._kernel_spec(X)
         problem = self._problem(X)
@@ -264,7 +270,7 @@ class MEB(OutlierMixin, _CoreVectorBase):
 
     def decision_function(self, X):
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
+        X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", reset=False)
         return self.certified_radius_ ** 2 - self._dist2(X)
 
     def score_samples(self, X):
@@ -317,7 +323,7 @@ class CVDD(MEB):
 
     def decision_function(self, X):
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
+        X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", reset=False)
         return self._expansion(X, self.support_vectors_, self.center_coef_) + self.intercept_[0]
 
     def score_samples(self, X):
@@ -359,7 +365,7 @@ class CVMClassifier(ClassifierMixin, _CoreVectorBase):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
-        X, y = validate_data(self, X, y, dtype=np.float64, order="C", ensure_min_samples=2)
+        X, y = validate_data(self, X, y, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2)
         if y.dtype.kind not in "biu":  # integer labels are classes by nature: spare a pass over m labels
             check_classification_targets(y)
         self._check_fit_params(X.shape[0])
@@ -425,7 +431,7 @@ class CVMClassifier(ClassifierMixin, _CoreVectorBase):
         """Binary: f(x), positive for ``classes_[1]`` (sklearn's convention). Multi-class: (n, n_classes)
         one-vs-one votes plus normalised confidences, as sklearn's SVC with decision_function_shape='ovr'."""
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
+        X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", reset=False)
         dec = self._pair_decisions(X)
         if len(self.classes_) == 2:
             return -dec[:, 0]
@@ -527,7 +533,7 @@ class CVR(RegressorMixin, _CoreVectorBase):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
-        X, y = validate_data(self, X, y, dtype=np.float64, order="C", ensure_min_samples=2, y_numeric=True)
+        X, y = validate_data(self, X, y, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2, y_numeric=True)
         if np.ptp(y) == 0:
             raise ValueError(f"y is constant ({y[0]!r}): nothing to regress (an implicit surface's one-set "
                              "targets are fitted by refimpl/fastimpl.surface, which expects them)")
@@ -587,5 +593,5 @@ class CVR(RegressorMixin, _CoreVectorBase):
 
     def predict(self, X):
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
+        X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", reset=False)
         return self._expansion(X, self.support_vectors_, self.dual_coef_[0]) + self.intercept_[0]

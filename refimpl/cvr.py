@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from .kernels import KernelSpec
 from .problem import MEBProblem
@@ -39,7 +40,7 @@ from .problem import MEBProblem
 
 def cvr_problem(X, y, kernel: KernelSpec, C: float, mu: float) -> MEBProblem:
     """The center-constrained MEB of the L2-SVR (000 eqs. (7), (8), (15))."""
-    X = np.asarray(X)
+    X = X if sp.issparse(X) else np.asarray(X)  # CSR rows stay sparse (refimpl.problem)
     y = np.ascontiguousarray(y, dtype=np.float64)
     m = X.shape[0]
     if y.shape != (m,):
