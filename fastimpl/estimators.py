@@ -161,6 +161,11 @@ class _CoreVectorBase(BaseEstimator):
         self.impl = impl
         self.verbose = verbose
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # CSR input for fit and predict (issue 15); other formats become CSR
+        return tags
+
     def _check_fit_params(self, n_samples):
         check_eps(self, self.eps, self.stop)
         validate_engine_params(self.eps, self.sample_size, self.max_iter, self.tol, max(n_samples, 2),
