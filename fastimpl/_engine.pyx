@@ -13,16 +13,20 @@ computed differs from :class:`refimpl.meb.MEBOps`:
   updated Cholesky factor) runs in C without the GIL;
 * scans and certificates run under ``nogil`` with OpenMP ``prange`` over chunks of candidates, and a full
   scan of the 2m mirrored points of CVR computes each input's kernel row once for both signs;
+* sparse (CSR) input stays CSR: input rows are read from its arrays (squared norms and k(x, x) cached once,
+  O(nnz)), the core and support stores hold CSR rows, and a kernel row is a sparse-dense product against
+  the query row scattered into a dense d-vector (``_rows.pxi``); nothing m x d is ever dense;
 * nothing is O(n) in sampling mode: only the initial pair, the samples and the final certificate touch
   the data, and a full scan keeps only its top-k candidates, never n values.
 """
 import numpy as np
+import scipy.sparse as sp
 cimport numpy as cnp
 from cython.parallel cimport prange
 from libc.math cimport exp, sqrt, fabs, INFINITY
 from libc.float cimport DBL_EPSILON
-from libc.stdlib cimport malloc, free, realloc
-from libc.string cimport memcpy
+from libc.stdlib cimport malloc, calloc, free, realloc
+from libc.string cimport memcpy, memset
 from scipy.linalg.cython_lapack cimport dpotrf
 
 from refimpl import meb as _ref_meb
@@ -115,6 +119,13 @@ cdef class FastMEBOps:
     cdef public long long n_eval
     cdef Kern K
     cdef const double[:, ::1] X
+    cdef bint sparse                # CSR input: Xptr, Xind, Xval instead of X
+    cdef const long long* Xptr
+    cdef const int* Xind
+    cdef const double* Xval
+    cdef double* Xsq                # ||x_q||^2 of every input row (sparse input)
+    cdef double* Xrd                # k_raw(x_q, x_q) of every input row (sparse input)
+    cdef double* xd                 # a zeroed dense d-vector for serial scatters (sparse input)
     cdef Py_ssize_t m, d
     cdef bint mirror, signed_, lconst
     cdef const signed char* sign
@@ -172,6 +183,7 @@ cdef class FastMEBOps:
         self.svcoef = NULL; self.czs = NULL; self.czp = NULL; self.svcap = 0
         self.F = NULL; self.QFF = NULL; self.rhs = NULL; self.yu = NULL; self.yv = NULL; self.inF = NULL
         self.fcap = 0; self.nf = 0; self.fvalid = False
+        self.sparse = False; self.Xsq = NULL; self.Xrd = NULL; self.xd = NULL
         self.size = 0; self.cap = 0; self.used = 0; self.lhead = -1; self.ltail = -1
 
     def __dealloc__(self):
@@ -182,18 +194,46 @@ cdef class FastMEBOps:
         free(self.rows); free(self.rlen); free(self.rcap); free(self.lprev); free(self.lnext)
         free(self.S); free(self.Ss); free(self.l); free(self.alpha); free(self.grad); free(self.Qd)
         free(self.svcoef); free(self.czs); free(self.czp)
+        free(self.Xsq); free(self.Xrd); free(self.xd)
         free(self.F); free(self.QFF); free(self.rhs); free(self.yu); free(self.yv); free(self.inF)
 
     def __init__(self, problem, Py_ssize_t cache_size=200 * 2**20):
         cdef const signed char[::1] s
+        cdef const long long[::1] xp
+        cdef const int[::1] xi
+        cdef const double[::1] xv
+        cdef Py_ssize_t q
         self.init_problem = problem
-        self.X = problem.X
         self.m = problem.X.shape[0]
         self.n = problem.n
         self.d = problem.X.shape[1]
         self.mirror = bool(problem.mirror)
         self.K = make_kern(problem.kernel, self.d)
         keep = []
+        self.sparse = sp.issparse(problem.X)
+        if self.sparse:
+            # the CSR arrays as they are (int32 column indices, int64 row pointers: m + 1 values)
+            if problem.X.shape[1] >= 2**31:
+                raise ValueError("X: sparse input needs fewer than 2**31 columns")
+            arrs = (np.ascontiguousarray(problem.X.indptr, dtype=np.int64),
+                    np.ascontiguousarray(problem.X.indices, dtype=np.int32),
+                    np.ascontiguousarray(problem.X.data, dtype=np.float64))
+            keep.extend(arrs)
+            xp, xi, xv = arrs
+            self.Xptr = &xp[0]
+            self.Xind = &xi[0] if xi.shape[0] > 0 else NULL
+            self.Xval = &xv[0] if xv.shape[0] > 0 else NULL
+            self.Xsq = <double*> malloc(max(self.m, 1) * sizeof(double))
+            self.Xrd = <double*> malloc(max(self.m, 1) * sizeof(double))
+            self.xd = <double*> calloc(max(self.d, 1), sizeof(double))
+            if self.Xsq == NULL or self.Xrd == NULL or self.xd == NULL:
+                raise MemoryError("sparse input norms")
+            with nogil:
+                for q in range(self.m):
+                    self.Xsq[q] = csr_row_sq(self.Xval, self.Xptr[q], self.Xptr[q + 1])
+                    self.Xrd[q] = rawdiag_from_sq(&self.K, self.Xsq[q])
+        else:
+            self.X = problem.X
         self.sign = NULL
         if problem.sign is not None:
             arr = np.ascontiguousarray(problem.sign, dtype=np.int8)
@@ -212,10 +252,15 @@ cdef class FastMEBOps:
         self.n_eval = 0
         self.budget = max(cache_size, 0) // sizeof(double)
         self.core = _PointStore()
-        self.core.setup(self.K, 64)
         self.sv = _PointStore()
-        self.sv.setup(self.K, 64)
-        self._screen_in_float()
+        if self.sparse:
+            self.core.setup_csr(self.K, 64)
+            self.sv.setup_csr(self.K, 64)
+        else:
+            self.core.setup(self.K, 64)
+            self.sv.setup(self.K, 64)
+        if not self.sparse:
+            self._screen_in_float()
         self.sv_dirty = True
         self.full_screen_on = 1
         self.sample_screen_off = 0
@@ -281,6 +326,8 @@ cdef class FastMEBOps:
 
     cdef inline double rawdiag(self, Py_ssize_t z) noexcept nogil:
         """k_raw(x, x) of z's input for the dot-product kernels, 1 for the radial ones."""
+        if self.sparse:
+            return self.Xrd[self.pz(z)]
         return point_rawdiag(&self.K, &self.X[self.pz(z), 0])
 
     cdef inline double cdiag(self, Py_ssize_t z) noexcept nogil:
@@ -297,6 +344,29 @@ cdef class FastMEBOps:
         if self.lconst:
             return 0.0
         return k_diag(&self.K, daz) + self.label_bias + self.cdiag(z)
+
+    cdef inline void _put_input(self, _PointStore store, Py_ssize_t j, Py_ssize_t q) except *:
+        """Input row q as point j of ``store`` (CSR rows for sparse input)."""
+        if self.sparse:
+            store.put_csr(j, &self.Xind[self.Xptr[q]], &self.Xval[self.Xptr[q]], self.Xptr[q + 1] - self.Xptr[q],
+                          self.Xsq[q], self.Xrd[q])
+        else:
+            store.put(j, &self.X[q, 0])
+
+    cdef inline const double* _dense_input(self, Py_ssize_t q, double* xd) noexcept nogil:
+        """A dense pointer to input row q: the row of X, or (sparse input) row q scattered into the zeroed
+        d-vector xd, which _release_input clears again."""
+        if self.sparse:
+            csr_scatter(xd, self.Xind, self.Xval, self.Xptr[q], self.Xptr[q + 1])
+            return xd
+        return &self.X[q, 0]
+
+    cdef inline void _release_input(self, Py_ssize_t q, double* xd) noexcept nogil:
+        if self.sparse:
+            csr_clear(xd, self.Xind, self.Xptr[q], self.Xptr[q + 1])
+
+    cdef inline double _input_sq(self, Py_ssize_t q, const double* x) noexcept nogil:
+        return self.Xsq[q] if self.sparse else point_sq(x, self.d)
 
     # ------------------------------------------------------------ the LRU cache of Q rows
     cdef inline void _lru_unlink(self, Py_ssize_t t) noexcept nogil:
@@ -370,12 +440,13 @@ cdef class FastMEBOps:
 
     cdef void _fill_row(self, Py_ssize_t i, Py_ssize_t lo, Py_ssize_t hi, double* r) noexcept nogil:
         """r[t] = Q[i, t] = s_i s_t (k(x_i, x_t) + beta_b) + delta_it c for t in [lo, hi)."""
-        cdef Py_ssize_t t, c, nchunk, clo, chi, step
-        cdef const double* x = &self.X[self.pz(self.S[i]), 0]
+        cdef Py_ssize_t t, c, nchunk, clo, chi, step, q = self.pz(self.S[i])
+        cdef const double* x
         cdef double xsq = self.core.sq[i], xrd = self.core.rd[i], si = self.Ss[i]
         if hi <= lo:
             return
-        if (hi - lo) * self.d < ROW_PARALLEL_MIN_WORK or self.core.blas:
+        x = self._dense_input(q, self.xd)
+        if (hi - lo) * self.d < ROW_PARALLEL_MIN_WORK or self.core.blas or self.sparse:
             self.core.row(lo, hi, x, xsq, xrd, &r[lo])
         else:
             step = 4096
@@ -384,6 +455,7 @@ cdef class FastMEBOps:
                 clo = lo + c * step
                 chi = min(clo + step, hi)
                 self.core.row(clo, chi, x, xsq, xrd, &r[clo])
+        self._release_input(q, self.xd)
         for t in range(lo, hi):
             r[t] = si * self.Ss[t] * (r[t] + self.label_bias)
         if lo <= i < hi:
@@ -395,21 +467,34 @@ cdef class FastMEBOps:
         """Initialisation: argmax over idx of ||phi~(z) - phi~(z_l)||^2 + Delta_l (refimpl.driver.initial_pair)."""
         cdef cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] a = np.ascontiguousarray(idx, dtype=np.intp)
         cdef Py_ssize_t cnt = a.shape[0], p, l, best = -1
-        cdef double daz = self.rawdiag(z), dal, v, best_v = -INFINITY, kzz, sz = self.zsign(z), sl
+        cdef double daz = self.rawdiag(z), dal, v, best_v = -INFINITY, kzz, sz = self.zsign(z), sl, kv
+        cdef const double* xz = NULL
+        cdef Py_ssize_t e, q
         with nogil:
             kzz = k_diag(&self.K, daz) + self.label_bias + self.cdiag(z)
+            if self.sparse:
+                xz = self._dense_input(self.pz(z), self.xd)
             for p in range(cnt):
                 l = a[p]
                 dal = self.rawdiag(l)
                 sl = self.zsign(l)
-                v = sz * sl * (k_eval(&self.K, &self.X[self.pz(z), 0], &self.X[self.pz(l), 0], daz, dal)
-                               + self.label_bias)
+                if self.sparse:
+                    q = self.pz(l)
+                    kv = 0.0
+                    for e in range(self.Xptr[q], self.Xptr[q + 1]):
+                        kv = kv + self.Xval[e] * xz[self.Xind[e]]
+                    dots_to_kernel(&self.K, &kv, 1, self.Xsq[self.pz(z)], &self.Xsq[q], daz, &dal)
+                else:
+                    kv = k_eval(&self.K, &self.X[self.pz(z), 0], &self.X[self.pz(l), 0], daz, dal)
+                v = sz * sl * (kv + self.label_bias)
                 if l == z:
                     v += self.cdiag(z)
                 v = kzz - 2.0 * v + (self.point_ldiag(l, dal) + self.c0)
                 if v > best_v:
                     best_v = v
                     best = l
+            if self.sparse:
+                self._release_input(self.pz(z), self.xd)
         self.n_eval += cnt
         return best
 
@@ -433,7 +518,7 @@ cdef class FastMEBOps:
                 self._grow(2 * self.cap)
             self.S[k] = z
             self.Ss[k] = self.zsign(z)
-            self.core.put(k, &self.X[self.pz(z), 0])
+            self._put_input(self.core, k, self.pz(z))
             self.l[k] = self.point_ldiag(z, self.core.rd[k] if self.K.code >= 2 else 1.0)
             self.alpha[k] = 0.0
             self.size = k + 1
@@ -536,7 +621,7 @@ cdef class FastMEBOps:
         self.svabs = 0.0
         for t in range(self.size):
             if self.alpha[t] > 0:
-                self.sv.put(k, &self.X[self.pz(self.S[t]), 0])
+                self._put_input(self.sv, k, self.pz(self.S[t]))
                 self.svcoef[k] = self.alpha[t] * self.Ss[t]
                 self.svsum += self.svcoef[k]
                 self.svabs += fabs(self.svcoef[k])
@@ -564,6 +649,18 @@ cdef class FastMEBOps:
         cdef double* xsq
         cdef double* xrd
         cdef const double* x
+        cdef double* xd
+        if self.sparse:
+            # buf: nsv kernel values, then a d-vector for the candidates' scattered rows
+            xd = &buf[nsv + 1]
+            memset(xd, 0, d * sizeof(double))
+            for p in range(lo, hi):
+                q = self.pz(idx[p]) if idx != NULL else p
+                x = self._dense_input(q, xd)
+                self.sv.row(0, nsv, x, self.Xsq[q], self.Xrd[q], buf)
+                out[p - lo] = cv_dot4(self.svcoef, buf, nsv)
+                self._release_input(q, xd)
+            return
         if self.sv.blas:
             xs = &buf[GEMM_BLOCK * nsv]
             xsq = &xs[GEMM_BLOCK * d]
@@ -597,6 +694,8 @@ cdef class FastMEBOps:
             out[p - lo] = self.sv.weighted_screen(&self.X[self.pz(idx[p]) if idx != NULL else p, 0], self.svcoef)
 
     cdef Py_ssize_t _bufsize(self) noexcept nogil:
+        if self.sparse:
+            return self.nsv + 1 + self.d
         if self.sv.blas:
             return GEMM_BLOCK * self.nsv + GEMM_BLOCK * (self.d + 2) + 1
         return self.nsv + 1
@@ -1178,7 +1277,10 @@ def kernel_expansion(spec, SV, coef, X, Py_ssize_t min_parallel_work=-1):
     """f(x) = sum_t coef_t k(sv_t, x) for each row of X (same as refimpl.kernels.kernel_expansion).
 
     Parallel over X only from ``min_parallel_work`` kernel evaluations on (default: the engine's
-    PARALLEL_MIN_WORK); the result does not depend on it, each row's sum is formed the same way."""
+    PARALLEL_MIN_WORK); the result does not depend on it, each row's sum is formed the same way.
+    Sparse X (CSR) goes through :func:`_kernel_expansion_csr` (SV then converted to CSR: it is small)."""
+    if sp.issparse(X) or sp.issparse(SV):
+        return _kernel_expansion_csr(spec, sp.csr_matrix(SV), coef, sp.csr_matrix(X), min_parallel_work)
     cdef const double[:, ::1] sv = np.ascontiguousarray(SV, dtype=np.float64)
     cdef const double[::1] c = np.ascontiguousarray(coef, dtype=np.float64)
     cdef const double[:, ::1] x = np.ascontiguousarray(X, dtype=np.float64)
@@ -1219,6 +1321,60 @@ def kernel_expansion(spec, SV, coef, X, Py_ssize_t min_parallel_work=-1):
                 for i in range(nb):
                     o[blk * GEMM_BLOCK + i] = cv_dot4(&c[0], &buf[i * ns], ns)
                 free(buf)
+    return out
+
+
+def _kernel_expansion_csr(spec, SV, coef, X, Py_ssize_t min_parallel_work=-1):
+    """kernel_expansion of CSR rows X against CSR support vectors: the support vectors in a CSR point
+    store, each row of X scattered into a per-thread dense d-vector (``_rows.pxi``), in nogil loops."""
+    if X.shape[1] != SV.shape[1]:
+        raise ValueError(f"X has {X.shape[1]} features, the support vectors {SV.shape[1]}")
+    cdef const long long[::1] sp_ = np.ascontiguousarray(SV.indptr, dtype=np.int64)
+    cdef const int[::1] si = np.ascontiguousarray(SV.indices, dtype=np.int32)
+    cdef const double[::1] sv_ = np.ascontiguousarray(SV.data, dtype=np.float64)
+    cdef const long long[::1] xp = np.ascontiguousarray(X.indptr, dtype=np.int64)
+    xi_a = np.ascontiguousarray(X.indices, dtype=np.int32)
+    xv_a = np.ascontiguousarray(X.data, dtype=np.float64)
+    cdef const int* xi = NULL
+    cdef const double* xv = NULL
+    cdef const int[::1] xi_m
+    cdef const double[::1] xv_m
+    if xi_a.shape[0] > 0:
+        xi_m = xi_a
+        xv_m = xv_a
+        xi = &xi_m[0]
+        xv = &xv_m[0]
+    cdef const double[::1] c = np.ascontiguousarray(coef, dtype=np.float64)
+    cdef Py_ssize_t nx = X.shape[0], ns = SV.shape[0], d = X.shape[1], i, t, chunk = 64, nchunk, ch, lo, hi
+    cdef cnp.ndarray[double, ndim=1, mode="c"] out = np.zeros(nx)
+    cdef double[::1] o = out
+    cdef Kern K = make_kern(spec, d)
+    cdef _PointStore store
+    cdef double* buf
+    cdef double xsq
+    if nx == 0 or ns == 0:
+        return out
+    store = _PointStore()
+    store.setup_csr(K, ns)
+    for t in range(ns):
+        xsq = csr_row_sq(&sv_[0], sp_[t], sp_[t + 1]) if sv_.shape[0] > 0 else 0.0
+        store.put_csr(t, &si[sp_[t]] if si.shape[0] > 0 else NULL, &sv_[sp_[t]] if sv_.shape[0] > 0 else NULL,
+                      sp_[t + 1] - sp_[t], xsq, rawdiag_from_sq(&K, xsq))
+    cdef bint parallel = nx * ns >= (PARALLEL_MIN_WORK if min_parallel_work < 0 else min_parallel_work)
+    nchunk = (nx + chunk - 1) // chunk
+    with nogil:
+        for ch in prange(nchunk, schedule="static", use_threads_if=parallel):
+            lo = ch * chunk
+            hi = min(lo + chunk, nx)
+            # ns kernel values, then a zeroed d-vector for the scattered rows
+            buf = <double*> calloc(ns + d + 1, sizeof(double))
+            for i in range(lo, hi):
+                csr_scatter(&buf[ns + 1], xi, xv, xp[i], xp[i + 1])
+                xsq = csr_row_sq(xv, xp[i], xp[i + 1])
+                store.row(0, ns, &buf[ns + 1], xsq, rawdiag_from_sq(&K, xsq), buf)
+                o[i] = cv_dot4(&c[0], buf, ns)
+                csr_clear(&buf[ns + 1], xi, xp[i], xp[i + 1])
+            free(buf)
     return out
 
 

@@ -4,6 +4,11 @@
 # loops of _simd.h: one vectorised pass per coordinate, then a vector exp.  From BLAS_MIN_D
 # coordinates on, points are stored by row (cap x d) and a row is one BLAS GEMV (a block of rows one
 # GEMM) against cached squared norms: a kernel evaluation then costs what a dot product costs.
+#
+# Sparse (CSR) input: the store keeps its points as CSR rows (``setup_csr``, ``put_csr``; memory in
+# proportion to their nonzeros, never d per point), and a row against a query x is the sparse-dense product
+# of each stored row with x scattered into a dense d-vector (``csr_scatter``: O(nnz(x)) to build and to
+# clear), then the kernel from the dots and the cached squared norms, as on the BLAS path.
 from scipy.linalg.cython_blas cimport dgemv, dgemm
 
 cdef extern from "_simd.h":
@@ -43,6 +48,38 @@ cdef inline double point_sq(const double* x, Py_ssize_t d) noexcept nogil:
     return s
 
 
+cdef inline double rawdiag_from_sq(const Kern* K, double sq) noexcept nogil:
+    """k_raw(x, x) from ||x||^2 (what normalisation divides by); 1 for the radial kernels."""
+    if K.code <= 1:
+        return 1.0
+    if K.code == 3:
+        return sq
+    return ipow(K.gamma * sq + K.coef0, K.degree)
+
+
+cdef inline void csr_scatter(double* xd, const int* ind, const double* val, Py_ssize_t lo,
+                             Py_ssize_t hi) noexcept nogil:
+    """xd[ind[e]] = val[e] for e in [lo, hi): a CSR row into a zeroed dense vector."""
+    cdef Py_ssize_t e
+    for e in range(lo, hi):
+        xd[ind[e]] = val[e]
+
+
+cdef inline void csr_clear(double* xd, const int* ind, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    """Undo csr_scatter: the dense vector is zero again."""
+    cdef Py_ssize_t e
+    for e in range(lo, hi):
+        xd[ind[e]] = 0.0
+
+
+cdef inline double csr_row_sq(const double* val, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    cdef Py_ssize_t e
+    cdef double s = 0.0
+    for e in range(lo, hi):
+        s += val[e] * val[e]
+    return s
+
+
 cdef inline double point_rawdiag(const Kern* K, const double* x) noexcept nogil:
     """k_raw(x, x) for the dot-product kernels (what normalisation divides by); 1 for radial ones."""
     if K.code <= 1:
@@ -72,6 +109,11 @@ cdef class _PointStore:
     cdef Kern K
     cdef Py_ssize_t d, n, cap
     cdef bint blas
+    cdef bint csr       # CSR rows (sparse input): ptr, ind, val instead of data
+    cdef Py_ssize_t* ptr
+    cdef int* ind
+    cdef double* val
+    cdef Py_ssize_t nzcap
     cdef double* data   # blas: cap x d by row; else d x cap by coordinate
     cdef double* sq     # squared norms (the BLAS path of radial kernels)
     cdef double* rd     # k_raw(c, c) (normalised dot-product kernels)
@@ -88,10 +130,18 @@ cdef class _PointStore:
         self.fdata = NULL
         self.fmode = False
         self.ferr = CV_SCREEN_TERM_ERR
+        self.ptr = NULL
+        self.ind = NULL
+        self.val = NULL
+        self.nzcap = 0
+        self.csr = False
         self.n = 0
         self.cap = 0
 
     def __dealloc__(self):
+        free(self.ptr)
+        free(self.ind)
+        free(self.val)
         free(self.data)
         free(self.sq)
         free(self.rd)
@@ -103,12 +153,52 @@ cdef class _PointStore:
         self.blas = K.d >= BLAS_MIN_D
         self.reserve(max(cap, 4))
 
+    cdef void setup_csr(self, Kern K, Py_ssize_t cap) except *:
+        """A store of CSR rows (sparse input); points are appended with put_csr."""
+        self.K = K
+        self.d = K.d
+        self.blas = False
+        self.csr = True
+        self.reserve(max(cap, 4))
+        self.ptr[0] = 0
+
+    cdef void put_csr(self, Py_ssize_t j, const int* ind, const double* val, Py_ssize_t nnz, double sq,
+                      double rd) except *:
+        """Store the CSR row (ind, val)[:nnz] as point j: j == n (append), or j == 0 to restart the store."""
+        cdef Py_ssize_t start, newcap
+        if j != self.n and j != 0:
+            raise ValueError("a CSR point store is filled in order")
+        if j >= self.cap:
+            self.reserve(max(2 * self.cap, j + 1))
+        start = self.ptr[j]
+        if start + nnz > self.nzcap:
+            newcap = max(2 * self.nzcap, start + nnz, 256)
+            self.ind = <int*> realloc(self.ind, newcap * sizeof(int))
+            self.val = <double*> realloc(self.val, newcap * sizeof(double))
+            if self.ind == NULL or self.val == NULL:
+                raise MemoryError("kernel row store")
+            self.nzcap = newcap
+        memcpy(&self.ind[start], ind, nnz * sizeof(int))
+        memcpy(&self.val[start], val, nnz * sizeof(double))
+        self.ptr[j + 1] = start + nnz
+        self.sq[j] = sq
+        self.rd[j] = rd
+        self.n = j + 1
+
     cdef void reserve(self, Py_ssize_t cap) except *:
         """Room for ``cap`` points, keeping the first n."""
         cdef Py_ssize_t e, d = self.d
         cdef double* nd
         cdef float* fd
         if cap <= self.cap:
+            return
+        if self.csr:
+            self.ptr = <Py_ssize_t*> realloc(self.ptr, (cap + 1) * sizeof(Py_ssize_t))
+            self.sq = <double*> realloc(self.sq, cap * sizeof(double))
+            self.rd = <double*> realloc(self.rd, cap * sizeof(double))
+            if self.ptr == NULL or self.sq == NULL or self.rd == NULL:
+                raise MemoryError("kernel row store")
+            self.cap = cap
             return
         nd = <double*> malloc(cap * max(d, 1) * sizeof(double))
         if nd == NULL:
@@ -158,9 +248,19 @@ cdef class _PointStore:
         cdef int n_ = <int> (hi - lo), d_ = <int> self.d, inc = 1
         cdef double one = 1.0, zero = 0.0
         cdef char trans = b'T'
+        cdef Py_ssize_t j, e
+        cdef double acc
         if hi <= lo:
             return
-        if self.blas:
+        if self.csr:
+            # x is dense (a scattered CSR row): one sparse-dense dot product per stored row
+            for j in range(lo, hi):
+                acc = 0.0
+                for e in range(self.ptr[j], self.ptr[j + 1]):
+                    acc = acc + self.val[e] * x[self.ind[e]]
+                out[j - lo] = acc
+            dots_to_kernel(&self.K, out, hi - lo, xsq, &self.sq[lo], xrd, &self.rd[lo])
+        elif self.blas:
             # row-major (hi - lo) x d is column-major d x (hi - lo): out = A' x
             dgemv(&trans, &d_, &n_, &one, &self.data[lo * self.d], &d_, <double*> x, &inc, &zero, out, &inc)
             dots_to_kernel(&self.K, out, hi - lo, xsq, &self.sq[lo], xrd, &self.rd[lo])
@@ -174,7 +274,7 @@ cdef class _PointStore:
                          double* buf) noexcept nogil:
         """sum_j w[j] k(x, c_j) over all stored points (``buf``: n values of scratch, used off the fused
         radial path)."""
-        if not self.blas and self.K.code <= 1:
+        if not self.blas and not self.csr and self.K.code <= 1:
             return cv_radial_dot(self.data, self.cap, self.n, self.d, x, -self.K.gamma, self.K.code == 1, w)
         self.row(0, self.n, x, xsq, xrd, buf)
         return cv_dot4(w, buf, self.n)
@@ -182,7 +282,7 @@ cdef class _PointStore:
     cdef inline bint screens(self) noexcept nogil:
         """True when weighted_screen is a single-precision screening kernel (coordinate storage, radial
         kernel, a vector unit); its error is then within CV_SCREEN_TERM_ERR sum_j |w_j|."""
-        return not self.blas and self.K.code <= 1 and cv_screen_available()
+        return not self.blas and not self.csr and self.K.code <= 1 and cv_screen_available()
 
     cdef inline double weighted_screen(self, const double* x, const double* w) noexcept nogil:
         """weighted() with exp in single precision (only where screens()): for ruling candidates out;

@@ -18,9 +18,10 @@ import math
 from numbers import Real
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, InvalidParameterError
 
-from refimpl.kernels import make_kernel_spec
+from refimpl.kernels import make_kernel_spec, max_abs, row_sq_norms
 
 __all__ = ["POSITIVE", "EPS", "EPS_MAX", "shared_constraints", "invalid_parameter", "check_eps",
            "checked_kernel_spec"]
@@ -87,17 +88,22 @@ def checked_kernel_spec(X, kernel, gamma, degree, coef0, normalize):
     (measured: a linear CVMClassifier on X * 1e100, k ~ 1e200, ran for more than a minute), and neither
     may be a nonzero subnormal number."""
     spec = make_kernel_spec(X, kernel, gamma, degree, coef0, normalize)
-    X = np.asarray(X, dtype=np.float64)
-    if X.size == 0:
+    if not sp.issparse(X):
+        X = np.asarray(X, dtype=np.float64)
+    if X.shape[0] * X.shape[1] == 0:
         return spec
     tiny = np.finfo(np.float64).tiny
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         if spec.name in ("rbf", "laplacian"):
-            value = float(np.sum(_column_spans(X) ** 2))
+            if sp.issparse(X):  # column ranges with the implicit zeros, in O(nnz + d)
+                ptp = (X.max(axis=0) - X.min(axis=0)).toarray().ravel()
+            else:
+                ptp = _column_spans(X)
+            value = float(np.sum(ptp ** 2))
             what = "the largest squared distance between two rows of X"
             bad = not np.isfinite(value) or 0.0 < value < tiny
         else:
-            value = float(np.max(np.einsum("ij,ij->i", X, X)))
+            value = float(np.max(row_sq_norms(X) if sp.issparse(X) else np.einsum("ij,ij->i", X, X)))
             if spec.name == "poly":
                 value = float(np.power(spec.gamma * value + spec.coef0, float(spec.degree)))
             what = "the largest kernel value k(x, x) of X"
@@ -106,6 +112,6 @@ def checked_kernel_spec(X, kernel, gamma, degree, coef0, normalize):
             bad = not value <= math.sqrt(np.finfo(np.float64).max) or 0.0 < value < tiny
     if bad:
         raise ValueError(f"X is of a scale float64 cannot hold for kernel={spec.name!r}: {what} is {value:.3g} "
-                         f"(max|X| = {float(np.max(np.abs(X))):.3g}), so the kernel values would over- or "
+                         f"(max|X| = {max_abs(X):.3g}), so the kernel values would over- or "
                          "underflow.  Rescale X (e.g. sklearn.preprocessing.StandardScaler).")
     return spec

@@ -31,8 +31,7 @@ The format is read from the file's lines, not from its name or the model (``--fo
 
 * LIBSVM: indices start at 1 (a 0 index is an error naming its line); missing indices are zeros, so a
   file whose highest index is below the model's feature count is valid, and an index above it is an
-  error.  The data stay sparse (CSR) up to the estimators, which take dense arrays for now
-  (:func:`_estimator_input`, the one place that densifies).
+  error.  The data stay sparse (CSR) end to end: the estimators take CSR input (:func:`_estimator_input`).
 * CSV: the target is the last column (``fit``; ``predict`` takes the model's feature count of columns,
   plus optionally the target).  Any other column count is an error.  The first row is a header only if
   none of its fields is a number or a missing-value token such as NA (``--header``/``--no-header``
@@ -288,13 +287,10 @@ def read_libsvm(path, n_features=None):
 
 
 def _estimator_input(X):
-    """The one place where data files become estimator input.
-
-    The LIBSVM path keeps X as CSR up to here, but the estimators do not accept sparse input yet
-    (issue 15, "sparse input"): densify here, and only here.  Once they do, return CSR unchanged.
-    """
+    """The one place where data files become estimator input: LIBSVM files stay CSR end to end (the
+    estimators take sparse input, issue 15), CSV data is a C-contiguous float64 array."""
     if sp.issparse(X):
-        X = X.toarray()
+        return sp.csr_matrix(X, dtype=np.float64)
     return np.ascontiguousarray(X, dtype=np.float64)
 
 

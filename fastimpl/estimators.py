@@ -19,6 +19,7 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, OutlierMixin, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
@@ -188,6 +189,11 @@ class _CoreVectorBase(BaseEstimator):
         self.impl = impl
         self.verbose = verbose
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # CSR input for fit and predict (issue 15); other formats become CSR
+        return tags
+
     def _check_fit_params(self, n_samples):
         check_eps(self, self.eps, self.stop)
         validate_engine_params(self.eps, self.sample_size, self.max_iter, self.tol, max(n_samples, 2),
@@ -209,6 +215,11 @@ class _CoreVectorBase(BaseEstimator):
         return self.HYBRID_NU
 
     def _expansion(self, X, SV, coef):
+        # the support vectors take the layout of X (they are few): CSR against CSR, dense against dense
+        if sp.issparse(X) and not sp.issparse(SV):
+            SV = sp.csr_matrix(SV)
+        elif not sp.issparse(X) and sp.issparse(SV):
+            SV = SV.toarray()
         return numerics(self.impl).kernel_expansion(self.kernel_spec_, SV, coef, X)
 
     @staticmethod
@@ -263,7 +274,7 @@ class MEB(OutlierMixin, _CoreVectorBase):
         return self._fit_ball(X)
 
     def _fit_ball(self, X, sample_weight=None):
-        X = validate_data(self, X, dtype=np.float64, order="C", ensure_min_samples=2)
+        X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2)
         self._check_fit_params(X.shape[0])
         w = _point_weights(X, sample_weight)
         kept = _drop_zero_weights(w)
@@ -302,7 +313,7 @@ class MEB(OutlierMixin, _CoreVectorBase):
 
     def decision_function(self, X):
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
+        X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", reset=False)
         return self.certified_radius_ ** 2 - self._dist2(X)
 
     def score_samples(self, X):
@@ -364,7 +375,7 @@ class CVDD(MEB):
 
     def decision_function(self, X):
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
+        X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", reset=False)
         return self._expansion(X, self.support_vectors_, self.center_coef_) + self.intercept_[0]
 
     def score_samples(self, X):
@@ -442,7 +453,7 @@ class CVMClassifier(ClassifierMixin, _CoreVectorBase):
     def fit(self, X, y, sample_weight=None):
         """Fit on (X, y); ``sample_weight`` w_i gives point i the slack penalty C_i = C class_weight[y_i] w_i
         (points of weight 0 are left out, as LIBSVM leaves them out)."""
-        X, y = validate_data(self, X, y, dtype=np.float64, order="C", ensure_min_samples=2)
+        X, y = validate_data(self, X, y, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2)
         if y.dtype.kind not in "biu":  # integer labels are classes by nature: spare a pass over m labels
             check_classification_targets(y)
         self._check_fit_params(X.shape[0])
@@ -567,7 +578,7 @@ class CVMClassifier(ClassifierMixin, _CoreVectorBase):
         """Binary: f(x), positive for ``classes_[1]`` (sklearn's convention). Multi-class: (n, n_classes)
         one-vs-one votes plus normalised confidences, as sklearn's SVC with decision_function_shape='ovr'."""
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
+        X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", reset=False)
         dec = self._pair_decisions(X)
         if len(self.classes_) == 2:
             return -dec[:, 0]
@@ -726,7 +737,8 @@ class CVR(RegressorMixin, _CoreVectorBase):
         """Fit on (X, y); ``sample_weight`` w_i gives both slacks of point i the weight C w_i / (mu m)
         instead of C / (mu m) (points of weight 0 are left out; with mu='auto', mu m = C / SLACK_WEIGHT
         whatever m, so an integer weight k is the point repeated k times, in the primal)."""
-        X, y = validate_data(self, X, y, dtype=np.float64, order="C", ensure_min_samples=2, y_numeric=True)
+        X, y = validate_data(self, X, y, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2,
+                             y_numeric=True)
         w = _point_weights(X, sample_weight)
         kept = _drop_zero_weights(w)
         Xk, yk, wk = (X, y, w) if kept is None else (X[kept], y[kept], w[kept])
@@ -798,5 +810,5 @@ class CVR(RegressorMixin, _CoreVectorBase):
 
     def predict(self, X):
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
+        X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", reset=False)
         return self._expansion(X, self.support_vectors_, self.dual_coef_[0]) + self.intercept_[0]

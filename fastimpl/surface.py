@@ -19,6 +19,7 @@ import time
 from numbers import Integral
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval, validate_parameter_constraints
 
@@ -33,6 +34,10 @@ from .numerics import numerics
 
 
 def _check_points(points, name="points"):
+    if sp.issparse(points):
+        # 3-D points have no sparsity to exploit; scikit-learn's wording for estimators without sparse support
+        raise TypeError(f"Sparse data was passed for {name}, but dense data is required (ImplicitSurface "
+                        "fits (n, 3) points). Use '.toarray()' to convert to a dense numpy array.")
     try:
         P = np.asarray(points, dtype=np.float64)
     except (TypeError, ValueError) as exc:

@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from .kernels import KernelSpec
 from .cvm import ridge
@@ -46,7 +47,7 @@ from .problem import MEBProblem
 def cvr_problem(X, y, kernel: KernelSpec, C: float, mu: float, weights=None) -> MEBProblem:
     """The center-constrained MEB of the L2-SVR (000 eqs. (7), (8), (15)); ``weights``: C_i = C w_i
     in the slack term (both copies of a point share it)."""
-    X = np.asarray(X)
+    X = X if sp.issparse(X) else np.asarray(X)  # CSR rows stay sparse (refimpl.problem)
     y = np.ascontiguousarray(y, dtype=np.float64)
     m = X.shape[0]
     if y.shape != (m,):

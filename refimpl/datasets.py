@@ -56,6 +56,19 @@ def overlapping_gaussians(m, random_state=None):
     return rng.normal(size=(m, 2)) + 2.0 * y[:, None], y
 
 
+def sparse_planted(m, d=5000, density=0.01, random_state=0):
+    """(X, y): random CSR rows (scipy.sparse.random, uniform values at rate ``density``) labelled +-1 by a
+    planted sparse linear rule, y = sign(X w - median) with w nonzero on 10% of the features (issue 15's
+    sparse high-dimensional benchmark).  X is never dense."""
+    import scipy.sparse as sp
+
+    X = sp.random(m, d, density=density, format="csr", random_state=random_state, dtype=np.float64)
+    rng = np.random.default_rng(random_state)
+    w = rng.standard_normal(d) * (rng.random(d) < 0.1)
+    s = X @ w
+    return X, np.where(s > np.median(s), 1, -1)
+
+
 def _check_file(path):
     path = os.fspath(path)
     if not os.path.exists(path):

@@ -20,12 +20,19 @@ The Gaussian width may be given as ``gamma='beta'``: the papers' heuristic
 beta = (1/m^2) sum_ij ||x_i - x_j||^2 (001 Sec. 5) and gamma = 1/beta.  The double sum has
 the closed form 2 (mean ||x||^2 - ||mean x||^2), so it is computed exactly in O(m d) for
 any m, with no m x m work and no sampling.
+
+Sparse input: every function here also takes ``scipy.sparse`` CSR rows (never densified as a whole).  The
+radial kernels then go through row norms, ||a - b||^2 = ||a||^2 + ||b||^2 - 2 a'b, with the pairs that
+cancellation may have spoiled (||a - b||^2 below 1e-6 (||a||^2 + ||b||^2)) recomputed exactly by a
+sparse subtraction of the two rows; the dot-product kernels through sparse products.  (The Laplacian
+here is Euclidean, so row norms serve it as they serve the Gaussian.)
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.spatial.distance import cdist
 
 KERNELS = ("rbf", "laplacian", "poly", "linear")
@@ -66,9 +73,46 @@ def beta_heuristic(X: np.ndarray) -> float:
     two-pass variance, which, unlike 2 (mean ||x||^2 - ||mean x||^2), does not cancel away the spread
     of data far from the origin (X + 1e8).  inf when the squares overflow float64.
     """
+    if sp.issparse(X):
+        return float(2.0 * sparse_column_variances(X).sum())
     X = np.asarray(X, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
         return float(2.0 * X.var(axis=0).sum())
+
+
+def sparse_column_variances(X) -> np.ndarray:
+    """Var(X[:, f]) of a sparse matrix, two-pass per column (the implicit zeros count), in O(nnz + d)."""
+    X = sp.csr_matrix(X)
+    m = X.shape[0]
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = np.bincount(X.indices, weights=X.data, minlength=X.shape[1]) / m
+        nnz = np.bincount(X.indices, minlength=X.shape[1])
+        dev = X.data - mean[X.indices]
+        return (np.bincount(X.indices, weights=dev * dev, minlength=X.shape[1]) + (m - nnz) * mean ** 2) / m
+
+
+def sparse_variance(X) -> float:
+    """Var of all m d entries of a sparse matrix (the implicit zeros count), two-pass."""
+    n = X.shape[0] * X.shape[1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = float(X.data.sum()) / n
+        dev = X.data - mean
+        return float((np.dot(dev, dev) + (n - X.nnz) * mean * mean) / n)
+
+
+def _no_spread(X, gamma) -> bool:
+    """Every entry equal ('scale') or every row equal ('beta'), so the kernel does not depend on gamma."""
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        if X.shape[0] * X.shape[1] == 0:
+            return True
+        if gamma == "scale":
+            full = X.nnz == X.shape[0] * X.shape[1]
+            data = X.data if full else np.concatenate([X.data, [0.0]])
+            return bool(np.all(data == data[0]))
+        return bool(np.all(sparse_column_variances(X) == 0))
+    X = np.asarray(X, dtype=np.float64)
+    return X.size == 0 or bool(np.all(X == X.flat[0] if gamma == "scale" else X == X[:1]))
 
 
 #: gamma='scale'/'beta' must come from a spread that float64 holds to full precision: a variance or
@@ -77,9 +121,38 @@ def beta_heuristic(X: np.ndarray) -> float:
 _NORMAL = (np.finfo(np.float64).tiny, np.finfo(np.float64).max)
 
 
+def max_abs(X) -> float:
+    """max |X| (0 for an empty X), dense or sparse."""
+    if sp.issparse(X):
+        return float(np.max(np.abs(X.data))) if X.nnz else 0.0
+    return float(np.max(np.abs(X))) if np.size(X) else 0.0
+
+
+def row_sq_norms(A) -> np.ndarray:
+    """||a_i||^2 of each row, dense or sparse."""
+    if sp.issparse(A):
+        A = sp.csr_matrix(A)
+        return np.add.reduceat(np.append(A.data * A.data, 0.0), A.indptr[:-1]) * (np.diff(A.indptr) > 0)
+    return (A * A).sum(1)
+
+
+def _sparse_sqdist(A, B) -> np.ndarray:
+    """||a_i - b_j||^2 for CSR rows A, B: row norms and a sparse product, with the pairs that
+    cancellation may have spoiled (below 1e-6 of ||a||^2 + ||b||^2) recomputed exactly from a_i - b_j."""
+    A, B = sp.csr_matrix(A), sp.csr_matrix(B)
+    na, nb = row_sq_norms(A), row_sq_norms(B)
+    dot = (A @ B.T).toarray()
+    scale = na[:, None] + nb[None, :]
+    sq = np.maximum(scale - 2.0 * dot, 0.0)
+    for i, j in zip(*np.nonzero(sq <= 1e-6 * scale)):
+        diff = A[i] - B[j]
+        sq[i, j] = float(diff.data @ diff.data)
+    return sq
+
+
 def _width_error(gamma, what, value, X):
     with np.errstate(over="ignore"):
-        size = float(np.max(np.abs(X))) if np.size(X) else 0.0
+        size = max_abs(X)
     return ValueError(
         f"gamma={gamma!r} cannot be computed for this X: {what} = {value:.3g} is outside the normal float64 "
         f"range [{_NORMAL[0]:.3g}, {_NORMAL[1]:.3g}] (max|X| = {size:.3g}), so gamma and the kernel's squared "
@@ -97,15 +170,16 @@ def resolve_gamma(gamma, X: np.ndarray, kernel: str) -> float:
     """
     if isinstance(gamma, str):
         if gamma in ("beta", "scale"):
-            X = np.asarray(X, dtype=np.float64)
-            if X.size == 0 or np.all(X == X.flat[0] if gamma == "scale" else X == X[:1]):
+            if not sp.issparse(X):
+                X = np.asarray(X, dtype=np.float64)
+            if _no_spread(X, gamma):
                 return 1.0  # no spread at all
             if gamma == "beta":
                 what, value = "beta (mean squared pairwise distance)", beta_heuristic(X)
                 g = 1.0 / value if value > 0 else np.inf
             else:
                 with np.errstate(over="ignore", invalid="ignore"):
-                    var = float(X.var())
+                    var = sparse_variance(X) if sp.issparse(X) else float(X.var())
                 what, value = "n_features * Var(X)", X.shape[1] * var
                 g = 1.0 / value if value > 0 else np.inf
             if not (_NORMAL[0] <= value <= _NORMAL[1]) or not (0.0 < g < np.inf):
@@ -141,11 +215,14 @@ def _raw_block(spec: KernelSpec, A: np.ndarray, B: np.ndarray) -> np.ndarray:
     if spec.name in ("rbf", "laplacian"):
         # squared distances summed from coordinate differences: ||a||^2 + ||b||^2 - 2 a'b loses ~1e-16 |a|^2
         # to cancellation, which the Laplacian's square root turns into a ~1e-8 error of k(x, x) = 1
-        sq = cdist(A, B, "sqeuclidean")
+        sq = _sparse_sqdist(A, B) if sp.issparse(A) or sp.issparse(B) else cdist(A, B, "sqeuclidean")
         if spec.name == "rbf":
             return np.exp(-spec.gamma * sq)
         return np.exp(-spec.gamma * np.sqrt(sq))
     dot = A @ B.T
+    if sp.issparse(dot):
+        dot = dot.toarray()
+    dot = np.asarray(dot)
     if spec.name == "linear":
         return dot
     return (spec.gamma * dot + spec.coef0) ** spec.degree
@@ -154,7 +231,7 @@ def _raw_block(spec: KernelSpec, A: np.ndarray, B: np.ndarray) -> np.ndarray:
 def _raw_diag(spec: KernelSpec, A: np.ndarray) -> np.ndarray:
     if spec.name in ("rbf", "laplacian"):
         return np.ones(A.shape[0])
-    sq = (A * A).sum(1)
+    sq = row_sq_norms(A)
     if spec.name == "linear":
         return sq
     return (spec.gamma * sq + spec.coef0) ** spec.degree
@@ -185,7 +262,8 @@ EXPANSION_BLOCK = 2048
 
 def kernel_expansion(spec: KernelSpec, SV: np.ndarray, coef: np.ndarray, X: np.ndarray) -> np.ndarray:
     """f(x) = sum_t coef_t k(sv_t, x) for every row x of X, in blocks (no |X| x |SV| matrix at once)."""
-    X = np.asarray(X, dtype=np.float64)
+    if not sp.issparse(X):
+        X = np.asarray(X, dtype=np.float64)
     out = np.empty(X.shape[0])
     for start in range(0, X.shape[0], EXPANSION_BLOCK):
         out[start:start + EXPANSION_BLOCK] = kernel_block(spec, X[start:start + EXPANSION_BLOCK], SV) @ coef

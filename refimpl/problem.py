@@ -38,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 
 from .kernels import KernelSpec, kernel_block, kernel_diag
 
@@ -48,7 +49,8 @@ class MEBProblem:
 
     Attributes
     ----------
-    X : (m, d) float64 array, C-contiguous -- the inputs x_i.
+    X : (m, d) float64 array, C-contiguous, or a scipy.sparse CSR matrix -- the inputs x_i (CSR rows are
+        never densified: kernels of sparse rows go through row norms and sparse products).
     kernel : KernelSpec -- the base kernel k.
     sign : (m,) int8 array of +-1 or None -- s_i (None means all +1); int8 keeps it at 1 byte a point.
     label_bias : float -- beta_b, 1 for the two-class L2-SVM (the b^2 term of 001 eq. (8)).
@@ -80,7 +82,14 @@ class MEBProblem:
     eta: float = field(init=False)
 
     def __post_init__(self):
-        self.X = np.ascontiguousarray(self.X, dtype=np.float64)
+        self._rawdiag_all = None
+        if sp.issparse(self.X):
+            self.X = sp.csr_matrix(self.X, dtype=np.float64)
+            if self.kernel.name not in ("rbf", "laplacian"):
+                # k(x, x) of every row once (O(nnz)): rows of a CSR matrix are copied when indexed
+                self._rawdiag_all = kernel_diag(self.kernel, self.X)
+        else:
+            self.X = np.ascontiguousarray(self.X, dtype=np.float64)
         if self.sign is not None:
             self.sign = np.ascontiguousarray(self.sign, dtype=np.int8)
         if self.point_diag is not None:
@@ -173,6 +182,10 @@ class MEBProblem:
     def _raw_diag(self, idx) -> np.ndarray:
         # s_i^2 = 1, so the sign drops out of the diagonal.
         c = self.diag_add if self.point_diag is None else self.diag_term(idx)
+        if self._rawdiag_all is not None:
+            return self._rawdiag_all[self.base(idx)] + self.label_bias + c
+        if sp.issparse(self.X):  # radial kernels: k(x, x) = 1, no need to copy the rows
+            return np.full(len(np.atleast_1d(idx)), 1.0) + self.label_bias + c
         return kernel_diag(self.kernel, self.X[self.base(idx)]) + self.label_bias + c
 
     def diag(self, idx) -> np.ndarray:

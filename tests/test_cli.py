@@ -441,9 +441,9 @@ def test_libsvm_loader_keeps_csr(data_files):
     assert sp.isspmatrix_csr(X) or (sp.issparse(X) and X.format == "csr")
     np.testing.assert_allclose(X.toarray(), data_files.X, rtol=1e-15)
     assert np.array_equal(y, data_files.y)
-    # the one densifying point gives the estimators a dense C-contiguous float64 array
+    # the estimators get the CSR matrix itself (issue 15: LIBSVM data stay sparse end to end)
     D = cli._estimator_input(X)
-    assert isinstance(D, np.ndarray) and D.flags.c_contiguous and np.array_equal(D, X.toarray())
+    assert sp.issparse(D) and D.format == "csr" and D.dtype == np.float64 and (D != X).nnz == 0
     Xs, _ = load_svmlight_file(str(data_files.libsvm), zero_based=False)
     assert (X != Xs).nnz == 0
 
@@ -640,3 +640,39 @@ def test_fit_n_features_declares_the_libsvm_dimension(data_files, tmp_path, caps
     assert "line 1: feature index 2 is above the 1 features expected" in one_line_error(capsys)
     assert cli.main(["fit", str(data_files.csv), "--model", str(model), "--n-features", "3"]) == 1
     assert "LIBSVM files only" in one_line_error(capsys)
+
+
+@pytest.mark.parametrize("estimator", ["cvm", "cvr", "cvdd"])
+def test_libsvm_fit_and_predict_stay_sparse(tmp_path, monkeypatch, estimator):
+    """issue 15: a LIBSVM file reaches fit and predict as CSR, and a wide sparse file (400 x 200,000, 10
+    nonzeros a row) is fitted with traced memory far below its dense size (640 MB)."""
+    import tracemalloc
+
+    from sklearn.datasets import dump_svmlight_file
+
+    import fastimpl
+    rng = np.random.default_rng(0)
+    m, d = 400, 200_000
+    X = sp.random(m, d, density=10 / d, format="csr", random_state=1)
+    y = np.sign(X @ rng.standard_normal(d) + 1e-9)
+    path = tmp_path / "wide.libsvm"
+    dump_svmlight_file(X, y, str(path), zero_based=False)
+    seen = []
+    cls = {"cvm": fastimpl.CVMClassifier, "cvr": fastimpl.CVR, "cvdd": fastimpl.CVDD}[estimator]
+    for name in ("fit", "predict"):
+        orig = getattr(cls, name)
+
+        def spy(self, X, *a, _orig=orig, _name=name, **k):
+            seen.append((_name, sp.issparse(X)))
+            return _orig(self, X, *a, **k)
+        monkeypatch.setattr(cls, name, spy)
+    model = tmp_path / "m.cvm"
+    tracemalloc.start()
+    try:
+        assert cli.main(["fit", str(path), "--model", str(model), "--estimator", estimator, "--kernel", "linear"]) == 0
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 2**20, peak  # the dense X alone would be 640 MB
+    assert cli.main(["predict", str(model), str(path), "--out", str(tmp_path / "p.txt")]) == 0
+    assert ("fit", True) in seen and ("predict", True) in seen and all(s for _, s in seen)
