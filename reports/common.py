@@ -115,7 +115,7 @@ class FitJob:
     prepare(*args) -> data (not timed), fit(data) -> model (timed), evaluate(model, data) -> dict
     (not timed; keys ending in ``_time`` are timings it makes itself and are summarised over the
     runs like the fit's).  All three must be picklable (module-level functions): the child is a
-    spawned interpreter.
+    fresh process (see :func:`_process_context`).
     """
 
     def __init__(self, prepare, fit, evaluate):
@@ -151,7 +151,7 @@ def _summarise_runs(runs):
 
 
 def measure_fit(job: FitJob, *args, trace_memory=True, timeout=None, repeats=None):
-    """Run one fit in ``repeats`` fresh (spawned) processes and return its measurements.
+    """Run one fit in ``repeats`` fresh processes (forked from a clean fork server) and return its measurements.
 
     Every run prepares its data, then times ``job.fit`` alone (no evaluation callback inside the
     timer), then evaluates the model.  Timings (``fit_time``, ``fit_cpu_time`` and any ``*_time``
@@ -179,11 +179,31 @@ def measure_fit(job: FitJob, *args, trace_memory=True, timeout=None, repeats=Non
     return _summarise_runs(runs)
 
 
+#: modules the fork server imports once, so that each measured child starts with them loaded (a spawned
+#: interpreter spent 1.5-2 s of CPU and up to 10 s of wall time at load 9 importing them, per fit).  Never
+#: fastimpl: its at-fork handler sets a forked child's OpenMP to one thread, and nothing that runs an
+#: OpenMP parallel region may run in the server (GNU OpenMP hangs in a child forked after one)
+FORKSERVER_PRELOAD = ["numpy", "scipy.linalg", "scipy.sparse", "sklearn.base", "sklearn.svm", "sklearn.utils",
+                      "pandas", "reports.common"]
+
+
+def _process_context():
+    """Where measured fits run: children of a fork server that has imported :data:`FORKSERVER_PRELOAD`
+    and nothing of corevector (each child is a fresh process that has run no fit, imports fastimpl
+    itself and keeps its OpenMP threads); 'spawn' where there is no fork server (Windows).  Not plain
+    'fork': GNU OpenMP, used by the compiled engine, hangs in a child forked once the parent has run a
+    parallel region."""
+    try:
+        ctx = mp.get_context("forkserver")
+    except ValueError:  # pragma: no cover - platforms without fork
+        return mp.get_context("spawn")
+    ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+    return ctx
+
+
 def _measure_once(job, args, trace_memory, timeout):
     """One fresh process: prepare, the timed fit, evaluate (see :func:`measure_fit`)."""
-    # spawn, not fork: GNU OpenMP (used by the compiled engine) hangs in a forked child once the
-    # parent has run a parallel region, and a fresh interpreter also gives a clean maxRSS baseline
-    ctx = mp.get_context("spawn")
+    ctx = _process_context()
     q = ctx.Queue()
     p = ctx.Process(target=_child, args=(q, job, args, trace_memory))
     p.start()
