@@ -15,7 +15,8 @@ _WEIGHT_REASON = ("integer weights equal repetitions in the primal (repeated poi
                   "sampled scans (the two data sets draw different samples) and gamma='scale'/'beta' changes "
                   "with the repetitions; tests/test_weights.py checks the equivalence at eps=1e-9, full scans, "
                   "a fixed gamma")
-_WEIGHT_CHECK = {"check_sample_weight_equivalence_on_dense_data": _WEIGHT_REASON}
+_WEIGHT_CHECK = {"check_sample_weight_equivalence_on_dense_data": _WEIGHT_REASON,
+                 "check_sample_weight_equivalence_on_sparse_data": _WEIGHT_REASON}
 EXPECTED_FAILED = {
     MEB: {"check_outliers_train": _MEB_REASON, "check_outliers_fit_predict": _MEB_REASON},
     CVMClassifier: _WEIGHT_CHECK, CVDD: _WEIGHT_CHECK, CVR: _WEIGHT_CHECK,

@@ -91,6 +91,32 @@ def test_sparse_fit_is_the_dense_model_and_fast_equals_ref(cls, kernel):
                                    err_msg=str(key))
 
 
+@pytest.mark.parametrize("cls", [CVDD, CVMClassifier, CVR])
+def test_weighted_sparse_fit_is_the_weighted_dense_model(cls):
+    """sample_weight on CSR rows: the per-point ridge 1/C_i reaches the CSR store's diagonal as it reaches
+    the dense one (zero weights drop their rows from the CSR matrix), both engines."""
+    X, y, s = sparse_data()
+    w = np.random.default_rng(1).uniform(0.2, 3.0, X.shape[0])
+    w[[2, 11]] = 0.0
+    D = X.toarray()
+    out = {}
+    for impl in ("ref", "fast"):
+        for name, data in (("csr", X), ("dense", D)):
+            est = cls(impl=impl, random_state=0)
+            est.fit(data, s if cls is CVR else y, sample_weight=w) if cls is not CVDD else est.fit(data, sample_weight=w)
+            score = est.predict(D) if cls is CVR else est.decision_function(D)
+            out[impl, name] = (est.support_, score)
+    sup, ref = out["ref", "dense"]
+    assert not np.isin([2, 11], sup).any()
+    for key, (sup_k, val) in out.items():
+        assert np.array_equal(sup_k, sup), key
+        np.testing.assert_allclose(val, ref, rtol=0, atol=1e-9 * np.max(np.abs(ref)), err_msg=str(key))
+    unweighted = cls(impl="fast", random_state=0)
+    unweighted.fit(X, s) if cls is CVR else unweighted.fit(X, y) if cls is CVMClassifier else unweighted.fit(X)
+    got = unweighted.predict(D) if cls is CVR else unweighted.decision_function(D)
+    assert np.max(np.abs(got - ref)) > 1e-6 * np.max(np.abs(ref))  # the weights reached the fit
+
+
 def test_multiclass_and_cross_layout_prediction():
     X, _, s = sparse_data(m=210)
     y = np.digitize(s, np.quantile(s, [1 / 3, 2 / 3]))
