@@ -472,6 +472,42 @@ def test_defaults_reach_a_tuned_svr_on_abalone():
     assert np.median(ratios) <= 1.01
 
 
+def _friedman3_defaults_vs_svr():
+    """reports.ssvr's Friedman3 (3000 training / 3000 test points, seed 0) and its tuned SVR (C=100, gamma=0.25,
+    epsilon=0.2 on standardised targets, chosen by the report's CV over C in {0.1 .. 1000}, gamma in {1/16 .. 4},
+    epsilon in {0.05, 0.2}): the defaults' fits at n_basis = 5% of its support vectors and the SVR's test RMSE."""
+    from reports.ssvr import load
+    X, ys, Xt, yt, (mu, sd) = load("friedman3", "quick", 0)
+    svr = SVR(C=100.0, epsilon=0.2, gamma=0.25, cache_size=500).fit(X, ys)
+    rmse_svr = np.sqrt(np.mean((svr.predict(Xt) * sd + mu - yt) ** 2))
+    m = len(svr.support_) // 20
+    fits = [SparseSVR(n_basis=m, random_state=rs).fit(X, ys * sd + mu) for rs in range(3)]
+    ratios = [np.sqrt(np.mean((f.predict(Xt) - yt) ** 2)) / rmse_svr for f in fits]
+    return X, ys * sd + mu, m, fits, ratios
+
+
+@pytest.mark.slow
+def test_defaults_tol_does_not_cut_friedman3_short():
+    """On Friedman3 at 5% of the tuned SVR's support vectors the default tol=1e-6 does not stop the fit: every
+    random_state fits the n_basis functions asked for, so tol=0 gives the same model (the miss of issue 15's
+    1% target there is not the tol stop)."""
+    X, y, m, fits, _ = _friedman3_defaults_vs_svr()
+    for rs, est in enumerate(fits):
+        assert est.stop_reason_ == "n_basis" and est.n_basis_ == m
+        exact = SparseSVR(n_basis=m, tol=0.0, random_state=rs).fit(X, y)
+        np.testing.assert_array_equal(exact.basis_indices_, est.basis_indices_)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="issue 15 open on Friedman3: at 5% of the SVR's support vectors the sparse "
+                   "Gaussian expansion is approximation-limited: 1.066x the SVR's RMSE with the defaults, and the best "
+                   "setting found by trying lam in 1e-5..1e-1, widths 0.27-2x 'beta', Delta=inf, eps, |O|=400 and the "
+                   "Laplacian kernel against the test set itself was 1.017x (gamma=0.15, lam=3e-4)")
+def test_defaults_reach_a_tuned_svr_on_friedman3():
+    *_, ratios = _friedman3_defaults_vs_svr()
+    assert np.median(ratios) <= 1.01
+
+
 @pytest.mark.parametrize("kernel", ["rbf", "laplacian", "poly"])
 @pytest.mark.parametrize("n", [37, 203])
 def test_fast_equals_ref_with_residuals_on_the_zone_boundaries(kernel, n):
