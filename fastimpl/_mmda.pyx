@@ -182,7 +182,7 @@ def kernel_matrix(spec, A, B):
     cdef Py_ssize_t j0, nbk, e
     if na == 0 or nb == 0:
         return out
-    if K.code <= 1:
+    if k_is_radial(&K):
         # Gaussian / Laplacian: the rows by cv_radial_row (same values as k_row, vectorised), over
         # blocks of RADIAL_BLOCK columns packed by coordinate (a block stays in cache for all rows)
         bT = <double*> malloc(d * min(nb, RADIAL_BLOCK) * sizeof(double))
@@ -194,21 +194,21 @@ def kernel_matrix(spec, A, B):
                     for t in range(nbk):
                         bT[e * nbk + t] = b[j0 + t, e]
                 for i in prange(na, schedule="static", use_threads_if=na * nb >= PARALLEL_MIN_WORK):
-                    cv_radial_row(bT, nbk, d, &a[i, 0], -K.gamma, K.code, &o[i, j0])
+                    cv_radial_row(bT, nbk, d, &a[i, 0], -K.gamma, k_is_laplacian(&K), &o[i, j0])
                 j0 += nbk
         free(bT)
         return out
     bda = <double*> malloc(nb * sizeof(double))
     with nogil:
         for t in range(nb):
-            bda[t] = k_raw(&K, &b[t, 0], &b[t, 0]) if (K.normalize and K.code >= 2) else 1.0
+            bda[t] = k_raw(&K, &b[t, 0], &b[t, 0]) if k_is_normalized(&K) else 1.0
         if na * nb >= PARALLEL_MIN_WORK:
             for i in prange(na, schedule="static"):
-                dai = k_raw(&K, &a[i, 0], &a[i, 0]) if (K.normalize and K.code >= 2) else 1.0
+                dai = k_raw(&K, &a[i, 0], &a[i, 0]) if k_is_normalized(&K) else 1.0
                 k_row(&K, &b[0, 0], bda, nb, &a[i, 0], dai, &o[i, 0])
         else:
             for i in range(na):
-                dai = k_raw(&K, &a[i, 0], &a[i, 0]) if (K.normalize and K.code >= 2) else 1.0
+                dai = k_raw(&K, &a[i, 0], &a[i, 0]) if k_is_normalized(&K) else 1.0
                 k_row(&K, &b[0, 0], bda, nb, &a[i, 0], dai, &o[i, 0])
     free(bda)
     return out
@@ -228,7 +228,7 @@ cdef Py_ssize_t _gx_core(Kern* K, const double[:, ::1] X, const signed char[::1]
     cdef Py_ssize_t m = X.shape[0], d = X.shape[1], nq = idx.shape[0], nt = S.shape[0]
     cdef Py_ssize_t ns = gamma.shape[0], i, j, e, t, l, q, nsv = 0
     cdef bint has_sign = sign.shape[0] > 0
-    cdef bint radial = K.code <= 1
+    cdef bint radial = k_is_radial(K)
     cdef double* svx          # packed support: (d, nsv) for radial kernels, else (nsv, d)
     cdef double* coef
     cdef double* sva
@@ -267,16 +267,16 @@ cdef Py_ssize_t _gx_core(Kern* K, const double[:, ::1] X, const signed char[::1]
                 else:
                     for e in range(d):
                         svx[j * d + e] = X[l, e]
-                sda[j] = k_raw(K, &X[l, 0], &X[l, 0]) if (K.normalize and K.code >= 2) else 1.0
+                sda[j] = k_raw(K, &X[l, 0], &X[l, 0]) if k_is_normalized(K) else 1.0
                 j += 1
         for i in prange(nq, schedule="static", use_threads_if=parallel):
             l = idx[i]
             xl = &X[l, 0]
             buf = <double*> malloc((nsv + 1) * sizeof(double))
             if radial:
-                cv_radial_row(svx, nsv, d, xl, mg, K.code, buf)
+                cv_radial_row(svx, nsv, d, xl, mg, k_is_laplacian(K), buf)
             else:
-                dax = k_raw(K, xl, xl) if (K.normalize and K.code >= 2) else 1.0
+                dax = k_raw(K, xl, xl) if k_is_normalized(K) else 1.0
                 k_row(K, svx, sda, nsv, xl, dax, buf)
             v = cv_dot4(coef, buf, nsv) + label_bias * asum
             if has_sign:

@@ -255,7 +255,7 @@ cdef void score_candidates_simd(const Kern* K, const double* X, const double* Xt
     of K_P (k(x_j, x_p) = k(x_p, x_j) exactly: the squared differences are symmetric)."""
     cdef Py_ssize_t j, p, o
     cdef double sg, sk, sp, sq, v
-    cdef int lap = 1 if K.code == 1 else 0
+    cdef int lap = 1 if k_is_laplacian(K) else 0
     for j in prange(nO, schedule="dynamic", num_threads=nthreads):
         o = O[j]
         # sg and sk are written through their addresses only: without an assignment here Cython
@@ -317,7 +317,7 @@ cdef class FastSSVROps:
         Xc = np.ascontiguousarray(X, dtype=np.float64)
         yc = np.ascontiguousarray(y, dtype=np.float64)
         n = self.n
-        self.simd = SIMD_OK and self.K.code <= 1
+        self.simd = SIMD_OK and k_is_radial(&self.K)
         Xt = np.ascontiguousarray(Xc.T) if self.simd else np.zeros(1)
         arrays = dict(X=Xc, y=yc, Xt=Xt, sda=np.ones(n), KP=np.zeros(n * nb), KPP=np.zeros(nb * nb),
                       H=np.zeros(nb * nb), L=np.zeros(nb * nb), beta=np.zeros(nb),
@@ -346,7 +346,7 @@ cdef class FastSSVROps:
         self.P = <Py_ssize_t*> cnp.PyArray_DATA(arrays["P"])
         self.nch = 0
         with nogil:
-            if self.K.normalize and self.K.code >= 2:
+            if k_is_normalized(&self.K):
                 for i in range(n):
                     self.sda[i] = k_raw(&self.K, &self.X[i * self.d], &self.X[i * self.d])
             self.loss = 0.0
