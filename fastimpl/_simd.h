@@ -86,6 +86,9 @@ CV_DEFINE(avx512, __attribute__((target("avx512f,avx2,fma"))))
 
 #ifdef CV_X86_DISPATCH
 #include <immintrin.h>
+/* the targets of the AVX-512 and AVX2 copies (cv_simd_level() 2 and 1) */
+#define CV_T512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
+#define CV_T256 __attribute__((target("avx2,fma")))
 /* exp on 4 or 8 lanes, for the kernel rows' arguments (x <= 0, or small x > 0): Cody-Waite reduction
  * x = n ln2 + r, |r| <= ln2/2, then exp(r) by its Taylor polynomial to degree 13 (truncation < 5e-18
  * relative), scaled by 2^n (AVX2: built in the exponent bits; AVX-512: vscalefpd, the same exact product
@@ -102,8 +105,7 @@ CV_DEFINE(avx512, __attribute__((target("avx512f,avx2,fma"))))
         SET1(1.0 / 720.0)), r, SET1(1.0 / 120.0)), r, SET1(1.0 / 24.0)), r, SET1(1.0 / 6.0)), \
         r, SET1(0.5)), r, SET1(1.0)), r, SET1(1.0))
 
-__attribute__((target("avx2,fma")))
-static inline __m256d cv_exp4(__m256d x)
+CV_T256 static inline __m256d cv_exp4(__m256d x)
 {
     const __m256d magic = _mm256_set1_pd(6755399441055744.0);  /* 1.5 * 2^52: adds round to integers */
     x = _mm256_max_pd(x, _mm256_set1_pd(-708.0));
@@ -118,8 +120,7 @@ static inline __m256d cv_exp4(__m256d x)
     return _mm256_mul_pd(p, _mm256_castsi256_pd(e));
 }
 
-__attribute__((target("avx512f,avx512dq,avx2,fma")))
-static inline __m512d cv_exp8(__m512d x)
+CV_T512 static inline __m512d cv_exp8(__m512d x)
 {
     x = _mm512_max_pd(x, _mm512_set1_pd(-708.0));
     __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(CV_EXP_LOG2E)),
@@ -130,74 +131,106 @@ static inline __m512d cv_exp8(__m512d x)
     return _mm512_scalef_pd(p, n);  /* p 2^n in one step (n >= -1022: exact, as the exponent-bits product) */
 }
 
+
+/* The distance part of every radial kernel below, one definition per vector width W (4: AVX2, 8: AVX-512):
+ * r0, r1 = the squared distances (laplace: distances) of the stored points j, ..., j + W - 1 and
+ * j + W, ..., j + 2W - 1 to x (coordinates C[e*ld + j]), in one pass over the coordinates with two
+ * independent FMA chains. */
+#define CV_DEFINE_DIST2(SFX, ATTR, VD, P, W)                                                           \
+    ATTR static inline void cv_dist2_##SFX(const double *C, ptrdiff_t ld, ptrdiff_t j, ptrdiff_t d,    \
+                                           const double *x, int laplace, VD *r0, VD *r1)              \
+    {                                                                                                  \
+        VD s0 = P##_setzero_pd(), s1 = P##_setzero_pd();                                               \
+        for (ptrdiff_t e = 0; e < d; e++) {                                                            \
+            const VD xe = P##_set1_pd(x[e]);                                                           \
+            VD u0 = P##_sub_pd(P##_loadu_pd(C + e * ld + j), xe);                                      \
+            VD u1 = P##_sub_pd(P##_loadu_pd(C + e * ld + j + W), xe);                                  \
+            s0 = P##_fmadd_pd(u0, u0, s0);                                                             \
+            s1 = P##_fmadd_pd(u1, u1, s1);                                                             \
+        }                                                                                              \
+        if (laplace) { s0 = P##_sqrt_pd(s0); s1 = P##_sqrt_pd(s1); }                                   \
+        *r0 = s0;                                                                                      \
+        *r1 = s1;                                                                                      \
+    }
+CV_DEFINE_DIST2(x512, CV_T512, __m512d, _mm512, 8)
+CV_DEFINE_DIST2(x256, CV_T256, __m256d, _mm256, 4)
+
+/* lanes [0, m) of 8 (m >= 1) */
+static inline __mmask8 cv_mask8(ptrdiff_t m) { return m >= 8 ? (__mmask8) 0xFF : (__mmask8) ((1u << m) - 1u); }
+
+/* the squared distances (laplace: distances) of the stored points j + l to x, for the lanes l of k (others 0) */
+CV_T512 static inline __m512d cv_dist8_mask_x512(const double *C, ptrdiff_t ld, ptrdiff_t j, ptrdiff_t d,
+                                                const double *x, int laplace, __mmask8 k)
+{
+    __m512d r0 = _mm512_setzero_pd();
+    for (ptrdiff_t e = 0; e < d; e++) {
+        __m512d u0 = _mm512_sub_pd(_mm512_maskz_loadu_pd(k, C + e * ld + j), _mm512_set1_pd(x[e]));
+        r0 = _mm512_fmadd_pd(u0, u0, r0);
+    }
+    return laplace ? _mm512_sqrt_pd(r0) : r0;
+}
+
+/* the squared distance (laplace: distance) of the stored point j to x, one lane at a time */
+static inline double cv_dist1(const double *C, ptrdiff_t ld, ptrdiff_t j, ptrdiff_t d, const double *x,
+                              int laplace)
+{
+    double r = 0.0;
+    for (ptrdiff_t e = 0; e < d; e++) { double u = C[e * ld + j] - x[e]; r += u * u; }
+    return laplace ? sqrt(r) : r;
+}
+
 /* Fused scan kernel: sum_j w[j] exp(mg r_j) with r_j the squared distance (laplace: its root) of the
  * stored point j (coordinates C[e*ld + j]) to x; 8 or 16 points per step, no row written. */
-__attribute__((target("avx512f,avx512dq,avx2,fma")))
-static double cv_radial_dot_avx512(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
-                                   const double *x, double mg, int laplace, const double *w)
+CV_T512 static double cv_radial_dot_avx512(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                                           const double *x, double mg, int laplace, const double *w)
 {
-    __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
+    __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd(), r0, r1;
     const __m512d vmg = _mm512_set1_pd(mg);
-    ptrdiff_t j = 0, e;
+    ptrdiff_t j = 0;
     for (; j + 16 <= n; j += 16) {
-        __m512d r0 = _mm512_setzero_pd(), r1 = _mm512_setzero_pd();
-        for (e = 0; e < d; e++) {
-            const __m512d xe = _mm512_set1_pd(x[e]);
-            __m512d u0 = _mm512_sub_pd(_mm512_loadu_pd(C + e * ld + j), xe);
-            __m512d u1 = _mm512_sub_pd(_mm512_loadu_pd(C + e * ld + j + 8), xe);
-            r0 = _mm512_fmadd_pd(u0, u0, r0);
-            r1 = _mm512_fmadd_pd(u1, u1, r1);
-        }
-        if (laplace) { r0 = _mm512_sqrt_pd(r0); r1 = _mm512_sqrt_pd(r1); }
+        cv_dist2_x512(C, ld, j, d, x, laplace, &r0, &r1);
         acc0 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j), cv_exp8(_mm512_mul_pd(vmg, r0)), acc0);
         acc1 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 8), cv_exp8(_mm512_mul_pd(vmg, r1)), acc1);
     }
     for (; j < n; j += 8) {
-        const __mmask8 k = (n - j >= 8) ? (__mmask8) 0xFF : (__mmask8) ((1u << (n - j)) - 1u);
-        __m512d r0 = _mm512_setzero_pd();
-        for (e = 0; e < d; e++) {
-            __m512d u0 = _mm512_sub_pd(_mm512_maskz_loadu_pd(k, C + e * ld + j), _mm512_set1_pd(x[e]));
-            r0 = _mm512_fmadd_pd(u0, u0, r0);
-        }
-        if (laplace) r0 = _mm512_sqrt_pd(r0);
+        const __mmask8 k = cv_mask8(n - j);
+        r0 = cv_dist8_mask_x512(C, ld, j, d, x, laplace, k);
         acc0 = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(k, w + j), cv_exp8(_mm512_mul_pd(vmg, r0)), acc0);
     }
     return _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
 }
 
-__attribute__((target("avx2,fma")))
-static double cv_radial_dot_avx2(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
-                                 const double *x, double mg, int laplace, const double *w)
+/* the lanes of a summed in a fixed order: (a0 + a1) + (a2 + a3) (+ ((a4 + a5) + (a6 + a7))) */
+CV_T256 static inline double cv_hsum_x256(__m256d a)
 {
-    __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+    double t[4];
+    _mm256_storeu_pd(t, a);
+    return (t[0] + t[1]) + (t[2] + t[3]);
+}
+
+CV_T512 static inline double cv_hsum_x512(__m512d a)
+{
+    double t[8];
+    _mm512_storeu_pd(t, a);
+    return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+}
+
+CV_T256 static double cv_radial_dot_avx2(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                                         const double *x, double mg, int laplace, const double *w)
+{
+    __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd(), r0, r1;
     const __m256d vmg = _mm256_set1_pd(mg);
-    ptrdiff_t j = 0, e;
+    ptrdiff_t j = 0;
     for (; j + 8 <= n; j += 8) {
-        __m256d r0 = _mm256_setzero_pd(), r1 = _mm256_setzero_pd();
-        for (e = 0; e < d; e++) {
-            const __m256d xe = _mm256_set1_pd(x[e]);
-            __m256d u0 = _mm256_sub_pd(_mm256_loadu_pd(C + e * ld + j), xe);
-            __m256d u1 = _mm256_sub_pd(_mm256_loadu_pd(C + e * ld + j + 4), xe);
-            r0 = _mm256_fmadd_pd(u0, u0, r0);
-            r1 = _mm256_fmadd_pd(u1, u1, r1);
-        }
-        if (laplace) { r0 = _mm256_sqrt_pd(r0); r1 = _mm256_sqrt_pd(r1); }
+        cv_dist2_x256(C, ld, j, d, x, laplace, &r0, &r1);
         acc0 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j), cv_exp4(_mm256_mul_pd(vmg, r0)), acc0);
         acc1 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j + 4), cv_exp4(_mm256_mul_pd(vmg, r1)), acc1);
     }
     double tail = 0.0;
-    for (; j < n; j++) {
-        double r = 0.0;
-        for (e = 0; e < d; e++) { double u = C[e * ld + j] - x[e]; r += u * u; }
-        if (laplace) r = sqrt(r);
-        tail += w[j] * exp(mg * r);
-    }
-    __m256d a = _mm256_add_pd(acc0, acc1);
-    double t[4];
-    _mm256_storeu_pd(t, a);
-    return ((t[0] + t[1]) + (t[2] + t[3])) + tail;
+    for (; j < n; j++)
+        tail += w[j] * exp(mg * cv_dist1(C, ld, j, d, x, laplace));
+    return cv_hsum_x256(_mm256_add_pd(acc0, acc1)) + tail;
 }
-
 /* Screening kernel: the fused sum of cv_radial_dot with exp evaluated in single precision (twice the
  * lanes, half the polynomial); distances and the weighted sum stay in double.  The scans use it only to
  * rule candidates out: whatever may reach a threshold is computed again by cv_radial_dot, so no result
@@ -216,8 +249,7 @@ static double cv_radial_dot_avx2(const double *C, ptrdiff_t ld, ptrdiff_t n, ptr
 #define CV_EXPF_LN2HI 0.693359375f        /* 9 significant bits: n * LN2HI is exact */
 #define CV_EXPF_LN2LO -2.12194440e-4f
 
-__attribute__((target("avx2,fma")))
-static inline __m256 cv_expf8(__m256 x)
+CV_T256 static inline __m256 cv_expf8(__m256 x)
 {
     x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
     __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(CV_EXPF_LOG2E)),
@@ -229,8 +261,7 @@ static inline __m256 cv_expf8(__m256 x)
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
-__attribute__((target("avx512f,avx512dq,avx2,fma")))
-static inline __m512 cv_expf16(__m512 x)
+CV_T512 static inline __m512 cv_expf16(__m512 x)
 {
     x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(CV_EXPF_LOG2E)),
@@ -241,78 +272,62 @@ static inline __m512 cv_expf16(__m512 x)
     return _mm512_scalef_ps(p, n);
 }
 
-__attribute__((target("avx512f,avx512dq,avx2,fma")))
-static double cv_radial_dot_screen_avx512(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
-                                          const double *x, double mg, int laplace, const double *w)
+/* exp(vmg r) in single precision for the 2W lanes of r0, r1 (AVX-512: W = 8, AVX2: W = 4) */
+CV_T512 static inline __m512 cv_expf_of_x512(__m512d vmg, __m512d r0, __m512d r1)
 {
-    __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
+    __m256 a0 = _mm512_cvtpd_ps(_mm512_mul_pd(vmg, r0)), a1 = _mm512_cvtpd_ps(_mm512_mul_pd(vmg, r1));
+    return cv_expf16(_mm512_insertf32x8(_mm512_castps256_ps512(a0), a1, 1));
+}
+
+CV_T256 static inline __m256 cv_expf_of_x256(__m256d vmg, __m256d r0, __m256d r1)
+{
+    __m128 a0 = _mm256_cvtpd_ps(_mm256_mul_pd(vmg, r0)), a1 = _mm256_cvtpd_ps(_mm256_mul_pd(vmg, r1));
+    return cv_expf8(_mm256_set_m128(a1, a0));
+}
+
+/* the double-precision halves of 16 (8) single-precision lanes */
+#define CV_LO16(k) _mm512_cvtps_pd(_mm512_castps512_ps256(k))
+#define CV_HI16(k) _mm512_cvtps_pd(_mm512_extractf32x8_ps(k, 1))
+#define CV_LO8(k) _mm256_cvtps_pd(_mm256_castps256_ps128(k))
+#define CV_HI8(k) _mm256_cvtps_pd(_mm256_extractf128_ps(k, 1))
+
+CV_T512 static double cv_radial_dot_screen_avx512(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                                                  const double *x, double mg, int laplace, const double *w)
+{
+    __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd(), r0, r1;
     const __m512d vmg = _mm512_set1_pd(mg);
-    ptrdiff_t j = 0, e;
+    ptrdiff_t j = 0;
     for (; j + 16 <= n; j += 16) {
-        __m512d r0 = _mm512_setzero_pd(), r1 = _mm512_setzero_pd();
-        for (e = 0; e < d; e++) {
-            const __m512d xe = _mm512_set1_pd(x[e]);
-            __m512d u0 = _mm512_sub_pd(_mm512_loadu_pd(C + e * ld + j), xe);
-            __m512d u1 = _mm512_sub_pd(_mm512_loadu_pd(C + e * ld + j + 8), xe);
-            r0 = _mm512_fmadd_pd(u0, u0, r0);
-            r1 = _mm512_fmadd_pd(u1, u1, r1);
-        }
-        if (laplace) { r0 = _mm512_sqrt_pd(r0); r1 = _mm512_sqrt_pd(r1); }
-        __m256 a0 = _mm512_cvtpd_ps(_mm512_mul_pd(vmg, r0)), a1 = _mm512_cvtpd_ps(_mm512_mul_pd(vmg, r1));
-        __m512 k = cv_expf16(_mm512_insertf32x8(_mm512_castps256_ps512(a0), a1, 1));
-        acc0 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j), _mm512_cvtps_pd(_mm512_castps512_ps256(k)), acc0);
-        acc1 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 8), _mm512_cvtps_pd(_mm512_extractf32x8_ps(k, 1)), acc1);
+        cv_dist2_x512(C, ld, j, d, x, laplace, &r0, &r1);
+        __m512 k = cv_expf_of_x512(vmg, r0, r1);
+        acc0 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j), CV_LO16(k), acc0);
+        acc1 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 8), CV_HI16(k), acc1);
     }
     if (j < n) {  /* the tail: one masked step, the lanes past n weighted by 0 */
-        const __mmask8 k0 = (n - j >= 8) ? (__mmask8) 0xFF : (__mmask8) ((1u << (n - j)) - 1u);
-        const __mmask8 k1 = (n - j <= 8) ? (__mmask8) 0 : (__mmask8) ((1u << (n - j - 8)) - 1u);
-        __m512d r0 = _mm512_setzero_pd(), r1 = _mm512_setzero_pd();
-        for (e = 0; e < d; e++) {
-            const __m512d xe = _mm512_set1_pd(x[e]);
-            __m512d u0 = _mm512_sub_pd(_mm512_maskz_loadu_pd(k0, C + e * ld + j), xe);
-            __m512d u1 = _mm512_sub_pd(_mm512_maskz_loadu_pd(k1, C + e * ld + j + 8), xe);
-            r0 = _mm512_fmadd_pd(u0, u0, r0);
-            r1 = _mm512_fmadd_pd(u1, u1, r1);
-        }
-        if (laplace) { r0 = _mm512_sqrt_pd(r0); r1 = _mm512_sqrt_pd(r1); }
-        __m256 a0 = _mm512_cvtpd_ps(_mm512_mul_pd(vmg, r0)), a1 = _mm512_cvtpd_ps(_mm512_mul_pd(vmg, r1));
-        __m512 k = cv_expf16(_mm512_insertf32x8(_mm512_castps256_ps512(a0), a1, 1));
-        acc0 = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(k0, w + j), _mm512_cvtps_pd(_mm512_castps512_ps256(k)), acc0);
-        acc1 = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(k1, w + j + 8),
-                               _mm512_cvtps_pd(_mm512_extractf32x8_ps(k, 1)), acc1);
+        const __mmask8 k0 = cv_mask8(n - j), k1 = (n - j <= 8) ? (__mmask8) 0 : cv_mask8(n - j - 8);
+        r0 = cv_dist8_mask_x512(C, ld, j, d, x, laplace, k0);
+        r1 = cv_dist8_mask_x512(C, ld, j + 8, d, x, laplace, k1);
+        __m512 k = cv_expf_of_x512(vmg, r0, r1);
+        acc0 = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(k0, w + j), CV_LO16(k), acc0);
+        acc1 = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(k1, w + j + 8), CV_HI16(k), acc1);
     }
     return _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
 }
 
-__attribute__((target("avx2,fma")))
-static double cv_radial_dot_screen_avx2(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
-                                        const double *x, double mg, int laplace, const double *w)
+CV_T256 static double cv_radial_dot_screen_avx2(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                                                const double *x, double mg, int laplace, const double *w)
 {
-    __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+    __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd(), r0, r1;
     const __m256d vmg = _mm256_set1_pd(mg);
-    ptrdiff_t j = 0, e;
+    ptrdiff_t j = 0;
     for (; j + 8 <= n; j += 8) {
-        __m256d r0 = _mm256_setzero_pd(), r1 = _mm256_setzero_pd();
-        for (e = 0; e < d; e++) {
-            const __m256d xe = _mm256_set1_pd(x[e]);
-            __m256d u0 = _mm256_sub_pd(_mm256_loadu_pd(C + e * ld + j), xe);
-            __m256d u1 = _mm256_sub_pd(_mm256_loadu_pd(C + e * ld + j + 4), xe);
-            r0 = _mm256_fmadd_pd(u0, u0, r0);
-            r1 = _mm256_fmadd_pd(u1, u1, r1);
-        }
-        if (laplace) { r0 = _mm256_sqrt_pd(r0); r1 = _mm256_sqrt_pd(r1); }
-        __m128 a0 = _mm256_cvtpd_ps(_mm256_mul_pd(vmg, r0)), a1 = _mm256_cvtpd_ps(_mm256_mul_pd(vmg, r1));
-        __m256 k = cv_expf8(_mm256_set_m128(a1, a0));
-        acc0 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j), _mm256_cvtps_pd(_mm256_castps256_ps128(k)), acc0);
-        acc1 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j + 4), _mm256_cvtps_pd(_mm256_extractf128_ps(k, 1)), acc1);
+        cv_dist2_x256(C, ld, j, d, x, laplace, &r0, &r1);
+        __m256 k = cv_expf_of_x256(vmg, r0, r1);
+        acc0 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j), CV_LO8(k), acc0);
+        acc1 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j + 4), CV_HI8(k), acc1);
     }
-    __m256d a = _mm256_add_pd(acc0, acc1);
-    double t[4];
-    _mm256_storeu_pd(t, a);
-    return ((t[0] + t[1]) + (t[2] + t[3]))
-           + (j < n ? cv_radial_dot_avx2(C + j, ld, n - j, d, x, mg, laplace, w + j) : 0.0);
+    return cv_hsum_x256(_mm256_add_pd(acc0, acc1)) + (j < n ? cv_radial_dot_avx2(C + j, ld, n - j, d, x, mg, laplace, w + j) : 0.0);
 }
-
 /* Screening kernel with single-precision distances (Gaussian kernel only): coordinates stored as floats
  * relative to a centre mu of the data (C[e * ld + j] = fl(c_je - mu_e), x likewise), squared distances
  * accumulated in float with FMA, exp in float as above, the weighted sum in double.  Twice the lanes of
@@ -321,8 +336,7 @@ static double cv_radial_dot_screen_avx2(const double *C, ptrdiff_t ld, ptrdiff_t
  * their difference and d fused adds, and of gamma r), so |exp(-gamma r_f) - exp(-gamma r)| <=
  * 1.01 e^-t (4 u M sqrt(d gamma t) + (d + 3) u t) <= 1.01 (1.716 u M sqrt(d gamma) + 0.368 (d + 3) u)
  * whenever gamma |r_f - r| <= 0.01; FastMEBOps adds it to CV_SCREEN_TERM_ERR (_PointStore.enable_f32). */
-__attribute__((target("avx512f,avx512dq,avx2,fma")))
-static double cv_rbf_dot_screen_f32_avx512(const float *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+CV_T512 static double cv_rbf_dot_screen_f32_avx512(const float *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
                                            const float *x, float mg, const double *w)
 {
     __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
@@ -339,10 +353,10 @@ static double cv_rbf_dot_screen_f32_avx512(const float *C, ptrdiff_t ld, ptrdiff
             q = _mm512_fmadd_ps(v, v, q);
         }
         __m512 kr = cv_expf16(_mm512_mul_ps(vmg, r)), kq = cv_expf16(_mm512_mul_ps(vmg, q));
-        acc0 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j), _mm512_cvtps_pd(_mm512_castps512_ps256(kr)), acc0);
-        acc1 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 8), _mm512_cvtps_pd(_mm512_extractf32x8_ps(kr, 1)), acc1);
-        acc2 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 16), _mm512_cvtps_pd(_mm512_castps512_ps256(kq)), acc2);
-        acc3 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 24), _mm512_cvtps_pd(_mm512_extractf32x8_ps(kq, 1)), acc3);
+        acc0 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j), CV_LO16(kr), acc0);
+        acc1 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 8), CV_HI16(kr), acc1);
+        acc2 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 16), CV_LO16(kq), acc2);
+        acc3 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 24), CV_HI16(kq), acc3);
     }
     acc0 = _mm512_add_pd(acc0, acc2);
     acc1 = _mm512_add_pd(acc1, acc3);
@@ -355,15 +369,14 @@ static double cv_rbf_dot_screen_f32_avx512(const float *C, ptrdiff_t ld, ptrdiff
         }
         __m512 kv = _mm512_maskz_mov_ps(k, cv_expf16(_mm512_mul_ps(vmg, r)));  /* lanes past n: 0 */
         const __mmask8 k0 = (__mmask8) (k & 0xFF), k1 = (__mmask8) (k >> 8);
-        acc0 = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(k0, w + j), _mm512_cvtps_pd(_mm512_castps512_ps256(kv)), acc0);
+        acc0 = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(k0, w + j), CV_LO16(kv), acc0);
         acc1 = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(k1, w + j + 8),
-                               _mm512_cvtps_pd(_mm512_extractf32x8_ps(kv, 1)), acc1);
+                               CV_HI16(kv), acc1);
     }
     return _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
 }
 
-__attribute__((target("avx2,fma")))
-static double cv_rbf_dot_screen_f32_avx2(const float *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+CV_T256 static double cv_rbf_dot_screen_f32_avx2(const float *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
                                          const float *x, float mg, const double *w)
 {
     __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
@@ -377,8 +390,8 @@ static double cv_rbf_dot_screen_f32_avx2(const float *C, ptrdiff_t ld, ptrdiff_t
             r = _mm256_fmadd_ps(u, u, r);
         }
         __m256 kv = cv_expf8(_mm256_mul_ps(vmg, r));
-        acc0 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j), _mm256_cvtps_pd(_mm256_castps256_ps128(kv)), acc0);
-        acc1 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j + 4), _mm256_cvtps_pd(_mm256_extractf128_ps(kv, 1)), acc1);
+        acc0 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j), CV_LO8(kv), acc0);
+        acc1 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j + 4), CV_HI8(kv), acc1);
     }
     for (; j < n; j++) {  /* the same float arithmetic, one lane at a time */
         float r = 0.0f;
@@ -387,34 +400,22 @@ static double cv_rbf_dot_screen_f32_avx2(const float *C, ptrdiff_t ld, ptrdiff_t
         _mm256_storeu_ps(kv, cv_expf8(_mm256_set1_ps(mg * r)));
         tail += w[j] * (double) kv[0];
     }
-    __m256d a = _mm256_add_pd(acc0, acc1);
-    double t[4];
-    _mm256_storeu_pd(t, a);
-    return ((t[0] + t[1]) + (t[2] + t[3])) + tail;
+    return cv_hsum_x256(_mm256_add_pd(acc0, acc1)) + tail;
 }
-
 /* Rows: out[j] = exp(mg r_j) with the same vector exp */
-__attribute__((target("avx512f,avx512dq,avx2,fma")))
-static void cv_radial_row_x512(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
-                               const double *x, double mg, int laplace, double *out)
+CV_T512 static void cv_radial_row_x512(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                                       const double *x, double mg, int laplace, double *out)
 {
     const __m512d vmg = _mm512_set1_pd(mg);
-    ptrdiff_t j, e;
-    for (j = 0; j < n; j += 8) {
-        const __mmask8 k = (n - j >= 8) ? (__mmask8) 0xFF : (__mmask8) ((1u << (n - j)) - 1u);
-        __m512d r0 = _mm512_setzero_pd();
-        for (e = 0; e < d; e++) {
-            __m512d u0 = _mm512_sub_pd(_mm512_maskz_loadu_pd(k, C + e * ld + j), _mm512_set1_pd(x[e]));
-            r0 = _mm512_fmadd_pd(u0, u0, r0);
-        }
-        if (laplace) r0 = _mm512_sqrt_pd(r0);
+    for (ptrdiff_t j = 0; j < n; j += 8) {
+        const __mmask8 k = cv_mask8(n - j);
+        __m512d r0 = cv_dist8_mask_x512(C, ld, j, d, x, laplace, k);
         _mm512_mask_storeu_pd(out + j, k, cv_exp8(_mm512_mul_pd(vmg, r0)));
     }
 }
 
-__attribute__((target("avx2,fma")))
-static void cv_radial_row_x256(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
-                               const double *x, double mg, int laplace, double *out)
+CV_T256 static void cv_radial_row_x256(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                                       const double *x, double mg, int laplace, double *out)
 {
     const __m256d vmg = _mm256_set1_pd(mg);
     ptrdiff_t j = 0, e;
@@ -427,12 +428,52 @@ static void cv_radial_row_x256(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdi
         if (laplace) r0 = _mm256_sqrt_pd(r0);
         _mm256_storeu_pd(out + j, cv_exp4(_mm256_mul_pd(vmg, r0)));
     }
-    for (; j < n; j++) {
-        double r = 0.0;
-        for (e = 0; e < d; e++) { double u = C[e * ld + j] - x[e]; r += u * u; }
-        out[j] = exp(mg * (laplace ? sqrt(r) : r));
-    }
+    for (; j < n; j++)
+        out[j] = exp(mg * cv_dist1(C, ld, j, d, x, laplace));
 }
+
+#ifdef COREVECTOR_LIBMVEC
+/* Candidate scoring of fastimpl/_ssvr.pyx (eq. (16)): for one candidate x, *sw = sum_j w[j] k_j and
+ * *sk = sum_j k_j^2 with k_j = exp(mg r_j) as above, in one pass over the stored points, with glibc's
+ * vector exp (_ZGVdN4v_exp, _ZGVeN8v_exp of libmvec) rather than cv_exp4/cv_exp8.  Only where
+ * cv_radial_sums_available(); _ssvr.pyx has a portable path otherwise. */
+extern __m256d _ZGVdN4v_exp(__m256d);
+extern __m512d _ZGVeN8v_exp(__m512d);
+/* the tail of 2W lanes: distances one point at a time, one vector exp, the lanes past n weighted by 0 */
+#define CV_RADIAL_SUMS_TAIL(P, VD, W, VEXP)                                                            \
+    for (; j < n; j += W) {                                                                            \
+        double sv[W] = {0}, gv[W] = {0}, mv[W] = {0};                                                  \
+        for (ptrdiff_t l = 0; l < W && j + l < n; l++) {                                               \
+            sv[l] = cv_dist1(C, ld, j + l, d, x, laplace);                                             \
+            gv[l] = w[j + l];                                                                          \
+            mv[l] = 1.0;                                                                               \
+        }                                                                                              \
+        VD k = P##_mul_pd(VEXP(P##_mul_pd(vmg, P##_loadu_pd(sv))), P##_loadu_pd(mv));                  \
+        ag0 = P##_fmadd_pd(P##_loadu_pd(gv), k, ag0);                                                  \
+        ak0 = P##_fmadd_pd(k, k, ak0);                                                                 \
+    }
+#define CV_DEFINE_RADIAL_SUMS(SFX, ATTR, VD, P, W, VEXP)                                               \
+    ATTR static void cv_radial_sums_##SFX(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,     \
+            const double *x, double mg, int laplace, const double *w, double *sw, double *sk)          \
+    {                                                                                                  \
+        VD ag0 = P##_setzero_pd(), ak0 = P##_setzero_pd(), ag1 = P##_setzero_pd(), ak1 = ag1, r0, r1;  \
+        const VD vmg = P##_set1_pd(mg);                                                                \
+        ptrdiff_t j = 0;                                                                               \
+        for (; j + 2 * W <= n; j += 2 * W) {                                                           \
+            cv_dist2_##SFX(C, ld, j, d, x, laplace, &r0, &r1);                                         \
+            VD k0 = VEXP(P##_mul_pd(vmg, r0)), k1 = VEXP(P##_mul_pd(vmg, r1));                         \
+            ag0 = P##_fmadd_pd(P##_loadu_pd(w + j), k0, ag0);                                          \
+            ag1 = P##_fmadd_pd(P##_loadu_pd(w + j + W), k1, ag1);                                      \
+            ak0 = P##_fmadd_pd(k0, k0, ak0);                                                           \
+            ak1 = P##_fmadd_pd(k1, k1, ak1);                                                           \
+        }                                                                                              \
+        CV_RADIAL_SUMS_TAIL(P, VD, W, VEXP)                                                            \
+        *sw = cv_hsum_##SFX(P##_add_pd(ag0, ag1));                                                 \
+        *sk = cv_hsum_##SFX(P##_add_pd(ak0, ak1));                                                 \
+    }
+CV_DEFINE_RADIAL_SUMS(x512, CV_T512, __m512d, _mm512, 8, _ZGVeN8v_exp)
+CV_DEFINE_RADIAL_SUMS(x256, CV_T256, __m256d, _mm256, 4, _ZGVdN4v_exp)
+#endif
 #endif
 
 /* 0: portable, 1: AVX2 + FMA, 2: AVX-512F; decided once */
@@ -538,6 +579,31 @@ static double cv_rbf_dot_screen_f32(const float *C, ptrdiff_t ld, ptrdiff_t n, p
     return NAN;
 }
 
+/* 1 when cv_radial_sums runs (x86-64 with a vector unit, linked with libmvec); 0 when the caller takes
+ * its portable path (_ssvr.pyx: the kernel row by k_row, then the sums) */
+static int cv_radial_sums_available(void)
+{
+#if defined(CV_X86_DISPATCH) && defined(COREVECTOR_LIBMVEC)
+    return cv_simd_level() > 0;
+#else
+    return 0;
+#endif
+}
+
+/* cv_radial_sums_x512/_x256 by CPU; only called where cv_radial_sums_available() */
+static void cv_radial_sums(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x, double mg,
+                           int laplace, const double *w, double *sw, double *sk)
+{
+#if defined(CV_X86_DISPATCH) && defined(COREVECTOR_LIBMVEC)
+    int level = cv_simd_level();
+    if (level == 2) { cv_radial_sums_x512(C, ld, n, d, x, mg, laplace, w, sw, sk); return; }
+    if (level == 1) { cv_radial_sums_x256(C, ld, n, d, x, mg, laplace, w, sw, sk); return; }
+#endif
+    (void) C; (void) ld; (void) n; (void) d; (void) x; (void) mg; (void) laplace; (void) w;
+    *sw = NAN;
+    *sk = NAN;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * The O(|S|) passes of one SMO step (fastimpl._engine.FastMEBOps.smo), vectorised.  They compute the
  * same values as refimpl.simplex_qp.smo_simplex in the same order of operations (no FMA contraction:
@@ -598,8 +664,7 @@ static ptrdiff_t cv_first_le_base(const double *g, ptrdiff_t n, double thr)
 }
 
 #ifdef CV_X86_DISPATCH
-CV_NOCONTRACT __attribute__((target("avx512f,avx512dq,avx2,fma")))
-static void cv_grad_update_avx512(double *g, const double *Qi, const double *Qj, const double *alpha,
+CV_NOCONTRACT CV_T512 static void cv_grad_update_avx512(double *g, const double *Qi, const double *Qj, const double *alpha,
                                   double two_t, ptrdiff_t n, double *gmin, double *gmax, double *gabs)
 {
     const __m512d vt = _mm512_set1_pd(two_t), zero = _mm512_setzero_pd();
@@ -619,8 +684,7 @@ static void cv_grad_update_avx512(double *g, const double *Qi, const double *Qj,
     *gmin = _mm512_reduce_min_pd(lo); *gmax = _mm512_reduce_max_pd(hi); *gabs = _mm512_reduce_max_pd(ab);
 }
 
-CV_NOCONTRACT __attribute__((target("avx512f,avx512dq,avx2,fma")))
-static ptrdiff_t cv_wss2_avx512(const double *g, const double *Qi, const double *Qd, const double *alpha,
+CV_NOCONTRACT CV_T512 static ptrdiff_t cv_wss2_avx512(const double *g, const double *Qi, const double *Qd, const double *alpha,
                                 double gi, double Qii, double tau, double tie, ptrdiff_t n, double *best_out)
 {
     const __m512d vgi = _mm512_set1_pd(gi), vQii = _mm512_set1_pd(Qii), vtau = _mm512_set1_pd(tau);
@@ -657,8 +721,7 @@ static ptrdiff_t cv_wss2_avx512(const double *g, const double *Qi, const double 
     return -1;
 }
 
-__attribute__((target("avx512f,avx512dq,avx2,fma")))
-static ptrdiff_t cv_first_le_avx512(const double *g, ptrdiff_t n, double thr)
+CV_T512 static ptrdiff_t cv_first_le_avx512(const double *g, ptrdiff_t n, double thr)
 {
     const __m512d vthr = _mm512_set1_pd(thr);
     for (ptrdiff_t t = 0; t < n; t += 8) {
