@@ -84,6 +84,45 @@ CV_DEFINE(avx2, __attribute__((target("avx2,fma"))))
 CV_DEFINE(avx512, __attribute__((target("avx512f,avx2,fma"))))
 #endif
 
+/* Gaussian / Laplacian kernel values with exactly the values of k_row (_kernels.pxi), for fastimpl/_mmda.pyx:
+ * buf[j] = exp(mg * r_j) against n points packed by coordinate (svT[e * n + j]), r_j = ||sv_j - x||^2
+ * (laplace: its root) summed over the coordinates in order, as k_row does; the loop over j vectorises
+ * (4 coordinates per pass over buf).  The AVX2 copy has no FMA (target "avx2" alone: the same IEEE
+ * results) and libmvec's 4-wide exp. */
+#define CV_RADIAL_ROW_KROW_BODY                                                     \
+    ptrdiff_t e = 0, j;                                                             \
+    for (j = 0; j < n; j++) buf[j] = 0.0;                                           \
+    for (; e + 4 <= d; e += 4) {                                                    \
+        const double *c0 = svT + e * n, *c1 = c0 + n, *c2 = c1 + n, *c3 = c2 + n;   \
+        const double x0 = x[e], x1 = x[e + 1], x2 = x[e + 2], x3 = x[e + 3];        \
+        for (j = 0; j < n; j++) {                                                   \
+            double a = buf[j], u;                                                   \
+            u = c0[j] - x0; a += u * u;                                             \
+            u = c1[j] - x1; a += u * u;                                             \
+            u = c2[j] - x2; a += u * u;                                             \
+            u = c3[j] - x3; a += u * u;                                             \
+            buf[j] = a;                                                             \
+        }                                                                           \
+    }                                                                               \
+    for (; e < d; e++) {                                                            \
+        const double *c0 = svT + e * n;                                             \
+        const double x0 = x[e];                                                     \
+        for (j = 0; j < n; j++) { double u = c0[j] - x0; buf[j] += u * u; }         \
+    }                                                                               \
+    if (laplace) { for (j = 0; j < n; j++) buf[j] = mg * sqrt(buf[j]); }            \
+    else { for (j = 0; j < n; j++) buf[j] = mg * buf[j]; }                          \
+    cv_vexp(buf, n);
+
+#define CV_DEFINE_KROW(SUFFIX, ATTR)                                                                  \
+    ATTR static void cv_radial_row_krow_##SUFFIX(const double *restrict svT, ptrdiff_t n, ptrdiff_t d, \
+            const double *restrict x, double mg, int laplace, double *restrict buf)                   \
+    { CV_RADIAL_ROW_KROW_BODY }
+
+CV_DEFINE_KROW(base, )
+#ifdef CV_X86_DISPATCH
+CV_DEFINE_KROW(avx2, __attribute__((target("avx2"))))
+#endif
+
 #ifdef CV_X86_DISPATCH
 #include <immintrin.h>
 /* the targets of the AVX-512 and AVX2 copies (cv_simd_level() 2 and 1) */
@@ -501,6 +540,16 @@ static void cv_radial_row(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t 
     if (level == 1) { cv_radial_row_x256(C, ld, n, d, x, mg, laplace, out); return; }
 #endif
     cv_radial_row_base(C, ld, n, d, x, mg, laplace, out);
+}
+
+/* cv_radial_row_krow_avx2 where there is a vector unit (cv_simd_level() > 0), else _base */
+static void cv_radial_row_krow(const double *svT, ptrdiff_t n, ptrdiff_t d, const double *x, double mg,
+                               int laplace, double *buf)
+{
+#ifdef CV_X86_DISPATCH
+    if (cv_simd_level() > 0) { cv_radial_row_krow_avx2(svT, n, d, x, mg, laplace, buf); return; }
+#endif
+    cv_radial_row_krow_base(svT, n, d, x, mg, laplace, buf);
 }
 
 static void cv_dot_row(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x, double *out)
