@@ -21,51 +21,41 @@
 #define CV_X86_DISPATCH 1
 #endif
 
+/* The portable kernel rows, compiled once per target by CV_DEFINE.  CV_COORD_PASSES: out[j] = 0, then one
+ * vectorised pass over j < n per coordinate e doing STEP, with c = C + e*ld and xe = x[e]. */
+#define CV_COORD_PASSES(STEP)                                                       \
+    ptrdiff_t j, e;                                                                 \
+    for (j = 0; j < n; j++) out[j] = 0.0;                                          \
+    for (e = 0; e < d; e++) {                                                       \
+        const double *restrict c = C + e * ld;                                      \
+        const double xe = x[e];                                                     \
+        _Pragma("omp simd")                                                         \
+        for (j = 0; j < n; j++) { STEP }                                            \
+    }
+
+/* out[j] = exp(mg * sqrt(R)) (laplace) or exp(mg * R) for j < n, R an expression in j */
+#define CV_EXP_PASS(R)                                                              \
+    if (laplace) {                                                                  \
+        _Pragma("omp simd")                                                         \
+        for (j = 0; j < n; j++) out[j] = exp(mg * sqrt(R));                         \
+    } else {                                                                        \
+        _Pragma("omp simd")                                                         \
+        for (j = 0; j < n; j++) out[j] = exp(mg * (R));                             \
+    }
+
 /* out[j] = exp(mg * r_j), r_j = sum_e (C[e*ld + j] - x[e])^2 (laplace: sqrt of it), j < n */
 #define CV_RADIAL_ROW_BODY                                                          \
-    ptrdiff_t j, e;                                                                 \
-    for (j = 0; j < n; j++) out[j] = 0.0;                                          \
-    for (e = 0; e < d; e++) {                                                       \
-        const double *restrict c = C + e * ld;                                      \
-        const double xe = x[e];                                                     \
-        _Pragma("omp simd")                                                         \
-        for (j = 0; j < n; j++) { double u = c[j] - xe; out[j] += u * u; }          \
-    }                                                                               \
-    if (laplace) {                                                                  \
-        _Pragma("omp simd")                                                         \
-        for (j = 0; j < n; j++) out[j] = exp(mg * sqrt(out[j]));                    \
-    } else {                                                                        \
-        _Pragma("omp simd")                                                         \
-        for (j = 0; j < n; j++) out[j] = exp(mg * out[j]);                          \
-    }
+    CV_COORD_PASSES(double u = c[j] - xe; out[j] += u * u;)                         \
+    CV_EXP_PASS(out[j])
 
 /* out[j] = sum_e C[e*ld + j] x[e]  (dot products for the polynomial and linear kernels) */
-#define CV_DOT_ROW_BODY                                                             \
-    ptrdiff_t j, e;                                                                 \
-    for (j = 0; j < n; j++) out[j] = 0.0;                                          \
-    for (e = 0; e < d; e++) {                                                       \
-        const double *restrict c = C + e * ld;                                      \
-        const double xe = x[e];                                                     \
-        _Pragma("omp simd")                                                         \
-        for (j = 0; j < n; j++) out[j] += c[j] * xe;                                \
-    }
+#define CV_DOT_ROW_BODY CV_COORD_PASSES(out[j] += c[j] * xe;)
 
 /* out[j] = exp(mg * r_j) from dot products: r_j = max(xsq + csq[j] - 2 dots[j], 0) (BLAS path) */
+#define CV_POS(r) ((r) > 0.0 ? (r) : 0.0)
 #define CV_RADIAL_FROM_DOTS_BODY                                                    \
     ptrdiff_t j;                                                                    \
-    if (laplace) {                                                                  \
-        _Pragma("omp simd")                                                         \
-        for (j = 0; j < n; j++) {                                                   \
-            double r = xsq + csq[j] - 2.0 * out[j];                                 \
-            out[j] = exp(mg * sqrt(r > 0.0 ? r : 0.0));                             \
-        }                                                                           \
-    } else {                                                                        \
-        _Pragma("omp simd")                                                         \
-        for (j = 0; j < n; j++) {                                                   \
-            double r = xsq + csq[j] - 2.0 * out[j];                                 \
-            out[j] = exp(mg * (r > 0.0 ? r : 0.0));                                 \
-        }                                                                           \
-    }
+    CV_EXP_PASS(CV_POS(xsq + csq[j] - 2.0 * out[j]))
 
 #define CV_DEFINE(SUFFIX, ATTR)                                                                       \
     ATTR static void cv_radial_row_##SUFFIX(const double *restrict C, ptrdiff_t ld, ptrdiff_t n,      \
@@ -171,6 +161,34 @@ CV_T512 static inline __m512d cv_exp8(__m512d x)
 }
 
 
+/* exp on 8 or 16 lanes in single precision, for the screening kernels (their error: see there):
+ * Cody-Waite reduction, Taylor polynomial to degree 6, 2^n p (AVX2: 2^n built in the exponent bits;
+ * AVX-512: vscalefps). */
+#define CV_EXPF_POLY(FMA, SET1, r)                                                          \
+    FMA(FMA(FMA(FMA(FMA(FMA(SET1(1.0f / 720.0f), r, SET1(1.0f / 120.0f)), r,                \
+        SET1(1.0f / 24.0f)), r, SET1(1.0f / 6.0f)), r, SET1(0.5f)), r, SET1(1.0f)), r, SET1(1.0f))
+#define CV_EXPF_LOG2E 1.44269504f
+#define CV_EXPF_LN2HI 0.693359375f        /* 9 significant bits: n * LN2HI is exact */
+#define CV_EXPF_LN2LO -2.12194440e-4f
+
+CV_T256 static inline __m256 cv_scalef8(__m256 p, __m256 n)
+{
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+#define CV_DEFINE_EXPF(NAME, ATTR, VS, P, ROUND, SCALE)                                                \
+    ATTR static inline VS NAME(VS x)                                                                   \
+    {                                                                                                  \
+        x = P##_max_ps(x, P##_set1_ps(-87.0f));                                                        \
+        VS n = ROUND(P##_mul_ps(x, P##_set1_ps(CV_EXPF_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); \
+        VS r = P##_fnmadd_ps(n, P##_set1_ps(CV_EXPF_LN2HI), x);                                        \
+        r = P##_fnmadd_ps(n, P##_set1_ps(CV_EXPF_LN2LO), r);                                           \
+        return SCALE(CV_EXPF_POLY(P##_fmadd_ps, P##_set1_ps, r), n);                                   \
+    }
+CV_DEFINE_EXPF(cv_expf8, CV_T256, __m256, _mm256, _mm256_round_ps, cv_scalef8)
+CV_DEFINE_EXPF(cv_expf16, CV_T512, __m512, _mm512, _mm512_roundscale_ps, _mm512_scalef_ps)
+
 /* The distance part of every radial kernel below, one definition per vector width W (4: AVX2, 8: AVX-512):
  * r0, r1 = the squared distances (laplace: distances) of the stored points j, ..., j + W - 1 and
  * j + W, ..., j + 2W - 1 to x (coordinates C[e*ld + j]), in one pass over the coordinates with two
@@ -218,19 +236,64 @@ static inline double cv_dist1(const double *C, ptrdiff_t ld, ptrdiff_t j, ptrdif
     return laplace ? sqrt(r) : r;
 }
 
+/* exp(vmg r) in single precision for the 2W lanes of r0, r1 (AVX-512: W = 8, AVX2: W = 4) */
+CV_T512 static inline __m512 cv_expf_of_x512(__m512d vmg, __m512d r0, __m512d r1)
+{
+    __m256 a0 = _mm512_cvtpd_ps(_mm512_mul_pd(vmg, r0)), a1 = _mm512_cvtpd_ps(_mm512_mul_pd(vmg, r1));
+    return cv_expf16(_mm512_insertf32x8(_mm512_castps256_ps512(a0), a1, 1));
+}
+
+CV_T256 static inline __m256 cv_expf_of_x256(__m256d vmg, __m256d r0, __m256d r1)
+{
+    __m128 a0 = _mm256_cvtpd_ps(_mm256_mul_pd(vmg, r0)), a1 = _mm256_cvtpd_ps(_mm256_mul_pd(vmg, r1));
+    return cv_expf8(_mm256_set_m128(a1, a0));
+}
+
+/* the double-precision halves of 16 (8) single-precision lanes */
+#define CV_LO16(k) _mm512_cvtps_pd(_mm512_castps512_ps256(k))
+#define CV_HI16(k) _mm512_cvtps_pd(_mm512_extractf32x8_ps(k, 1))
+#define CV_LO8(k) _mm256_cvtps_pd(_mm256_castps256_ps128(k))
+#define CV_HI8(k) _mm256_cvtps_pd(_mm256_extractf128_ps(k, 1))
+
+/* The full steps of the fused kernels, one definition per width W (AVX2: 4, AVX-512: 8): from j = 0 by
+ * 2W points while j + 2W <= n, *acc0 (*acc1) = the sum of w[j] exp(vmg r_j) over the first (second) W
+ * lanes of the steps, exp in double precision (cv_exp4/8) or, single, in single precision (cv_expf8/16,
+ * the screening kernels).  Returns the first point not summed. */
+#define CV_DEFINE_WEXP_STEPS(SFX, ATTR, VD, VS, P, W, EXP, LO, HI)                                      \
+    ATTR static inline ptrdiff_t cv_wexp_steps_##SFX(const double *C, ptrdiff_t ld, ptrdiff_t n,        \
+            ptrdiff_t d, const double *x, VD vmg, int laplace, int single, const double *w,            \
+            VD *acc0, VD *acc1)                                                                        \
+    {                                                                                                  \
+        VD a0 = P##_setzero_pd(), a1 = P##_setzero_pd(), r0, r1, k0, k1;                               \
+        ptrdiff_t j = 0;                                                                               \
+        for (; j + 2 * W <= n; j += 2 * W) {                                                           \
+            cv_dist2_##SFX(C, ld, j, d, x, laplace, &r0, &r1);                                         \
+            if (single) {                                                                              \
+                VS k = cv_expf_of_##SFX(vmg, r0, r1);                                                  \
+                k0 = LO(k);                                                                            \
+                k1 = HI(k);                                                                            \
+            } else {                                                                                   \
+                k0 = EXP(P##_mul_pd(vmg, r0));                                                         \
+                k1 = EXP(P##_mul_pd(vmg, r1));                                                         \
+            }                                                                                          \
+            a0 = P##_fmadd_pd(P##_loadu_pd(w + j), k0, a0);                                            \
+            a1 = P##_fmadd_pd(P##_loadu_pd(w + j + W), k1, a1);                                        \
+        }                                                                                              \
+        *acc0 = a0;                                                                                    \
+        *acc1 = a1;                                                                                    \
+        return j;                                                                                      \
+    }
+CV_DEFINE_WEXP_STEPS(x512, CV_T512, __m512d, __m512, _mm512, 8, cv_exp8, CV_LO16, CV_HI16)
+CV_DEFINE_WEXP_STEPS(x256, CV_T256, __m256d, __m256, _mm256, 4, cv_exp4, CV_LO8, CV_HI8)
+
 /* Fused scan kernel: sum_j w[j] exp(mg r_j) with r_j the squared distance (laplace: its root) of the
  * stored point j (coordinates C[e*ld + j]) to x; 8 or 16 points per step, no row written. */
 CV_T512 static double cv_radial_dot_avx512(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
                                            const double *x, double mg, int laplace, const double *w)
 {
-    __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd(), r0, r1;
+    __m512d acc0, acc1, r0;
     const __m512d vmg = _mm512_set1_pd(mg);
-    ptrdiff_t j = 0;
-    for (; j + 16 <= n; j += 16) {
-        cv_dist2_x512(C, ld, j, d, x, laplace, &r0, &r1);
-        acc0 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j), cv_exp8(_mm512_mul_pd(vmg, r0)), acc0);
-        acc1 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 8), cv_exp8(_mm512_mul_pd(vmg, r1)), acc1);
-    }
+    ptrdiff_t j = cv_wexp_steps_x512(C, ld, n, d, x, vmg, laplace, 0, w, &acc0, &acc1);
     for (; j < n; j += 8) {
         const __mmask8 k = cv_mask8(n - j);
         r0 = cv_dist8_mask_x512(C, ld, j, d, x, laplace, k);
@@ -257,15 +320,9 @@ CV_T512 static inline double cv_hsum_x512(__m512d a)
 CV_T256 static double cv_radial_dot_avx2(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
                                          const double *x, double mg, int laplace, const double *w)
 {
-    __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd(), r0, r1;
-    const __m256d vmg = _mm256_set1_pd(mg);
-    ptrdiff_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-        cv_dist2_x256(C, ld, j, d, x, laplace, &r0, &r1);
-        acc0 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j), cv_exp4(_mm256_mul_pd(vmg, r0)), acc0);
-        acc1 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j + 4), cv_exp4(_mm256_mul_pd(vmg, r1)), acc1);
-    }
+    __m256d acc0, acc1;
     double tail = 0.0;
+    ptrdiff_t j = cv_wexp_steps_x256(C, ld, n, d, x, _mm256_set1_pd(mg), laplace, 0, w, &acc0, &acc1);
     for (; j < n; j++)
         tail += w[j] * exp(mg * cv_dist1(C, ld, j, d, x, laplace));
     return cv_hsum_x256(_mm256_add_pd(acc0, acc1)) + tail;
@@ -281,67 +338,12 @@ CV_T256 static double cv_radial_dot_avx2(const double *C, ptrdiff_t ld, ptrdiff_
  * CV_SCREEN_TERM_ERR bounds their sum with a margin of more than 10 (measured worst: 1.5e-7 on AVX-512;
  * test_kernels checks a margin of 3). */
 #define CV_SCREEN_TERM_ERR 2e-6
-#define CV_EXPF_POLY(FMA, SET1, r)                                                          \
-    FMA(FMA(FMA(FMA(FMA(FMA(SET1(1.0f / 720.0f), r, SET1(1.0f / 120.0f)), r,                \
-        SET1(1.0f / 24.0f)), r, SET1(1.0f / 6.0f)), r, SET1(0.5f)), r, SET1(1.0f)), r, SET1(1.0f))
-#define CV_EXPF_LOG2E 1.44269504f
-#define CV_EXPF_LN2HI 0.693359375f        /* 9 significant bits: n * LN2HI is exact */
-#define CV_EXPF_LN2LO -2.12194440e-4f
-
-CV_T256 static inline __m256 cv_expf8(__m256 x)
-{
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(CV_EXPF_LOG2E)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(CV_EXPF_LN2HI), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(CV_EXPF_LN2LO), r);
-    __m256 p = CV_EXPF_POLY(_mm256_fmadd_ps, _mm256_set1_ps, r);
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
-CV_T512 static inline __m512 cv_expf16(__m512 x)
-{
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(CV_EXPF_LOG2E)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(CV_EXPF_LN2HI), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(CV_EXPF_LN2LO), r);
-    __m512 p = CV_EXPF_POLY(_mm512_fmadd_ps, _mm512_set1_ps, r);
-    return _mm512_scalef_ps(p, n);
-}
-
-/* exp(vmg r) in single precision for the 2W lanes of r0, r1 (AVX-512: W = 8, AVX2: W = 4) */
-CV_T512 static inline __m512 cv_expf_of_x512(__m512d vmg, __m512d r0, __m512d r1)
-{
-    __m256 a0 = _mm512_cvtpd_ps(_mm512_mul_pd(vmg, r0)), a1 = _mm512_cvtpd_ps(_mm512_mul_pd(vmg, r1));
-    return cv_expf16(_mm512_insertf32x8(_mm512_castps256_ps512(a0), a1, 1));
-}
-
-CV_T256 static inline __m256 cv_expf_of_x256(__m256d vmg, __m256d r0, __m256d r1)
-{
-    __m128 a0 = _mm256_cvtpd_ps(_mm256_mul_pd(vmg, r0)), a1 = _mm256_cvtpd_ps(_mm256_mul_pd(vmg, r1));
-    return cv_expf8(_mm256_set_m128(a1, a0));
-}
-
-/* the double-precision halves of 16 (8) single-precision lanes */
-#define CV_LO16(k) _mm512_cvtps_pd(_mm512_castps512_ps256(k))
-#define CV_HI16(k) _mm512_cvtps_pd(_mm512_extractf32x8_ps(k, 1))
-#define CV_LO8(k) _mm256_cvtps_pd(_mm256_castps256_ps128(k))
-#define CV_HI8(k) _mm256_cvtps_pd(_mm256_extractf128_ps(k, 1))
-
 CV_T512 static double cv_radial_dot_screen_avx512(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
                                                   const double *x, double mg, int laplace, const double *w)
 {
-    __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd(), r0, r1;
+    __m512d acc0, acc1, r0, r1;
     const __m512d vmg = _mm512_set1_pd(mg);
-    ptrdiff_t j = 0;
-    for (; j + 16 <= n; j += 16) {
-        cv_dist2_x512(C, ld, j, d, x, laplace, &r0, &r1);
-        __m512 k = cv_expf_of_x512(vmg, r0, r1);
-        acc0 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j), CV_LO16(k), acc0);
-        acc1 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 8), CV_HI16(k), acc1);
-    }
+    ptrdiff_t j = cv_wexp_steps_x512(C, ld, n, d, x, vmg, laplace, 1, w, &acc0, &acc1);
     if (j < n) {  /* the tail: one masked step, the lanes past n weighted by 0 */
         const __mmask8 k0 = cv_mask8(n - j), k1 = (n - j <= 8) ? (__mmask8) 0 : cv_mask8(n - j - 8);
         r0 = cv_dist8_mask_x512(C, ld, j, d, x, laplace, k0);
@@ -356,15 +358,8 @@ CV_T512 static double cv_radial_dot_screen_avx512(const double *C, ptrdiff_t ld,
 CV_T256 static double cv_radial_dot_screen_avx2(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
                                                 const double *x, double mg, int laplace, const double *w)
 {
-    __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd(), r0, r1;
-    const __m256d vmg = _mm256_set1_pd(mg);
-    ptrdiff_t j = 0;
-    for (; j + 8 <= n; j += 8) {
-        cv_dist2_x256(C, ld, j, d, x, laplace, &r0, &r1);
-        __m256 k = cv_expf_of_x256(vmg, r0, r1);
-        acc0 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j), CV_LO8(k), acc0);
-        acc1 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j + 4), CV_HI8(k), acc1);
-    }
+    __m256d acc0, acc1;
+    ptrdiff_t j = cv_wexp_steps_x256(C, ld, n, d, x, _mm256_set1_pd(mg), laplace, 1, w, &acc0, &acc1);
     return cv_hsum_x256(_mm256_add_pd(acc0, acc1)) + (j < n ? cv_radial_dot_avx2(C + j, ld, n - j, d, x, mg, laplace, w + j) : 0.0);
 }
 /* Screening kernel with single-precision distances (Gaussian kernel only): coordinates stored as floats
@@ -721,7 +716,7 @@ CV_NOCONTRACT CV_T512 static void cv_grad_update_avx512(double *g, const double 
     __m512d lo = _mm512_set1_pd(INFINITY), hi = _mm512_set1_pd(-INFINITY), ab = zero;
     ptrdiff_t t;
     for (t = 0; t < n; t += 8) {
-        const __mmask8 k = (n - t >= 8) ? (__mmask8) 0xFF : (__mmask8) ((1u << (n - t)) - 1u);
+        const __mmask8 k = cv_mask8(n - t);
         __m512d d = _mm512_sub_pd(_mm512_maskz_loadu_pd(k, Qi + t), _mm512_maskz_loadu_pd(k, Qj + t));
         __m512d v = _mm512_add_pd(_mm512_maskz_loadu_pd(k, g + t), _mm512_mul_pd(vt, d));
         _mm512_mask_storeu_pd(g + t, k, v);
@@ -733,22 +728,31 @@ CV_NOCONTRACT CV_T512 static void cv_grad_update_avx512(double *g, const double 
     *gmin = _mm512_reduce_min_pd(lo); *gmax = _mm512_reduce_max_pd(hi); *gabs = _mm512_reduce_max_pd(ab);
 }
 
+/* the scores (g_t - gi)^2 / max(Qii + Qd_t - 2 Qi_t, tau) of t, ..., t + 7 (those below n), and in *ok
+ * the lanes with alpha_t > 0 and g_t > gi (the candidates) */
+CV_NOCONTRACT CV_T512 static inline __m512d cv_wss2_scores_x512(const double *g, const double *Qi, const double *Qd,
+        const double *alpha, ptrdiff_t t, ptrdiff_t n, __m512d vgi, __m512d vQii, __m512d vtau, __mmask8 *ok)
+{
+    const __m512d two = _mm512_set1_pd(2.0), zero = _mm512_setzero_pd();
+    const __mmask8 k = cv_mask8(n - t);
+    __m512d diff = _mm512_sub_pd(_mm512_maskz_loadu_pd(k, g + t), vgi);
+    __mmask8 cand = _mm512_mask_cmp_pd_mask(k, _mm512_maskz_loadu_pd(k, alpha + t), zero, _CMP_GT_OQ);
+    *ok = _mm512_mask_cmp_pd_mask(cand, diff, zero, _CMP_GT_OQ);
+    __m512d curv = _mm512_sub_pd(_mm512_add_pd(vQii, _mm512_maskz_loadu_pd(k, Qd + t)),
+                                 _mm512_mul_pd(two, _mm512_maskz_loadu_pd(k, Qi + t)));
+    curv = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(curv, vtau, _CMP_LE_OQ), curv, vtau);
+    return _mm512_div_pd(_mm512_mul_pd(diff, diff), curv);
+}
+
 CV_NOCONTRACT CV_T512 static ptrdiff_t cv_wss2_avx512(const double *g, const double *Qi, const double *Qd, const double *alpha,
                                 double gi, double Qii, double tau, double tie, ptrdiff_t n, double *best_out)
 {
     const __m512d vgi = _mm512_set1_pd(gi), vQii = _mm512_set1_pd(Qii), vtau = _mm512_set1_pd(tau);
-    const __m512d two = _mm512_set1_pd(2.0), zero = _mm512_setzero_pd(), ninf = _mm512_set1_pd(-INFINITY);
-    __m512d best = ninf;
+    __m512d best = _mm512_set1_pd(-INFINITY);
     ptrdiff_t t;
     for (t = 0; t < n; t += 8) {
-        const __mmask8 k = (n - t >= 8) ? (__mmask8) 0xFF : (__mmask8) ((1u << (n - t)) - 1u);
-        __m512d diff = _mm512_sub_pd(_mm512_maskz_loadu_pd(k, g + t), vgi);
-        __mmask8 ok = _mm512_mask_cmp_pd_mask(k, _mm512_maskz_loadu_pd(k, alpha + t), zero, _CMP_GT_OQ);
-        ok = _mm512_mask_cmp_pd_mask(ok, diff, zero, _CMP_GT_OQ);
-        __m512d curv = _mm512_sub_pd(_mm512_add_pd(vQii, _mm512_maskz_loadu_pd(k, Qd + t)),
-                                     _mm512_mul_pd(two, _mm512_maskz_loadu_pd(k, Qi + t)));
-        curv = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(curv, vtau, _CMP_LE_OQ), curv, vtau);
-        __m512d sc = _mm512_div_pd(_mm512_mul_pd(diff, diff), curv);
+        __mmask8 ok;
+        __m512d sc = cv_wss2_scores_x512(g, Qi, Qd, alpha, t, n, vgi, vQii, vtau, &ok);
         best = _mm512_mask_max_pd(best, ok, best, sc);
     }
     double b = _mm512_reduce_max_pd(best);
@@ -756,14 +760,8 @@ CV_NOCONTRACT CV_T512 static ptrdiff_t cv_wss2_avx512(const double *g, const dou
     if (b == -INFINITY) return -1;
     const __m512d thr = _mm512_set1_pd(b - tie * b);
     for (t = 0; t < n; t += 8) {
-        const __mmask8 k = (n - t >= 8) ? (__mmask8) 0xFF : (__mmask8) ((1u << (n - t)) - 1u);
-        __m512d diff = _mm512_sub_pd(_mm512_maskz_loadu_pd(k, g + t), vgi);
-        __mmask8 ok = _mm512_mask_cmp_pd_mask(k, _mm512_maskz_loadu_pd(k, alpha + t), zero, _CMP_GT_OQ);
-        ok = _mm512_mask_cmp_pd_mask(ok, diff, zero, _CMP_GT_OQ);
-        __m512d curv = _mm512_sub_pd(_mm512_add_pd(vQii, _mm512_maskz_loadu_pd(k, Qd + t)),
-                                     _mm512_mul_pd(two, _mm512_maskz_loadu_pd(k, Qi + t)));
-        curv = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(curv, vtau, _CMP_LE_OQ), curv, vtau);
-        __m512d sc = _mm512_div_pd(_mm512_mul_pd(diff, diff), curv);
+        __mmask8 ok;
+        __m512d sc = cv_wss2_scores_x512(g, Qi, Qd, alpha, t, n, vgi, vQii, vtau, &ok);
         __mmask8 hit = _mm512_mask_cmp_pd_mask(ok, sc, thr, _CMP_GE_OQ);
         if (hit) return t + __builtin_ctz((unsigned) hit);
     }
@@ -774,7 +772,7 @@ CV_T512 static ptrdiff_t cv_first_le_avx512(const double *g, ptrdiff_t n, double
 {
     const __m512d vthr = _mm512_set1_pd(thr);
     for (ptrdiff_t t = 0; t < n; t += 8) {
-        const __mmask8 k = (n - t >= 8) ? (__mmask8) 0xFF : (__mmask8) ((1u << (n - t)) - 1u);
+        const __mmask8 k = cv_mask8(n - t);
         __mmask8 hit = _mm512_mask_cmp_pd_mask(k, _mm512_maskz_loadu_pd(k, g + t), vthr, _CMP_LE_OQ);
         if (hit) return t + __builtin_ctz((unsigned) hit);
     }
