@@ -8,7 +8,12 @@
  *
  * Results differ from the scalar kernels of _kernels.pxi only by rounding (FMA contraction and the
  * vector exp); every copy gives the same values on a given machine and thread count, because each
- * value is computed by one thread in one fixed order.
+ * value is computed by one thread in one fixed order.  Two families keep other values on purpose:
+ * cv_radial_row_krow (fastimpl/_mmda.pyx) has exactly k_row's values (no FMA), and cv_radial_sums
+ * (fastimpl/_ssvr.pyx) uses libmvec's exp rather than cv_exp4/cv_exp8.
+ *
+ * Where the AVX-512 and AVX2 copies share their structure, one macro template (CV_DEFINE_*) defines
+ * both from the intrinsic prefix (_mm512 / _mm256) and the width.
  */
 #ifndef COREVECTOR_SIMD_H
 #define COREVECTOR_SIMD_H
