@@ -26,6 +26,13 @@
 #define CV_X86_DISPATCH 1
 #endif
 
+/* the entry points: each extension calls some of them (unused ones are not worth a warning) */
+#if defined(__GNUC__)
+#define CV_API static __attribute__((unused))
+#else
+#define CV_API static
+#endif
+
 /* The portable kernel rows, compiled once per target by CV_DEFINE.  CV_COORD_PASSES: out[j] = 0, then one
  * vectorised pass over j < n per coordinate e doing STEP, with c = C + e*ld and xe = x[e]. */
 #define CV_COORD_PASSES(STEP)                                                       \
@@ -62,10 +69,12 @@
     ptrdiff_t j;                                                                    \
     CV_EXP_PASS(CV_POS(xsq + csq[j] - 2.0 * out[j]))
 
+/* the portable radial row (the vector units run cv_radial_row_x512/x256 below, with their own exp) */
+static void cv_radial_row_base(const double *restrict C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                               const double *restrict x, double mg, int laplace, double *restrict out)
+{ CV_RADIAL_ROW_BODY }
+
 #define CV_DEFINE(SUFFIX, ATTR)                                                                       \
-    ATTR static void cv_radial_row_##SUFFIX(const double *restrict C, ptrdiff_t ld, ptrdiff_t n,      \
-            ptrdiff_t d, const double *restrict x, double mg, int laplace, double *restrict out)      \
-    { CV_RADIAL_ROW_BODY }                                                                            \
     ATTR static void cv_dot_row_##SUFFIX(const double *restrict C, ptrdiff_t ld, ptrdiff_t n,         \
             ptrdiff_t d, const double *restrict x, double *restrict out)                              \
     { CV_DOT_ROW_BODY }                                                                               \
@@ -517,7 +526,7 @@ CV_DEFINE_RADIAL_SUMS(x256, CV_T256, __m256d, _mm256, 4, _ZGVdN4v_exp)
 
 /* 0: portable, 1: AVX2 + FMA, 2: AVX-512F; decided once */
 static int cv_simd_level_cached = -1;
-static int cv_simd_level(void)
+CV_API int cv_simd_level(void)
 {
     if (cv_simd_level_cached < 0) {
         int level = 0;
@@ -531,7 +540,7 @@ static int cv_simd_level(void)
     return cv_simd_level_cached;
 }
 
-static void cv_radial_row(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x,
+CV_API void cv_radial_row(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x,
                           double mg, int laplace, double *out)
 {
 #ifdef CV_X86_DISPATCH
@@ -543,7 +552,7 @@ static void cv_radial_row(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t 
 }
 
 /* cv_radial_row_krow_avx2 where there is a vector unit (cv_simd_level() > 0), else _base */
-static void cv_radial_row_krow(const double *svT, ptrdiff_t n, ptrdiff_t d, const double *x, double mg,
+CV_API void cv_radial_row_krow(const double *svT, ptrdiff_t n, ptrdiff_t d, const double *x, double mg,
                                int laplace, double *buf)
 {
 #ifdef CV_X86_DISPATCH
@@ -552,7 +561,7 @@ static void cv_radial_row_krow(const double *svT, ptrdiff_t n, ptrdiff_t d, cons
     cv_radial_row_krow_base(svT, n, d, x, mg, laplace, buf);
 }
 
-static void cv_dot_row(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x, double *out)
+CV_API void cv_dot_row(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x, double *out)
 {
 #ifdef CV_X86_DISPATCH
     int level = cv_simd_level();
@@ -562,7 +571,7 @@ static void cv_dot_row(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, 
     cv_dot_row_base(C, ld, n, d, x, out);
 }
 
-static void cv_radial_from_dots(double *out, ptrdiff_t n, double xsq, const double *csq, double mg, int laplace)
+CV_API void cv_radial_from_dots(double *out, ptrdiff_t n, double xsq, const double *csq, double mg, int laplace)
 {
 #ifdef CV_X86_DISPATCH
     int level = cv_simd_level();
@@ -576,7 +585,7 @@ static void cv_radial_from_dots(double *out, ptrdiff_t n, double xsq, const doub
  * L1 (the scans' hot loop: no row of n values is written and read back).  The tiles are summed in a
  * fixed order, so the result does not depend on anything but the inputs. */
 #define CV_TILE 256
-static double cv_radial_dot(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x,
+CV_API double cv_radial_dot(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x,
                             double mg, int laplace, const double *w)
 {
     double buf[CV_TILE], s = 0.0;
@@ -595,7 +604,7 @@ static double cv_radial_dot(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_
 
 /* 1 when cv_radial_dot_screen evaluates exp in single precision (its error within CV_SCREEN_TERM_ERR
  * per term), 0 when it is cv_radial_dot itself (no vector unit: nothing to gain, nothing to bound) */
-static int cv_screen_available(void)
+CV_API int cv_screen_available(void)
 {
 #ifdef CV_X86_DISPATCH
     return cv_simd_level() > 0;
@@ -604,7 +613,7 @@ static int cv_screen_available(void)
 #endif
 }
 
-static double cv_radial_dot_screen(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x,
+CV_API double cv_radial_dot_screen(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x,
                                    double mg, int laplace, const double *w)
 {
 #ifdef CV_X86_DISPATCH
@@ -616,7 +625,7 @@ static double cv_radial_dot_screen(const double *C, ptrdiff_t ld, ptrdiff_t n, p
 }
 
 /* cv_rbf_dot_screen_f32_avx512/_avx2 by CPU; only called where cv_screen_available() */
-static double cv_rbf_dot_screen_f32(const float *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const float *x,
+CV_API double cv_rbf_dot_screen_f32(const float *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const float *x,
                                     float mg, const double *w)
 {
 #ifdef CV_X86_DISPATCH
@@ -630,7 +639,7 @@ static double cv_rbf_dot_screen_f32(const float *C, ptrdiff_t ld, ptrdiff_t n, p
 
 /* 1 when cv_radial_sums runs (x86-64 with a vector unit, linked with libmvec); 0 when the caller takes
  * its portable path (_ssvr.pyx: the kernel row by k_row, then the sums) */
-static int cv_radial_sums_available(void)
+CV_API int cv_radial_sums_available(void)
 {
 #if defined(CV_X86_DISPATCH) && defined(COREVECTOR_LIBMVEC)
     return cv_simd_level() > 0;
@@ -640,7 +649,7 @@ static int cv_radial_sums_available(void)
 }
 
 /* cv_radial_sums_x512/_x256 by CPU; only called where cv_radial_sums_available() */
-static void cv_radial_sums(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x, double mg,
+CV_API void cv_radial_sums(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x, double mg,
                            int laplace, const double *w, double *sw, double *sk)
 {
 #if defined(CV_X86_DISPATCH) && defined(COREVECTOR_LIBMVEC)
@@ -785,7 +794,7 @@ CV_T512 static ptrdiff_t cv_first_le_avx512(const double *g, ptrdiff_t n, double
 }
 #endif
 
-static void cv_grad_update(double *g, const double *Qi, const double *Qj, const double *alpha, double two_t,
+CV_API void cv_grad_update(double *g, const double *Qi, const double *Qj, const double *alpha, double two_t,
                            ptrdiff_t n, double *gmin, double *gmax, double *gabs)
 {
 #ifdef CV_X86_DISPATCH
@@ -794,7 +803,7 @@ static void cv_grad_update(double *g, const double *Qi, const double *Qj, const 
     cv_grad_update_base(g, Qi, Qj, alpha, two_t, n, gmin, gmax, gabs);
 }
 
-static ptrdiff_t cv_wss2(const double *g, const double *Qi, const double *Qd, const double *alpha, double gi,
+CV_API ptrdiff_t cv_wss2(const double *g, const double *Qi, const double *Qd, const double *alpha, double gi,
                          double Qii, double tau, double tie, ptrdiff_t n, double *best_out)
 {
 #ifdef CV_X86_DISPATCH
@@ -803,7 +812,7 @@ static ptrdiff_t cv_wss2(const double *g, const double *Qi, const double *Qd, co
     return cv_wss2_base(g, Qi, Qd, alpha, gi, Qii, tau, tie, n, best_out);
 }
 
-static ptrdiff_t cv_first_le(const double *g, ptrdiff_t n, double thr)
+CV_API ptrdiff_t cv_first_le(const double *g, ptrdiff_t n, double thr)
 {
 #ifdef CV_X86_DISPATCH
     if (cv_simd_level() == 2) return cv_first_le_avx512(g, n, thr);
