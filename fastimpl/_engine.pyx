@@ -519,7 +519,7 @@ cdef class FastMEBOps:
             self.S[k] = z
             self.Ss[k] = self.zsign(z)
             self._put_input(self.core, k, self.pz(z))
-            self.l[k] = self.point_ldiag(z, self.core.rd[k] if self.K.code >= 2 else 1.0)
+            self.l[k] = self.point_ldiag(z, self.core.rd[k] if k_is_dot(&self.K) else 1.0)
             self.alpha[k] = 0.0
             self.size = k + 1
             self._index(z, k)
@@ -1306,7 +1306,7 @@ def kernel_expansion(spec, SV, coef, X, Py_ssize_t min_parallel_work=-1):
         if not store.blas:
             for i in prange(nx, schedule="static", use_threads_if=parallel):
                 o[i] = store.weighted(&x[i, 0], 0.0, point_rawdiag(&K, &x[i, 0]), &c[0], NULL) \
-                    if (K.code <= 1) else _expansion_row(store, &x[i, 0], &K, &c[0], ns)
+                    if k_is_radial(&K) else _expansion_row(store, &x[i, 0], &K, &c[0], ns)
         else:
             for blk in range(nblk):
                 # BLAS threads by itself: one GEMM per block of test points

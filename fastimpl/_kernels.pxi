@@ -13,6 +13,38 @@ cdef struct Kern:
     Py_ssize_t d
 
 
+# The kernel kinds by name, so that no site tests code ranges.  The radial kernels (Gaussian,
+# Laplacian) depend on ||a - b|| only and have k(a, a) = 1; the dot-product kernels (polynomial,
+# linear) depend on a'b only, and only they are changed by normalisation.
+cdef inline bint k_is_radial(const Kern* K) noexcept nogil:
+    return K.code <= 1
+
+
+cdef inline bint k_is_gaussian(const Kern* K) noexcept nogil:
+    return K.code == 0
+
+
+cdef inline bint k_is_laplacian(const Kern* K) noexcept nogil:
+    return K.code == 1
+
+
+cdef inline bint k_is_dot(const Kern* K) noexcept nogil:
+    return K.code >= 2
+
+
+cdef inline bint k_is_poly(const Kern* K) noexcept nogil:
+    return K.code == 2
+
+
+cdef inline bint k_is_linear(const Kern* K) noexcept nogil:
+    return K.code == 3
+
+
+cdef inline bint k_is_normalized(const Kern* K) noexcept nogil:
+    """True when k(a, b) is k_raw(a, b) / sqrt(k_raw(a, a) k_raw(b, b)) (normalize and a dot-product kernel)."""
+    return K.normalize != 0 and k_is_dot(K)
+
+
 cdef inline double ipow(double x, int k) noexcept nogil:
     cdef double r = 1.0
     while k > 0:
@@ -26,22 +58,22 @@ cdef inline double ipow(double x, int k) noexcept nogil:
 cdef inline double k_raw(const Kern* K, const double* a, const double* b) noexcept nogil:
     cdef Py_ssize_t t
     cdef double s = 0.0, u
-    if K.code <= 1:
+    if k_is_radial(K):
         for t in range(K.d):
             u = a[t] - b[t]
             s += u * u
-        if K.code == 0:
+        if k_is_gaussian(K):
             return exp(-K.gamma * s)
         return exp(-K.gamma * sqrt(s))
     for t in range(K.d):
         s += a[t] * b[t]
-    if K.code == 3:
+    if k_is_linear(K):
         return s
     return ipow(K.gamma * s + K.coef0, K.degree)
 
 
 cdef inline double k_rawdiag(const Kern* K, const double* a) noexcept nogil:
-    if K.code <= 1:
+    if k_is_radial(K):
         return 1.0
     return k_raw(K, a, a)
 
@@ -49,7 +81,7 @@ cdef inline double k_rawdiag(const Kern* K, const double* a) noexcept nogil:
 cdef inline double k_eval(const Kern* K, const double* a, const double* b, double da, double db) noexcept nogil:
     """k(a, b); da, db are k_raw(a, a), k_raw(b, b), used only by normalized kernels."""
     cdef double v = k_raw(K, a, b)
-    if K.normalize and K.code >= 2:
+    if k_is_normalized(K):
         if da > 0 and db > 0:
             return v / sqrt(da * db)
         return 0.0
@@ -58,7 +90,7 @@ cdef inline double k_eval(const Kern* K, const double* a, const double* b, doubl
 
 cdef inline double k_diag(const Kern* K, double da) noexcept nogil:
     if K.normalize:
-        return 1.0 if (K.code <= 1 or da > 0) else 0.0
+        return 1.0 if (k_is_radial(K) or da > 0) else 0.0
     return da
 
 
@@ -69,14 +101,14 @@ cdef void k_row(const Kern* K, const double* SVX, const double* sda, Py_ssize_t 
     cdef Py_ssize_t t, e
     cdef double s, u
     cdef const double* a
-    if K.code <= 1:
+    if k_is_radial(K):
         for t in range(ns):
             a = &SVX[t * K.d]
             s = 0.0
             for e in range(K.d):
                 u = a[e] - x[e]
                 s += u * u
-            out[t] = -K.gamma * s if K.code == 0 else -K.gamma * sqrt(s)
+            out[t] = -K.gamma * s if k_is_gaussian(K) else -K.gamma * sqrt(s)
         cv_vexp(out, ns)
         return
     for t in range(ns):

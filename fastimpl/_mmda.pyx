@@ -6,11 +6,11 @@
 * :func:`constrained_gx` and :func:`constrained_furthest` are the (G x)_l scans of eqs. (23), (40)
   (``ConstrainedOps.gx`` / ``furthest``) in one pass over the candidates: rows of X read in place,
   the support packed by coordinate, the Gaussian/Laplacian kernel rows vectorised
-  (``cv_radial_row``, with an AVX2 copy chosen at run time), the projection term from the per-fit
-  table ``ConstrainedOps.proj_table``;
+  (``cv_radial_row_krow`` of ``_simd.h``, with an AVX2 copy chosen at run time), the projection term
+  from the per-fit table ``ConstrainedOps.proj_table``;
 * :func:`kernel_matrix` fills |A| x |B| kernel blocks row by row under ``nogil`` with OpenMP
   ``prange`` (the dense matrices of the baselines and the ``transform`` of new data), the radial
-  kernels by the same ``cv_radial_row``;
+  kernels by the same ``cv_radial_row_krow``;
 * :func:`kernel_expansion` is the engine's expansion with this module's parallel threshold;
 * :class:`FastConstrainedOps` plugs them (and SOR) into the constrained core-set loop of
   ``refimpl.constrained_meb`` (the loop itself is shared, so both implementations make the same
@@ -36,78 +36,16 @@ cdef Py_ssize_t RADIAL_BLOCK = 1024
 
 include "_kernels.pxi"
 
-cdef extern from *:
-    """
-    /* Gaussian / Laplacian kernel values of one point x against n packed points, stored by
-     * coordinate (svT[e * n + j]): buf[j] = exp(mg * r_j), r_j = ||sv_j - x||^2 (or its sqrt).
-     * Each r_j is summed over the coordinates in order, as k_row does, so the values are those
-     * of k_row; the loop over j vectorises (4 coordinates per pass over buf).  On x86-64 with
-     * GCC/clang an AVX2 copy is chosen at run time (4-wide subtract/multiply/add, no FMA, so the
-     * same IEEE results, and libmvec's 4-wide exp). */
-    #include <math.h>
-    #include <stddef.h>
-    #define CV_RADIAL_BODY \
-        ptrdiff_t e = 0, j; \
-        for (j = 0; j < n; j++) buf[j] = 0.0; \
-        for (; e + 4 <= d; e += 4) { \
-            const double *c0 = svT + e * n, *c1 = c0 + n, *c2 = c1 + n, *c3 = c2 + n; \
-            const double x0 = x[e], x1 = x[e + 1], x2 = x[e + 2], x3 = x[e + 3]; \
-            for (j = 0; j < n; j++) { \
-                double a = buf[j], u; \
-                u = c0[j] - x0; a += u * u; \
-                u = c1[j] - x1; a += u * u; \
-                u = c2[j] - x2; a += u * u; \
-                u = c3[j] - x3; a += u * u; \
-                buf[j] = a; \
-            } \
-        } \
-        for (; e < d; e++) { \
-            const double *c0 = svT + e * n; \
-            const double x0 = x[e]; \
-            for (j = 0; j < n; j++) { double u = c0[j] - x0; buf[j] += u * u; } \
-        } \
-        if (laplace) { for (j = 0; j < n; j++) buf[j] = mg * sqrt(buf[j]); } \
-        else { for (j = 0; j < n; j++) buf[j] = mg * buf[j]; } \
-        cv_vexp(buf, n);
-
-    #include "_dot4.h"   /* cv_dot4, the same sum as the engine's (_simd.h) */
-
-    static void cv_radial_row_base(const double *restrict svT, ptrdiff_t n, ptrdiff_t d,
-                                   const double *restrict x, double mg, int laplace, double *restrict buf)
-    { CV_RADIAL_BODY }
-
-    #if defined(__GNUC__) && defined(__x86_64__)
-    __attribute__((target("avx2")))
-    static void cv_radial_row_avx2(const double *restrict svT, ptrdiff_t n, ptrdiff_t d,
-                                   const double *restrict x, double mg, int laplace, double *restrict buf)
-    { CV_RADIAL_BODY }
-    static int cv_use_avx2 = -1;
-    static int cv_radial_init(void)
-    {
-        __builtin_cpu_init();
-        cv_use_avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
-        return cv_use_avx2;
-    }
-    static void cv_radial_row(const double *svT, ptrdiff_t n, ptrdiff_t d, const double *x, double mg,
-                              int laplace, double *buf)
-    {
-        if (cv_use_avx2 > 0) cv_radial_row_avx2(svT, n, d, x, mg, laplace, buf);
-        else cv_radial_row_base(svT, n, d, x, mg, laplace, buf);
-    }
-    #else
-    static int cv_radial_init(void) { return 0; }
-    static void cv_radial_row(const double *svT, ptrdiff_t n, ptrdiff_t d, const double *x, double mg,
-                              int laplace, double *buf)
-    { cv_radial_row_base(svT, n, d, x, mg, laplace, buf); }
-    #endif
-    """
-    int cv_radial_init() noexcept nogil
+cdef extern from "_simd.h":
+    int cv_simd_level() noexcept nogil
     double cv_dot4(const double* c, const double* b, Py_ssize_t n) noexcept nogil
-    void cv_radial_row(const double* svT, Py_ssize_t n, Py_ssize_t d, const double* x, double mg,
-                       int laplace, double* buf) noexcept nogil
+    # buf[j] = k(sv_j, x) for the Gaussian / Laplacian kernel (mg = -gamma), svT packed by coordinate
+    # (svT[e * n + j]): the values of k_row, vectorised over j
+    void cv_radial_row_krow(const double* svT, Py_ssize_t n, Py_ssize_t d, const double* x, double mg,
+                            int laplace, double* buf) noexcept nogil
 
-#: 1 when the radial kernel rows run the AVX2 copy (see cv_radial_row)
-RADIAL_AVX2 = cv_radial_init()
+#: 1 when the radial kernel rows run the AVX2 copy (see cv_radial_row_krow in _simd.h)
+RADIAL_AVX2 = 1 if cv_simd_level() > 0 else 0
 
 
 def sor_solve(double[:, :] G, double[::1] g, double[::1] x, bounded, double omega, double tol,
@@ -182,8 +120,8 @@ def kernel_matrix(spec, A, B):
     cdef Py_ssize_t j0, nbk, e
     if na == 0 or nb == 0:
         return out
-    if K.code <= 1:
-        # Gaussian / Laplacian: the rows by cv_radial_row (same values as k_row, vectorised), over
+    if k_is_radial(&K):
+        # Gaussian / Laplacian: the rows by cv_radial_row_krow (same values as k_row, vectorised), over
         # blocks of RADIAL_BLOCK columns packed by coordinate (a block stays in cache for all rows)
         bT = <double*> malloc(d * min(nb, RADIAL_BLOCK) * sizeof(double))
         with nogil:
@@ -194,21 +132,21 @@ def kernel_matrix(spec, A, B):
                     for t in range(nbk):
                         bT[e * nbk + t] = b[j0 + t, e]
                 for i in prange(na, schedule="static", use_threads_if=na * nb >= PARALLEL_MIN_WORK):
-                    cv_radial_row(bT, nbk, d, &a[i, 0], -K.gamma, K.code, &o[i, j0])
+                    cv_radial_row_krow(bT, nbk, d, &a[i, 0], -K.gamma, k_is_laplacian(&K), &o[i, j0])
                 j0 += nbk
         free(bT)
         return out
     bda = <double*> malloc(nb * sizeof(double))
     with nogil:
         for t in range(nb):
-            bda[t] = k_raw(&K, &b[t, 0], &b[t, 0]) if (K.normalize and K.code >= 2) else 1.0
+            bda[t] = k_raw(&K, &b[t, 0], &b[t, 0]) if k_is_normalized(&K) else 1.0
         if na * nb >= PARALLEL_MIN_WORK:
             for i in prange(na, schedule="static"):
-                dai = k_raw(&K, &a[i, 0], &a[i, 0]) if (K.normalize and K.code >= 2) else 1.0
+                dai = k_raw(&K, &a[i, 0], &a[i, 0]) if k_is_normalized(&K) else 1.0
                 k_row(&K, &b[0, 0], bda, nb, &a[i, 0], dai, &o[i, 0])
         else:
             for i in range(na):
-                dai = k_raw(&K, &a[i, 0], &a[i, 0]) if (K.normalize and K.code >= 2) else 1.0
+                dai = k_raw(&K, &a[i, 0], &a[i, 0]) if k_is_normalized(&K) else 1.0
                 k_row(&K, &b[0, 0], bda, nb, &a[i, 0], dai, &o[i, 0])
     free(bda)
     return out
@@ -228,7 +166,7 @@ cdef Py_ssize_t _gx_core(Kern* K, const double[:, ::1] X, const signed char[::1]
     cdef Py_ssize_t m = X.shape[0], d = X.shape[1], nq = idx.shape[0], nt = S.shape[0]
     cdef Py_ssize_t ns = gamma.shape[0], i, j, e, t, l, q, nsv = 0
     cdef bint has_sign = sign.shape[0] > 0
-    cdef bint radial = K.code <= 1
+    cdef bint radial = k_is_radial(K)
     cdef double* svx          # packed support: (d, nsv) for radial kernels, else (nsv, d)
     cdef double* coef
     cdef double* sva
@@ -267,16 +205,16 @@ cdef Py_ssize_t _gx_core(Kern* K, const double[:, ::1] X, const signed char[::1]
                 else:
                     for e in range(d):
                         svx[j * d + e] = X[l, e]
-                sda[j] = k_raw(K, &X[l, 0], &X[l, 0]) if (K.normalize and K.code >= 2) else 1.0
+                sda[j] = k_raw(K, &X[l, 0], &X[l, 0]) if k_is_normalized(K) else 1.0
                 j += 1
         for i in prange(nq, schedule="static", use_threads_if=parallel):
             l = idx[i]
             xl = &X[l, 0]
             buf = <double*> malloc((nsv + 1) * sizeof(double))
             if radial:
-                cv_radial_row(svx, nsv, d, xl, mg, K.code, buf)
+                cv_radial_row_krow(svx, nsv, d, xl, mg, k_is_laplacian(K), buf)
             else:
-                dax = k_raw(K, xl, xl) if (K.normalize and K.code >= 2) else 1.0
+                dax = k_raw(K, xl, xl) if k_is_normalized(K) else 1.0
                 k_row(K, svx, sda, nsv, xl, dax, buf)
             v = cv_dot4(coef, buf, nsv) + label_bias * asum
             if has_sign:
@@ -309,7 +247,7 @@ def constrained_gx(spec, const double[:, ::1] X, const signed char[::1] sign, co
     Per candidate: y_l [sum_j a_j y_j k(x_j, x_l) + beta_b sum_j a_j y_j] + c alpha_l + proj_l'gamma.
     For the Gaussian and Laplacian kernels the support is packed by coordinate (d x n_sv), so that
     the squared distances of one candidate to all support vectors accumulate coordinate by
-    coordinate in a vectorised loop (``cv_radial_row``: each distance summed in the same order as
+    coordinate in a vectorised loop (``cv_radial_row_krow``: each distance summed in the same order as
     ``k_row``), then one vector exp.  Returns ``(out, n_sv)``.
     """
     cdef Kern K = make_kern(spec, X.shape[1])

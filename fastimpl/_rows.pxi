@@ -50,9 +50,9 @@ cdef inline double point_sq(const double* x, Py_ssize_t d) noexcept nogil:
 
 cdef inline double rawdiag_from_sq(const Kern* K, double sq) noexcept nogil:
     """k_raw(x, x) from ||x||^2 (what normalisation divides by); 1 for the radial kernels."""
-    if K.code <= 1:
+    if k_is_radial(K):
         return 1.0
-    if K.code == 3:
+    if k_is_linear(K):
         return sq
     return ipow(K.gamma * sq + K.coef0, K.degree)
 
@@ -82,7 +82,7 @@ cdef inline double csr_row_sq(const double* val, Py_ssize_t lo, Py_ssize_t hi) n
 
 cdef inline double point_rawdiag(const Kern* K, const double* x) noexcept nogil:
     """k_raw(x, x) for the dot-product kernels (what normalisation divides by); 1 for radial ones."""
-    if K.code <= 1:
+    if k_is_radial(K):
         return 1.0
     return k_raw(K, x, x)
 
@@ -92,12 +92,12 @@ cdef inline void dots_to_kernel(const Kern* K, double* out, Py_ssize_t n, double
     """Turn dot products x'c_j (radial: with the squared norms) into kernel values k(x, c_j)."""
     cdef Py_ssize_t j
     cdef double v
-    if K.code <= 1:
-        cv_radial_from_dots(out, n, xsq, csq, -K.gamma, K.code == 1)
+    if k_is_radial(K):
+        cv_radial_from_dots(out, n, xsq, csq, -K.gamma, k_is_laplacian(K))
         return
     for j in range(n):
         v = out[j]
-        if K.code == 2:
+        if k_is_poly(K):
             v = ipow(K.gamma * v + K.coef0, K.degree)
         if K.normalize:
             v = v / sqrt(xrd * crd[j]) if (xrd > 0 and crd[j] > 0) else 0.0
@@ -264,8 +264,8 @@ cdef class _PointStore:
             # row-major (hi - lo) x d is column-major d x (hi - lo): out = A' x
             dgemv(&trans, &d_, &n_, &one, &self.data[lo * self.d], &d_, <double*> x, &inc, &zero, out, &inc)
             dots_to_kernel(&self.K, out, hi - lo, xsq, &self.sq[lo], xrd, &self.rd[lo])
-        elif self.K.code <= 1:
-            cv_radial_row(&self.data[lo], self.cap, hi - lo, self.d, x, -self.K.gamma, self.K.code == 1, out)
+        elif k_is_radial(&self.K):
+            cv_radial_row(&self.data[lo], self.cap, hi - lo, self.d, x, -self.K.gamma, k_is_laplacian(&self.K), out)
         else:
             cv_dot_row(&self.data[lo], self.cap, hi - lo, self.d, x, out)
             dots_to_kernel(&self.K, out, hi - lo, xsq, &self.sq[lo], xrd, &self.rd[lo])
@@ -274,15 +274,15 @@ cdef class _PointStore:
                          double* buf) noexcept nogil:
         """sum_j w[j] k(x, c_j) over all stored points (``buf``: n values of scratch, used off the fused
         radial path)."""
-        if not self.blas and not self.csr and self.K.code <= 1:
-            return cv_radial_dot(self.data, self.cap, self.n, self.d, x, -self.K.gamma, self.K.code == 1, w)
+        if not self.blas and not self.csr and k_is_radial(&self.K):
+            return cv_radial_dot(self.data, self.cap, self.n, self.d, x, -self.K.gamma, k_is_laplacian(&self.K), w)
         self.row(0, self.n, x, xsq, xrd, buf)
         return cv_dot4(w, buf, self.n)
 
     cdef inline bint screens(self) noexcept nogil:
         """True when weighted_screen is a single-precision screening kernel (coordinate storage, radial
         kernel, a vector unit); its error is then within CV_SCREEN_TERM_ERR sum_j |w_j|."""
-        return not self.blas and not self.csr and self.K.code <= 1 and cv_screen_available()
+        return not self.blas and not self.csr and k_is_radial(&self.K) and cv_screen_available()
 
     cdef inline double weighted_screen(self, const double* x, const double* w) noexcept nogil:
         """weighted() with exp in single precision (only where screens()): for ruling candidates out;
@@ -293,7 +293,7 @@ cdef class _PointStore:
             for e in range(self.d):
                 xf[e] = <float> (x[e] - self.fmu[e])
             return cv_rbf_dot_screen_f32(self.fdata, self.cap, self.n, self.d, xf, <float> -self.K.gamma, w)
-        return cv_radial_dot_screen(self.data, self.cap, self.n, self.d, x, -self.K.gamma, self.K.code == 1, w)
+        return cv_radial_dot_screen(self.data, self.cap, self.n, self.d, x, -self.K.gamma, k_is_laplacian(&self.K), w)
 
     cdef inline double screen_term_err(self) noexcept nogil:
         return self.ferr
@@ -304,7 +304,7 @@ cdef class _PointStore:
         float distances stay within 1% of an e-fold (see cv_rbf_dot_screen_f32 in _simd.h for the bound)."""
         cdef Py_ssize_t e, d = self.d
         cdef double M = 0.0, u = 5.9604644775390625e-08, g = self.K.gamma
-        if self.n > 0 or self.blas or self.K.code != 0 or not cv_screen_available() or d < 1 or d > 16:
+        if self.n > 0 or self.blas or not k_is_gaussian(&self.K) or not cv_screen_available() or d < 1 or d > 16:
             return
         for e in range(d):
             self.fmu[e] = 0.5 * (lo[e] + hi[e])

@@ -8,7 +8,12 @@
  *
  * Results differ from the scalar kernels of _kernels.pxi only by rounding (FMA contraction and the
  * vector exp); every copy gives the same values on a given machine and thread count, because each
- * value is computed by one thread in one fixed order.
+ * value is computed by one thread in one fixed order.  Two families keep other values on purpose:
+ * cv_radial_row_krow (fastimpl/_mmda.pyx) has exactly k_row's values (no FMA), and cv_radial_sums
+ * (fastimpl/_ssvr.pyx) uses libmvec's exp rather than cv_exp4/cv_exp8.
+ *
+ * Where the AVX-512 and AVX2 copies share their structure, one macro template (CV_DEFINE_*) defines
+ * both from the intrinsic prefix (_mm512 / _mm256) and the width.
  */
 #ifndef COREVECTOR_SIMD_H
 #define COREVECTOR_SIMD_H
@@ -21,56 +26,55 @@
 #define CV_X86_DISPATCH 1
 #endif
 
+/* the entry points: each extension calls some of them (unused ones are not worth a warning) */
+#if defined(__GNUC__)
+#define CV_API static __attribute__((unused))
+#else
+#define CV_API static
+#endif
+
+/* The portable kernel rows, compiled once per target by CV_DEFINE.  CV_COORD_PASSES: out[j] = 0, then one
+ * vectorised pass over j < n per coordinate e doing STEP, with c = C + e*ld and xe = x[e]. */
+#define CV_COORD_PASSES(STEP)                                                       \
+    ptrdiff_t j, e;                                                                 \
+    for (j = 0; j < n; j++) out[j] = 0.0;                                          \
+    for (e = 0; e < d; e++) {                                                       \
+        const double *restrict c = C + e * ld;                                      \
+        const double xe = x[e];                                                     \
+        _Pragma("omp simd")                                                         \
+        for (j = 0; j < n; j++) { STEP }                                            \
+    }
+
+/* out[j] = exp(mg * sqrt(R)) (laplace) or exp(mg * R) for j < n, R an expression in j */
+#define CV_EXP_PASS(R)                                                              \
+    if (laplace) {                                                                  \
+        _Pragma("omp simd")                                                         \
+        for (j = 0; j < n; j++) out[j] = exp(mg * sqrt(R));                         \
+    } else {                                                                        \
+        _Pragma("omp simd")                                                         \
+        for (j = 0; j < n; j++) out[j] = exp(mg * (R));                             \
+    }
+
 /* out[j] = exp(mg * r_j), r_j = sum_e (C[e*ld + j] - x[e])^2 (laplace: sqrt of it), j < n */
 #define CV_RADIAL_ROW_BODY                                                          \
-    ptrdiff_t j, e;                                                                 \
-    for (j = 0; j < n; j++) out[j] = 0.0;                                          \
-    for (e = 0; e < d; e++) {                                                       \
-        const double *restrict c = C + e * ld;                                      \
-        const double xe = x[e];                                                     \
-        _Pragma("omp simd")                                                         \
-        for (j = 0; j < n; j++) { double u = c[j] - xe; out[j] += u * u; }          \
-    }                                                                               \
-    if (laplace) {                                                                  \
-        _Pragma("omp simd")                                                         \
-        for (j = 0; j < n; j++) out[j] = exp(mg * sqrt(out[j]));                    \
-    } else {                                                                        \
-        _Pragma("omp simd")                                                         \
-        for (j = 0; j < n; j++) out[j] = exp(mg * out[j]);                          \
-    }
+    CV_COORD_PASSES(double u = c[j] - xe; out[j] += u * u;)                         \
+    CV_EXP_PASS(out[j])
 
 /* out[j] = sum_e C[e*ld + j] x[e]  (dot products for the polynomial and linear kernels) */
-#define CV_DOT_ROW_BODY                                                             \
-    ptrdiff_t j, e;                                                                 \
-    for (j = 0; j < n; j++) out[j] = 0.0;                                          \
-    for (e = 0; e < d; e++) {                                                       \
-        const double *restrict c = C + e * ld;                                      \
-        const double xe = x[e];                                                     \
-        _Pragma("omp simd")                                                         \
-        for (j = 0; j < n; j++) out[j] += c[j] * xe;                                \
-    }
+#define CV_DOT_ROW_BODY CV_COORD_PASSES(out[j] += c[j] * xe;)
 
 /* out[j] = exp(mg * r_j) from dot products: r_j = max(xsq + csq[j] - 2 dots[j], 0) (BLAS path) */
+#define CV_POS(r) ((r) > 0.0 ? (r) : 0.0)
 #define CV_RADIAL_FROM_DOTS_BODY                                                    \
     ptrdiff_t j;                                                                    \
-    if (laplace) {                                                                  \
-        _Pragma("omp simd")                                                         \
-        for (j = 0; j < n; j++) {                                                   \
-            double r = xsq + csq[j] - 2.0 * out[j];                                 \
-            out[j] = exp(mg * sqrt(r > 0.0 ? r : 0.0));                             \
-        }                                                                           \
-    } else {                                                                        \
-        _Pragma("omp simd")                                                         \
-        for (j = 0; j < n; j++) {                                                   \
-            double r = xsq + csq[j] - 2.0 * out[j];                                 \
-            out[j] = exp(mg * (r > 0.0 ? r : 0.0));                                 \
-        }                                                                           \
-    }
+    CV_EXP_PASS(CV_POS(xsq + csq[j] - 2.0 * out[j]))
+
+/* the portable radial row (the vector units run cv_radial_row_x512/x256 below, with their own exp) */
+static void cv_radial_row_base(const double *restrict C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                               const double *restrict x, double mg, int laplace, double *restrict out)
+{ CV_RADIAL_ROW_BODY }
 
 #define CV_DEFINE(SUFFIX, ATTR)                                                                       \
-    ATTR static void cv_radial_row_##SUFFIX(const double *restrict C, ptrdiff_t ld, ptrdiff_t n,      \
-            ptrdiff_t d, const double *restrict x, double mg, int laplace, double *restrict out)      \
-    { CV_RADIAL_ROW_BODY }                                                                            \
     ATTR static void cv_dot_row_##SUFFIX(const double *restrict C, ptrdiff_t ld, ptrdiff_t n,         \
             ptrdiff_t d, const double *restrict x, double *restrict out)                              \
     { CV_DOT_ROW_BODY }                                                                               \
@@ -84,8 +88,50 @@ CV_DEFINE(avx2, __attribute__((target("avx2,fma"))))
 CV_DEFINE(avx512, __attribute__((target("avx512f,avx2,fma"))))
 #endif
 
+/* Gaussian / Laplacian kernel values with exactly the values of k_row (_kernels.pxi), for fastimpl/_mmda.pyx:
+ * buf[j] = exp(mg * r_j) against n points packed by coordinate (svT[e * n + j]), r_j = ||sv_j - x||^2
+ * (laplace: its root) summed over the coordinates in order, as k_row does; the loop over j vectorises
+ * (4 coordinates per pass over buf).  The AVX2 copy has no FMA (target "avx2" alone: the same IEEE
+ * results) and libmvec's 4-wide exp. */
+#define CV_RADIAL_ROW_KROW_BODY                                                     \
+    ptrdiff_t e = 0, j;                                                             \
+    for (j = 0; j < n; j++) buf[j] = 0.0;                                           \
+    for (; e + 4 <= d; e += 4) {                                                    \
+        const double *c0 = svT + e * n, *c1 = c0 + n, *c2 = c1 + n, *c3 = c2 + n;   \
+        const double x0 = x[e], x1 = x[e + 1], x2 = x[e + 2], x3 = x[e + 3];        \
+        for (j = 0; j < n; j++) {                                                   \
+            double a = buf[j], u;                                                   \
+            u = c0[j] - x0; a += u * u;                                             \
+            u = c1[j] - x1; a += u * u;                                             \
+            u = c2[j] - x2; a += u * u;                                             \
+            u = c3[j] - x3; a += u * u;                                             \
+            buf[j] = a;                                                             \
+        }                                                                           \
+    }                                                                               \
+    for (; e < d; e++) {                                                            \
+        const double *c0 = svT + e * n;                                             \
+        const double x0 = x[e];                                                     \
+        for (j = 0; j < n; j++) { double u = c0[j] - x0; buf[j] += u * u; }         \
+    }                                                                               \
+    if (laplace) { for (j = 0; j < n; j++) buf[j] = mg * sqrt(buf[j]); }            \
+    else { for (j = 0; j < n; j++) buf[j] = mg * buf[j]; }                          \
+    cv_vexp(buf, n);
+
+#define CV_DEFINE_KROW(SUFFIX, ATTR)                                                                  \
+    ATTR static void cv_radial_row_krow_##SUFFIX(const double *restrict svT, ptrdiff_t n, ptrdiff_t d, \
+            const double *restrict x, double mg, int laplace, double *restrict buf)                   \
+    { CV_RADIAL_ROW_KROW_BODY }
+
+CV_DEFINE_KROW(base, )
+#ifdef CV_X86_DISPATCH
+CV_DEFINE_KROW(avx2, __attribute__((target("avx2"))))
+#endif
+
 #ifdef CV_X86_DISPATCH
 #include <immintrin.h>
+/* the targets of the AVX-512 and AVX2 copies (cv_simd_level() 2 and 1) */
+#define CV_T512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
+#define CV_T256 __attribute__((target("avx2,fma")))
 /* exp on 4 or 8 lanes, for the kernel rows' arguments (x <= 0, or small x > 0): Cody-Waite reduction
  * x = n ln2 + r, |r| <= ln2/2, then exp(r) by its Taylor polynomial to degree 13 (truncation < 5e-18
  * relative), scaled by 2^n (AVX2: built in the exponent bits; AVX-512: vscalefpd, the same exact product
@@ -102,8 +148,7 @@ CV_DEFINE(avx512, __attribute__((target("avx512f,avx2,fma"))))
         SET1(1.0 / 720.0)), r, SET1(1.0 / 120.0)), r, SET1(1.0 / 24.0)), r, SET1(1.0 / 6.0)), \
         r, SET1(0.5)), r, SET1(1.0)), r, SET1(1.0))
 
-__attribute__((target("avx2,fma")))
-static inline __m256d cv_exp4(__m256d x)
+CV_T256 static inline __m256d cv_exp4(__m256d x)
 {
     const __m256d magic = _mm256_set1_pd(6755399441055744.0);  /* 1.5 * 2^52: adds round to integers */
     x = _mm256_max_pd(x, _mm256_set1_pd(-708.0));
@@ -118,8 +163,7 @@ static inline __m256d cv_exp4(__m256d x)
     return _mm256_mul_pd(p, _mm256_castsi256_pd(e));
 }
 
-__attribute__((target("avx512f,avx512dq,avx2,fma")))
-static inline __m512d cv_exp8(__m512d x)
+CV_T512 static inline __m512d cv_exp8(__m512d x)
 {
     x = _mm512_max_pd(x, _mm512_set1_pd(-708.0));
     __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(x, _mm512_set1_pd(CV_EXP_LOG2E)),
@@ -130,74 +174,173 @@ static inline __m512d cv_exp8(__m512d x)
     return _mm512_scalef_pd(p, n);  /* p 2^n in one step (n >= -1022: exact, as the exponent-bits product) */
 }
 
+
+/* exp on 8 or 16 lanes in single precision, for the screening kernels (their error: see there):
+ * Cody-Waite reduction, Taylor polynomial to degree 6, 2^n p (AVX2: 2^n built in the exponent bits;
+ * AVX-512: vscalefps). */
+#define CV_EXPF_POLY(FMA, SET1, r)                                                          \
+    FMA(FMA(FMA(FMA(FMA(FMA(SET1(1.0f / 720.0f), r, SET1(1.0f / 120.0f)), r,                \
+        SET1(1.0f / 24.0f)), r, SET1(1.0f / 6.0f)), r, SET1(0.5f)), r, SET1(1.0f)), r, SET1(1.0f))
+#define CV_EXPF_LOG2E 1.44269504f
+#define CV_EXPF_LN2HI 0.693359375f        /* 9 significant bits: n * LN2HI is exact */
+#define CV_EXPF_LN2LO -2.12194440e-4f
+
+CV_T256 static inline __m256 cv_scalef8(__m256 p, __m256 n)
+{
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+#define CV_DEFINE_EXPF(NAME, ATTR, VS, P, ROUND, SCALE)                                                \
+    ATTR static inline VS NAME(VS x)                                                                   \
+    {                                                                                                  \
+        x = P##_max_ps(x, P##_set1_ps(-87.0f));                                                        \
+        VS n = ROUND(P##_mul_ps(x, P##_set1_ps(CV_EXPF_LOG2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); \
+        VS r = P##_fnmadd_ps(n, P##_set1_ps(CV_EXPF_LN2HI), x);                                        \
+        r = P##_fnmadd_ps(n, P##_set1_ps(CV_EXPF_LN2LO), r);                                           \
+        return SCALE(CV_EXPF_POLY(P##_fmadd_ps, P##_set1_ps, r), n);                                   \
+    }
+CV_DEFINE_EXPF(cv_expf8, CV_T256, __m256, _mm256, _mm256_round_ps, cv_scalef8)
+CV_DEFINE_EXPF(cv_expf16, CV_T512, __m512, _mm512, _mm512_roundscale_ps, _mm512_scalef_ps)
+
+/* The distance part of every radial kernel below, one definition per vector width W (4: AVX2, 8: AVX-512):
+ * r0, r1 = the squared distances (laplace: distances) of the stored points j, ..., j + W - 1 and
+ * j + W, ..., j + 2W - 1 to x (coordinates C[e*ld + j]), in one pass over the coordinates with two
+ * independent FMA chains. */
+#define CV_DEFINE_DIST2(SFX, ATTR, VD, P, W)                                                           \
+    ATTR static inline void cv_dist2_##SFX(const double *C, ptrdiff_t ld, ptrdiff_t j, ptrdiff_t d,    \
+                                           const double *x, int laplace, VD *r0, VD *r1)              \
+    {                                                                                                  \
+        VD s0 = P##_setzero_pd(), s1 = P##_setzero_pd();                                               \
+        for (ptrdiff_t e = 0; e < d; e++) {                                                            \
+            const VD xe = P##_set1_pd(x[e]);                                                           \
+            VD u0 = P##_sub_pd(P##_loadu_pd(C + e * ld + j), xe);                                      \
+            VD u1 = P##_sub_pd(P##_loadu_pd(C + e * ld + j + W), xe);                                  \
+            s0 = P##_fmadd_pd(u0, u0, s0);                                                             \
+            s1 = P##_fmadd_pd(u1, u1, s1);                                                             \
+        }                                                                                              \
+        if (laplace) { s0 = P##_sqrt_pd(s0); s1 = P##_sqrt_pd(s1); }                                   \
+        *r0 = s0;                                                                                      \
+        *r1 = s1;                                                                                      \
+    }
+CV_DEFINE_DIST2(x512, CV_T512, __m512d, _mm512, 8)
+CV_DEFINE_DIST2(x256, CV_T256, __m256d, _mm256, 4)
+
+/* lanes [0, m) of 8 (m >= 1) */
+static inline __mmask8 cv_mask8(ptrdiff_t m) { return m >= 8 ? (__mmask8) 0xFF : (__mmask8) ((1u << m) - 1u); }
+
+/* the squared distances (laplace: distances) of the stored points j + l to x, for the lanes l of k (others 0) */
+CV_T512 static inline __m512d cv_dist8_mask_x512(const double *C, ptrdiff_t ld, ptrdiff_t j, ptrdiff_t d,
+                                                const double *x, int laplace, __mmask8 k)
+{
+    __m512d r0 = _mm512_setzero_pd();
+    for (ptrdiff_t e = 0; e < d; e++) {
+        __m512d u0 = _mm512_sub_pd(_mm512_maskz_loadu_pd(k, C + e * ld + j), _mm512_set1_pd(x[e]));
+        r0 = _mm512_fmadd_pd(u0, u0, r0);
+    }
+    return laplace ? _mm512_sqrt_pd(r0) : r0;
+}
+
+/* the squared distance (laplace: distance) of the stored point j to x, one lane at a time */
+static inline double cv_dist1(const double *C, ptrdiff_t ld, ptrdiff_t j, ptrdiff_t d, const double *x,
+                              int laplace)
+{
+    double r = 0.0;
+    for (ptrdiff_t e = 0; e < d; e++) { double u = C[e * ld + j] - x[e]; r += u * u; }
+    return laplace ? sqrt(r) : r;
+}
+
+/* exp(vmg r) in single precision for the 2W lanes of r0, r1 (AVX-512: W = 8, AVX2: W = 4) */
+CV_T512 static inline __m512 cv_expf_of_x512(__m512d vmg, __m512d r0, __m512d r1)
+{
+    __m256 a0 = _mm512_cvtpd_ps(_mm512_mul_pd(vmg, r0)), a1 = _mm512_cvtpd_ps(_mm512_mul_pd(vmg, r1));
+    return cv_expf16(_mm512_insertf32x8(_mm512_castps256_ps512(a0), a1, 1));
+}
+
+CV_T256 static inline __m256 cv_expf_of_x256(__m256d vmg, __m256d r0, __m256d r1)
+{
+    __m128 a0 = _mm256_cvtpd_ps(_mm256_mul_pd(vmg, r0)), a1 = _mm256_cvtpd_ps(_mm256_mul_pd(vmg, r1));
+    return cv_expf8(_mm256_set_m128(a1, a0));
+}
+
+/* the double-precision halves of 16 (8) single-precision lanes */
+#define CV_LO16(k) _mm512_cvtps_pd(_mm512_castps512_ps256(k))
+#define CV_HI16(k) _mm512_cvtps_pd(_mm512_extractf32x8_ps(k, 1))
+#define CV_LO8(k) _mm256_cvtps_pd(_mm256_castps256_ps128(k))
+#define CV_HI8(k) _mm256_cvtps_pd(_mm256_extractf128_ps(k, 1))
+
+/* The full steps of the fused kernels, one definition per width W (AVX2: 4, AVX-512: 8): from j = 0 by
+ * 2W points while j + 2W <= n, *acc0 (*acc1) = the sum of w[j] exp(vmg r_j) over the first (second) W
+ * lanes of the steps, exp in double precision (cv_exp4/8) or, single, in single precision (cv_expf8/16,
+ * the screening kernels).  Returns the first point not summed. */
+#define CV_DEFINE_WEXP_STEPS(SFX, ATTR, VD, VS, P, W, EXP, LO, HI)                                      \
+    ATTR static inline ptrdiff_t cv_wexp_steps_##SFX(const double *C, ptrdiff_t ld, ptrdiff_t n,        \
+            ptrdiff_t d, const double *x, VD vmg, int laplace, int single, const double *w,            \
+            VD *acc0, VD *acc1)                                                                        \
+    {                                                                                                  \
+        VD a0 = P##_setzero_pd(), a1 = P##_setzero_pd(), r0, r1, k0, k1;                               \
+        ptrdiff_t j = 0;                                                                               \
+        for (; j + 2 * W <= n; j += 2 * W) {                                                           \
+            cv_dist2_##SFX(C, ld, j, d, x, laplace, &r0, &r1);                                         \
+            if (single) {                                                                              \
+                VS k = cv_expf_of_##SFX(vmg, r0, r1);                                                  \
+                k0 = LO(k);                                                                            \
+                k1 = HI(k);                                                                            \
+            } else {                                                                                   \
+                k0 = EXP(P##_mul_pd(vmg, r0));                                                         \
+                k1 = EXP(P##_mul_pd(vmg, r1));                                                         \
+            }                                                                                          \
+            a0 = P##_fmadd_pd(P##_loadu_pd(w + j), k0, a0);                                            \
+            a1 = P##_fmadd_pd(P##_loadu_pd(w + j + W), k1, a1);                                        \
+        }                                                                                              \
+        *acc0 = a0;                                                                                    \
+        *acc1 = a1;                                                                                    \
+        return j;                                                                                      \
+    }
+CV_DEFINE_WEXP_STEPS(x512, CV_T512, __m512d, __m512, _mm512, 8, cv_exp8, CV_LO16, CV_HI16)
+CV_DEFINE_WEXP_STEPS(x256, CV_T256, __m256d, __m256, _mm256, 4, cv_exp4, CV_LO8, CV_HI8)
+
 /* Fused scan kernel: sum_j w[j] exp(mg r_j) with r_j the squared distance (laplace: its root) of the
  * stored point j (coordinates C[e*ld + j]) to x; 8 or 16 points per step, no row written. */
-__attribute__((target("avx512f,avx512dq,avx2,fma")))
-static double cv_radial_dot_avx512(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
-                                   const double *x, double mg, int laplace, const double *w)
+CV_T512 static double cv_radial_dot_avx512(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                                           const double *x, double mg, int laplace, const double *w)
 {
-    __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
+    __m512d acc0, acc1, r0;
     const __m512d vmg = _mm512_set1_pd(mg);
-    ptrdiff_t j = 0, e;
-    for (; j + 16 <= n; j += 16) {
-        __m512d r0 = _mm512_setzero_pd(), r1 = _mm512_setzero_pd();
-        for (e = 0; e < d; e++) {
-            const __m512d xe = _mm512_set1_pd(x[e]);
-            __m512d u0 = _mm512_sub_pd(_mm512_loadu_pd(C + e * ld + j), xe);
-            __m512d u1 = _mm512_sub_pd(_mm512_loadu_pd(C + e * ld + j + 8), xe);
-            r0 = _mm512_fmadd_pd(u0, u0, r0);
-            r1 = _mm512_fmadd_pd(u1, u1, r1);
-        }
-        if (laplace) { r0 = _mm512_sqrt_pd(r0); r1 = _mm512_sqrt_pd(r1); }
-        acc0 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j), cv_exp8(_mm512_mul_pd(vmg, r0)), acc0);
-        acc1 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 8), cv_exp8(_mm512_mul_pd(vmg, r1)), acc1);
-    }
+    ptrdiff_t j = cv_wexp_steps_x512(C, ld, n, d, x, vmg, laplace, 0, w, &acc0, &acc1);
     for (; j < n; j += 8) {
-        const __mmask8 k = (n - j >= 8) ? (__mmask8) 0xFF : (__mmask8) ((1u << (n - j)) - 1u);
-        __m512d r0 = _mm512_setzero_pd();
-        for (e = 0; e < d; e++) {
-            __m512d u0 = _mm512_sub_pd(_mm512_maskz_loadu_pd(k, C + e * ld + j), _mm512_set1_pd(x[e]));
-            r0 = _mm512_fmadd_pd(u0, u0, r0);
-        }
-        if (laplace) r0 = _mm512_sqrt_pd(r0);
+        const __mmask8 k = cv_mask8(n - j);
+        r0 = cv_dist8_mask_x512(C, ld, j, d, x, laplace, k);
         acc0 = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(k, w + j), cv_exp8(_mm512_mul_pd(vmg, r0)), acc0);
     }
     return _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
 }
 
-__attribute__((target("avx2,fma")))
-static double cv_radial_dot_avx2(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
-                                 const double *x, double mg, int laplace, const double *w)
+/* the lanes of a summed in a fixed order: (a0 + a1) + (a2 + a3) (+ ((a4 + a5) + (a6 + a7))) */
+CV_T256 static inline double cv_hsum_x256(__m256d a)
 {
-    __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
-    const __m256d vmg = _mm256_set1_pd(mg);
-    ptrdiff_t j = 0, e;
-    for (; j + 8 <= n; j += 8) {
-        __m256d r0 = _mm256_setzero_pd(), r1 = _mm256_setzero_pd();
-        for (e = 0; e < d; e++) {
-            const __m256d xe = _mm256_set1_pd(x[e]);
-            __m256d u0 = _mm256_sub_pd(_mm256_loadu_pd(C + e * ld + j), xe);
-            __m256d u1 = _mm256_sub_pd(_mm256_loadu_pd(C + e * ld + j + 4), xe);
-            r0 = _mm256_fmadd_pd(u0, u0, r0);
-            r1 = _mm256_fmadd_pd(u1, u1, r1);
-        }
-        if (laplace) { r0 = _mm256_sqrt_pd(r0); r1 = _mm256_sqrt_pd(r1); }
-        acc0 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j), cv_exp4(_mm256_mul_pd(vmg, r0)), acc0);
-        acc1 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j + 4), cv_exp4(_mm256_mul_pd(vmg, r1)), acc1);
-    }
-    double tail = 0.0;
-    for (; j < n; j++) {
-        double r = 0.0;
-        for (e = 0; e < d; e++) { double u = C[e * ld + j] - x[e]; r += u * u; }
-        if (laplace) r = sqrt(r);
-        tail += w[j] * exp(mg * r);
-    }
-    __m256d a = _mm256_add_pd(acc0, acc1);
     double t[4];
     _mm256_storeu_pd(t, a);
-    return ((t[0] + t[1]) + (t[2] + t[3])) + tail;
+    return (t[0] + t[1]) + (t[2] + t[3]);
 }
 
+CV_T512 static inline double cv_hsum_x512(__m512d a)
+{
+    double t[8];
+    _mm512_storeu_pd(t, a);
+    return ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+}
+
+CV_T256 static double cv_radial_dot_avx2(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                                         const double *x, double mg, int laplace, const double *w)
+{
+    __m256d acc0, acc1;
+    double tail = 0.0;
+    ptrdiff_t j = cv_wexp_steps_x256(C, ld, n, d, x, _mm256_set1_pd(mg), laplace, 0, w, &acc0, &acc1);
+    for (; j < n; j++)
+        tail += w[j] * exp(mg * cv_dist1(C, ld, j, d, x, laplace));
+    return cv_hsum_x256(_mm256_add_pd(acc0, acc1)) + tail;
+}
 /* Screening kernel: the fused sum of cv_radial_dot with exp evaluated in single precision (twice the
  * lanes, half the polynomial); distances and the weighted sum stay in double.  The scans use it only to
  * rule candidates out: whatever may reach a threshold is computed again by cv_radial_dot, so no result
@@ -209,110 +352,30 @@ static double cv_radial_dot_avx2(const double *C, ptrdiff_t ld, ptrdiff_t n, ptr
  * CV_SCREEN_TERM_ERR bounds their sum with a margin of more than 10 (measured worst: 1.5e-7 on AVX-512;
  * test_kernels checks a margin of 3). */
 #define CV_SCREEN_TERM_ERR 2e-6
-#define CV_EXPF_POLY(FMA, SET1, r)                                                          \
-    FMA(FMA(FMA(FMA(FMA(FMA(SET1(1.0f / 720.0f), r, SET1(1.0f / 120.0f)), r,                \
-        SET1(1.0f / 24.0f)), r, SET1(1.0f / 6.0f)), r, SET1(0.5f)), r, SET1(1.0f)), r, SET1(1.0f))
-#define CV_EXPF_LOG2E 1.44269504f
-#define CV_EXPF_LN2HI 0.693359375f        /* 9 significant bits: n * LN2HI is exact */
-#define CV_EXPF_LN2LO -2.12194440e-4f
-
-__attribute__((target("avx2,fma")))
-static inline __m256 cv_expf8(__m256 x)
+CV_T512 static double cv_radial_dot_screen_avx512(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                                                  const double *x, double mg, int laplace, const double *w)
 {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(CV_EXPF_LOG2E)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(CV_EXPF_LN2HI), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(CV_EXPF_LN2LO), r);
-    __m256 p = CV_EXPF_POLY(_mm256_fmadd_ps, _mm256_set1_ps, r);
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
-__attribute__((target("avx512f,avx512dq,avx2,fma")))
-static inline __m512 cv_expf16(__m512 x)
-{
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(CV_EXPF_LOG2E)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(CV_EXPF_LN2HI), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(CV_EXPF_LN2LO), r);
-    __m512 p = CV_EXPF_POLY(_mm512_fmadd_ps, _mm512_set1_ps, r);
-    return _mm512_scalef_ps(p, n);
-}
-
-__attribute__((target("avx512f,avx512dq,avx2,fma")))
-static double cv_radial_dot_screen_avx512(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
-                                          const double *x, double mg, int laplace, const double *w)
-{
-    __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
+    __m512d acc0, acc1, r0, r1;
     const __m512d vmg = _mm512_set1_pd(mg);
-    ptrdiff_t j = 0, e;
-    for (; j + 16 <= n; j += 16) {
-        __m512d r0 = _mm512_setzero_pd(), r1 = _mm512_setzero_pd();
-        for (e = 0; e < d; e++) {
-            const __m512d xe = _mm512_set1_pd(x[e]);
-            __m512d u0 = _mm512_sub_pd(_mm512_loadu_pd(C + e * ld + j), xe);
-            __m512d u1 = _mm512_sub_pd(_mm512_loadu_pd(C + e * ld + j + 8), xe);
-            r0 = _mm512_fmadd_pd(u0, u0, r0);
-            r1 = _mm512_fmadd_pd(u1, u1, r1);
-        }
-        if (laplace) { r0 = _mm512_sqrt_pd(r0); r1 = _mm512_sqrt_pd(r1); }
-        __m256 a0 = _mm512_cvtpd_ps(_mm512_mul_pd(vmg, r0)), a1 = _mm512_cvtpd_ps(_mm512_mul_pd(vmg, r1));
-        __m512 k = cv_expf16(_mm512_insertf32x8(_mm512_castps256_ps512(a0), a1, 1));
-        acc0 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j), _mm512_cvtps_pd(_mm512_castps512_ps256(k)), acc0);
-        acc1 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 8), _mm512_cvtps_pd(_mm512_extractf32x8_ps(k, 1)), acc1);
-    }
+    ptrdiff_t j = cv_wexp_steps_x512(C, ld, n, d, x, vmg, laplace, 1, w, &acc0, &acc1);
     if (j < n) {  /* the tail: one masked step, the lanes past n weighted by 0 */
-        const __mmask8 k0 = (n - j >= 8) ? (__mmask8) 0xFF : (__mmask8) ((1u << (n - j)) - 1u);
-        const __mmask8 k1 = (n - j <= 8) ? (__mmask8) 0 : (__mmask8) ((1u << (n - j - 8)) - 1u);
-        __m512d r0 = _mm512_setzero_pd(), r1 = _mm512_setzero_pd();
-        for (e = 0; e < d; e++) {
-            const __m512d xe = _mm512_set1_pd(x[e]);
-            __m512d u0 = _mm512_sub_pd(_mm512_maskz_loadu_pd(k0, C + e * ld + j), xe);
-            __m512d u1 = _mm512_sub_pd(_mm512_maskz_loadu_pd(k1, C + e * ld + j + 8), xe);
-            r0 = _mm512_fmadd_pd(u0, u0, r0);
-            r1 = _mm512_fmadd_pd(u1, u1, r1);
-        }
-        if (laplace) { r0 = _mm512_sqrt_pd(r0); r1 = _mm512_sqrt_pd(r1); }
-        __m256 a0 = _mm512_cvtpd_ps(_mm512_mul_pd(vmg, r0)), a1 = _mm512_cvtpd_ps(_mm512_mul_pd(vmg, r1));
-        __m512 k = cv_expf16(_mm512_insertf32x8(_mm512_castps256_ps512(a0), a1, 1));
-        acc0 = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(k0, w + j), _mm512_cvtps_pd(_mm512_castps512_ps256(k)), acc0);
-        acc1 = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(k1, w + j + 8),
-                               _mm512_cvtps_pd(_mm512_extractf32x8_ps(k, 1)), acc1);
+        const __mmask8 k0 = cv_mask8(n - j), k1 = (n - j <= 8) ? (__mmask8) 0 : cv_mask8(n - j - 8);
+        r0 = cv_dist8_mask_x512(C, ld, j, d, x, laplace, k0);
+        r1 = cv_dist8_mask_x512(C, ld, j + 8, d, x, laplace, k1);
+        __m512 k = cv_expf_of_x512(vmg, r0, r1);
+        acc0 = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(k0, w + j), CV_LO16(k), acc0);
+        acc1 = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(k1, w + j + 8), CV_HI16(k), acc1);
     }
     return _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
 }
 
-__attribute__((target("avx2,fma")))
-static double cv_radial_dot_screen_avx2(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
-                                        const double *x, double mg, int laplace, const double *w)
+CV_T256 static double cv_radial_dot_screen_avx2(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                                                const double *x, double mg, int laplace, const double *w)
 {
-    __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
-    const __m256d vmg = _mm256_set1_pd(mg);
-    ptrdiff_t j = 0, e;
-    for (; j + 8 <= n; j += 8) {
-        __m256d r0 = _mm256_setzero_pd(), r1 = _mm256_setzero_pd();
-        for (e = 0; e < d; e++) {
-            const __m256d xe = _mm256_set1_pd(x[e]);
-            __m256d u0 = _mm256_sub_pd(_mm256_loadu_pd(C + e * ld + j), xe);
-            __m256d u1 = _mm256_sub_pd(_mm256_loadu_pd(C + e * ld + j + 4), xe);
-            r0 = _mm256_fmadd_pd(u0, u0, r0);
-            r1 = _mm256_fmadd_pd(u1, u1, r1);
-        }
-        if (laplace) { r0 = _mm256_sqrt_pd(r0); r1 = _mm256_sqrt_pd(r1); }
-        __m128 a0 = _mm256_cvtpd_ps(_mm256_mul_pd(vmg, r0)), a1 = _mm256_cvtpd_ps(_mm256_mul_pd(vmg, r1));
-        __m256 k = cv_expf8(_mm256_set_m128(a1, a0));
-        acc0 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j), _mm256_cvtps_pd(_mm256_castps256_ps128(k)), acc0);
-        acc1 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j + 4), _mm256_cvtps_pd(_mm256_extractf128_ps(k, 1)), acc1);
-    }
-    __m256d a = _mm256_add_pd(acc0, acc1);
-    double t[4];
-    _mm256_storeu_pd(t, a);
-    return ((t[0] + t[1]) + (t[2] + t[3]))
-           + (j < n ? cv_radial_dot_avx2(C + j, ld, n - j, d, x, mg, laplace, w + j) : 0.0);
+    __m256d acc0, acc1;
+    ptrdiff_t j = cv_wexp_steps_x256(C, ld, n, d, x, _mm256_set1_pd(mg), laplace, 1, w, &acc0, &acc1);
+    return cv_hsum_x256(_mm256_add_pd(acc0, acc1)) + (j < n ? cv_radial_dot_avx2(C + j, ld, n - j, d, x, mg, laplace, w + j) : 0.0);
 }
-
 /* Screening kernel with single-precision distances (Gaussian kernel only): coordinates stored as floats
  * relative to a centre mu of the data (C[e * ld + j] = fl(c_je - mu_e), x likewise), squared distances
  * accumulated in float with FMA, exp in float as above, the weighted sum in double.  Twice the lanes of
@@ -321,8 +384,7 @@ static double cv_radial_dot_screen_avx2(const double *C, ptrdiff_t ld, ptrdiff_t
  * their difference and d fused adds, and of gamma r), so |exp(-gamma r_f) - exp(-gamma r)| <=
  * 1.01 e^-t (4 u M sqrt(d gamma t) + (d + 3) u t) <= 1.01 (1.716 u M sqrt(d gamma) + 0.368 (d + 3) u)
  * whenever gamma |r_f - r| <= 0.01; FastMEBOps adds it to CV_SCREEN_TERM_ERR (_PointStore.enable_f32). */
-__attribute__((target("avx512f,avx512dq,avx2,fma")))
-static double cv_rbf_dot_screen_f32_avx512(const float *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+CV_T512 static double cv_rbf_dot_screen_f32_avx512(const float *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
                                            const float *x, float mg, const double *w)
 {
     __m512d acc0 = _mm512_setzero_pd(), acc1 = _mm512_setzero_pd();
@@ -339,10 +401,10 @@ static double cv_rbf_dot_screen_f32_avx512(const float *C, ptrdiff_t ld, ptrdiff
             q = _mm512_fmadd_ps(v, v, q);
         }
         __m512 kr = cv_expf16(_mm512_mul_ps(vmg, r)), kq = cv_expf16(_mm512_mul_ps(vmg, q));
-        acc0 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j), _mm512_cvtps_pd(_mm512_castps512_ps256(kr)), acc0);
-        acc1 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 8), _mm512_cvtps_pd(_mm512_extractf32x8_ps(kr, 1)), acc1);
-        acc2 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 16), _mm512_cvtps_pd(_mm512_castps512_ps256(kq)), acc2);
-        acc3 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 24), _mm512_cvtps_pd(_mm512_extractf32x8_ps(kq, 1)), acc3);
+        acc0 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j), CV_LO16(kr), acc0);
+        acc1 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 8), CV_HI16(kr), acc1);
+        acc2 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 16), CV_LO16(kq), acc2);
+        acc3 = _mm512_fmadd_pd(_mm512_loadu_pd(w + j + 24), CV_HI16(kq), acc3);
     }
     acc0 = _mm512_add_pd(acc0, acc2);
     acc1 = _mm512_add_pd(acc1, acc3);
@@ -355,15 +417,14 @@ static double cv_rbf_dot_screen_f32_avx512(const float *C, ptrdiff_t ld, ptrdiff
         }
         __m512 kv = _mm512_maskz_mov_ps(k, cv_expf16(_mm512_mul_ps(vmg, r)));  /* lanes past n: 0 */
         const __mmask8 k0 = (__mmask8) (k & 0xFF), k1 = (__mmask8) (k >> 8);
-        acc0 = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(k0, w + j), _mm512_cvtps_pd(_mm512_castps512_ps256(kv)), acc0);
+        acc0 = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(k0, w + j), CV_LO16(kv), acc0);
         acc1 = _mm512_fmadd_pd(_mm512_maskz_loadu_pd(k1, w + j + 8),
-                               _mm512_cvtps_pd(_mm512_extractf32x8_ps(kv, 1)), acc1);
+                               CV_HI16(kv), acc1);
     }
     return _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
 }
 
-__attribute__((target("avx2,fma")))
-static double cv_rbf_dot_screen_f32_avx2(const float *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+CV_T256 static double cv_rbf_dot_screen_f32_avx2(const float *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
                                          const float *x, float mg, const double *w)
 {
     __m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
@@ -377,8 +438,8 @@ static double cv_rbf_dot_screen_f32_avx2(const float *C, ptrdiff_t ld, ptrdiff_t
             r = _mm256_fmadd_ps(u, u, r);
         }
         __m256 kv = cv_expf8(_mm256_mul_ps(vmg, r));
-        acc0 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j), _mm256_cvtps_pd(_mm256_castps256_ps128(kv)), acc0);
-        acc1 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j + 4), _mm256_cvtps_pd(_mm256_extractf128_ps(kv, 1)), acc1);
+        acc0 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j), CV_LO8(kv), acc0);
+        acc1 = _mm256_fmadd_pd(_mm256_loadu_pd(w + j + 4), CV_HI8(kv), acc1);
     }
     for (; j < n; j++) {  /* the same float arithmetic, one lane at a time */
         float r = 0.0f;
@@ -387,34 +448,22 @@ static double cv_rbf_dot_screen_f32_avx2(const float *C, ptrdiff_t ld, ptrdiff_t
         _mm256_storeu_ps(kv, cv_expf8(_mm256_set1_ps(mg * r)));
         tail += w[j] * (double) kv[0];
     }
-    __m256d a = _mm256_add_pd(acc0, acc1);
-    double t[4];
-    _mm256_storeu_pd(t, a);
-    return ((t[0] + t[1]) + (t[2] + t[3])) + tail;
+    return cv_hsum_x256(_mm256_add_pd(acc0, acc1)) + tail;
 }
-
 /* Rows: out[j] = exp(mg r_j) with the same vector exp */
-__attribute__((target("avx512f,avx512dq,avx2,fma")))
-static void cv_radial_row_x512(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
-                               const double *x, double mg, int laplace, double *out)
+CV_T512 static void cv_radial_row_x512(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                                       const double *x, double mg, int laplace, double *out)
 {
     const __m512d vmg = _mm512_set1_pd(mg);
-    ptrdiff_t j, e;
-    for (j = 0; j < n; j += 8) {
-        const __mmask8 k = (n - j >= 8) ? (__mmask8) 0xFF : (__mmask8) ((1u << (n - j)) - 1u);
-        __m512d r0 = _mm512_setzero_pd();
-        for (e = 0; e < d; e++) {
-            __m512d u0 = _mm512_sub_pd(_mm512_maskz_loadu_pd(k, C + e * ld + j), _mm512_set1_pd(x[e]));
-            r0 = _mm512_fmadd_pd(u0, u0, r0);
-        }
-        if (laplace) r0 = _mm512_sqrt_pd(r0);
+    for (ptrdiff_t j = 0; j < n; j += 8) {
+        const __mmask8 k = cv_mask8(n - j);
+        __m512d r0 = cv_dist8_mask_x512(C, ld, j, d, x, laplace, k);
         _mm512_mask_storeu_pd(out + j, k, cv_exp8(_mm512_mul_pd(vmg, r0)));
     }
 }
 
-__attribute__((target("avx2,fma")))
-static void cv_radial_row_x256(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
-                               const double *x, double mg, int laplace, double *out)
+CV_T256 static void cv_radial_row_x256(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,
+                                       const double *x, double mg, int laplace, double *out)
 {
     const __m256d vmg = _mm256_set1_pd(mg);
     ptrdiff_t j = 0, e;
@@ -427,17 +476,57 @@ static void cv_radial_row_x256(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdi
         if (laplace) r0 = _mm256_sqrt_pd(r0);
         _mm256_storeu_pd(out + j, cv_exp4(_mm256_mul_pd(vmg, r0)));
     }
-    for (; j < n; j++) {
-        double r = 0.0;
-        for (e = 0; e < d; e++) { double u = C[e * ld + j] - x[e]; r += u * u; }
-        out[j] = exp(mg * (laplace ? sqrt(r) : r));
-    }
+    for (; j < n; j++)
+        out[j] = exp(mg * cv_dist1(C, ld, j, d, x, laplace));
 }
+
+#ifdef COREVECTOR_LIBMVEC
+/* Candidate scoring of fastimpl/_ssvr.pyx (eq. (16)): for one candidate x, *sw = sum_j w[j] k_j and
+ * *sk = sum_j k_j^2 with k_j = exp(mg r_j) as above, in one pass over the stored points, with glibc's
+ * vector exp (_ZGVdN4v_exp, _ZGVeN8v_exp of libmvec) rather than cv_exp4/cv_exp8.  Only where
+ * cv_radial_sums_available(); _ssvr.pyx has a portable path otherwise. */
+extern __m256d _ZGVdN4v_exp(__m256d);
+extern __m512d _ZGVeN8v_exp(__m512d);
+/* the tail of 2W lanes: distances one point at a time, one vector exp, the lanes past n weighted by 0 */
+#define CV_RADIAL_SUMS_TAIL(P, VD, W, VEXP)                                                            \
+    for (; j < n; j += W) {                                                                            \
+        double sv[W] = {0}, gv[W] = {0}, mv[W] = {0};                                                  \
+        for (ptrdiff_t l = 0; l < W && j + l < n; l++) {                                               \
+            sv[l] = cv_dist1(C, ld, j + l, d, x, laplace);                                             \
+            gv[l] = w[j + l];                                                                          \
+            mv[l] = 1.0;                                                                               \
+        }                                                                                              \
+        VD k = P##_mul_pd(VEXP(P##_mul_pd(vmg, P##_loadu_pd(sv))), P##_loadu_pd(mv));                  \
+        ag0 = P##_fmadd_pd(P##_loadu_pd(gv), k, ag0);                                                  \
+        ak0 = P##_fmadd_pd(k, k, ak0);                                                                 \
+    }
+#define CV_DEFINE_RADIAL_SUMS(SFX, ATTR, VD, P, W, VEXP)                                               \
+    ATTR static void cv_radial_sums_##SFX(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d,     \
+            const double *x, double mg, int laplace, const double *w, double *sw, double *sk)          \
+    {                                                                                                  \
+        VD ag0 = P##_setzero_pd(), ak0 = P##_setzero_pd(), ag1 = P##_setzero_pd(), ak1 = ag1, r0, r1;  \
+        const VD vmg = P##_set1_pd(mg);                                                                \
+        ptrdiff_t j = 0;                                                                               \
+        for (; j + 2 * W <= n; j += 2 * W) {                                                           \
+            cv_dist2_##SFX(C, ld, j, d, x, laplace, &r0, &r1);                                         \
+            VD k0 = VEXP(P##_mul_pd(vmg, r0)), k1 = VEXP(P##_mul_pd(vmg, r1));                         \
+            ag0 = P##_fmadd_pd(P##_loadu_pd(w + j), k0, ag0);                                          \
+            ag1 = P##_fmadd_pd(P##_loadu_pd(w + j + W), k1, ag1);                                      \
+            ak0 = P##_fmadd_pd(k0, k0, ak0);                                                           \
+            ak1 = P##_fmadd_pd(k1, k1, ak1);                                                           \
+        }                                                                                              \
+        CV_RADIAL_SUMS_TAIL(P, VD, W, VEXP)                                                            \
+        *sw = cv_hsum_##SFX(P##_add_pd(ag0, ag1));                                                 \
+        *sk = cv_hsum_##SFX(P##_add_pd(ak0, ak1));                                                 \
+    }
+CV_DEFINE_RADIAL_SUMS(x512, CV_T512, __m512d, _mm512, 8, _ZGVeN8v_exp)
+CV_DEFINE_RADIAL_SUMS(x256, CV_T256, __m256d, _mm256, 4, _ZGVdN4v_exp)
+#endif
 #endif
 
 /* 0: portable, 1: AVX2 + FMA, 2: AVX-512F; decided once */
 static int cv_simd_level_cached = -1;
-static int cv_simd_level(void)
+CV_API int cv_simd_level(void)
 {
     if (cv_simd_level_cached < 0) {
         int level = 0;
@@ -451,7 +540,7 @@ static int cv_simd_level(void)
     return cv_simd_level_cached;
 }
 
-static void cv_radial_row(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x,
+CV_API void cv_radial_row(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x,
                           double mg, int laplace, double *out)
 {
 #ifdef CV_X86_DISPATCH
@@ -462,7 +551,17 @@ static void cv_radial_row(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t 
     cv_radial_row_base(C, ld, n, d, x, mg, laplace, out);
 }
 
-static void cv_dot_row(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x, double *out)
+/* cv_radial_row_krow_avx2 where there is a vector unit (cv_simd_level() > 0), else _base */
+CV_API void cv_radial_row_krow(const double *svT, ptrdiff_t n, ptrdiff_t d, const double *x, double mg,
+                               int laplace, double *buf)
+{
+#ifdef CV_X86_DISPATCH
+    if (cv_simd_level() > 0) { cv_radial_row_krow_avx2(svT, n, d, x, mg, laplace, buf); return; }
+#endif
+    cv_radial_row_krow_base(svT, n, d, x, mg, laplace, buf);
+}
+
+CV_API void cv_dot_row(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x, double *out)
 {
 #ifdef CV_X86_DISPATCH
     int level = cv_simd_level();
@@ -472,7 +571,7 @@ static void cv_dot_row(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, 
     cv_dot_row_base(C, ld, n, d, x, out);
 }
 
-static void cv_radial_from_dots(double *out, ptrdiff_t n, double xsq, const double *csq, double mg, int laplace)
+CV_API void cv_radial_from_dots(double *out, ptrdiff_t n, double xsq, const double *csq, double mg, int laplace)
 {
 #ifdef CV_X86_DISPATCH
     int level = cv_simd_level();
@@ -486,7 +585,7 @@ static void cv_radial_from_dots(double *out, ptrdiff_t n, double xsq, const doub
  * L1 (the scans' hot loop: no row of n values is written and read back).  The tiles are summed in a
  * fixed order, so the result does not depend on anything but the inputs. */
 #define CV_TILE 256
-static double cv_radial_dot(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x,
+CV_API double cv_radial_dot(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x,
                             double mg, int laplace, const double *w)
 {
     double buf[CV_TILE], s = 0.0;
@@ -505,7 +604,7 @@ static double cv_radial_dot(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_
 
 /* 1 when cv_radial_dot_screen evaluates exp in single precision (its error within CV_SCREEN_TERM_ERR
  * per term), 0 when it is cv_radial_dot itself (no vector unit: nothing to gain, nothing to bound) */
-static int cv_screen_available(void)
+CV_API int cv_screen_available(void)
 {
 #ifdef CV_X86_DISPATCH
     return cv_simd_level() > 0;
@@ -514,7 +613,7 @@ static int cv_screen_available(void)
 #endif
 }
 
-static double cv_radial_dot_screen(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x,
+CV_API double cv_radial_dot_screen(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x,
                                    double mg, int laplace, const double *w)
 {
 #ifdef CV_X86_DISPATCH
@@ -526,7 +625,7 @@ static double cv_radial_dot_screen(const double *C, ptrdiff_t ld, ptrdiff_t n, p
 }
 
 /* cv_rbf_dot_screen_f32_avx512/_avx2 by CPU; only called where cv_screen_available() */
-static double cv_rbf_dot_screen_f32(const float *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const float *x,
+CV_API double cv_rbf_dot_screen_f32(const float *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const float *x,
                                     float mg, const double *w)
 {
 #ifdef CV_X86_DISPATCH
@@ -536,6 +635,31 @@ static double cv_rbf_dot_screen_f32(const float *C, ptrdiff_t ld, ptrdiff_t n, p
 #endif
     (void) C; (void) ld; (void) n; (void) d; (void) x; (void) mg; (void) w;
     return NAN;
+}
+
+/* 1 when cv_radial_sums runs (x86-64 with a vector unit, linked with libmvec); 0 when the caller takes
+ * its portable path (_ssvr.pyx: the kernel row by k_row, then the sums) */
+CV_API int cv_radial_sums_available(void)
+{
+#if defined(CV_X86_DISPATCH) && defined(COREVECTOR_LIBMVEC)
+    return cv_simd_level() > 0;
+#else
+    return 0;
+#endif
+}
+
+/* cv_radial_sums_x512/_x256 by CPU; only called where cv_radial_sums_available() */
+CV_API void cv_radial_sums(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x, double mg,
+                           int laplace, const double *w, double *sw, double *sk)
+{
+#if defined(CV_X86_DISPATCH) && defined(COREVECTOR_LIBMVEC)
+    int level = cv_simd_level();
+    if (level == 2) { cv_radial_sums_x512(C, ld, n, d, x, mg, laplace, w, sw, sk); return; }
+    if (level == 1) { cv_radial_sums_x256(C, ld, n, d, x, mg, laplace, w, sw, sk); return; }
+#endif
+    (void) C; (void) ld; (void) n; (void) d; (void) x; (void) mg; (void) laplace; (void) w;
+    *sw = NAN;
+    *sk = NAN;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -598,8 +722,7 @@ static ptrdiff_t cv_first_le_base(const double *g, ptrdiff_t n, double thr)
 }
 
 #ifdef CV_X86_DISPATCH
-CV_NOCONTRACT __attribute__((target("avx512f,avx512dq,avx2,fma")))
-static void cv_grad_update_avx512(double *g, const double *Qi, const double *Qj, const double *alpha,
+CV_NOCONTRACT CV_T512 static void cv_grad_update_avx512(double *g, const double *Qi, const double *Qj, const double *alpha,
                                   double two_t, ptrdiff_t n, double *gmin, double *gmax, double *gabs)
 {
     const __m512d vt = _mm512_set1_pd(two_t), zero = _mm512_setzero_pd();
@@ -607,7 +730,7 @@ static void cv_grad_update_avx512(double *g, const double *Qi, const double *Qj,
     __m512d lo = _mm512_set1_pd(INFINITY), hi = _mm512_set1_pd(-INFINITY), ab = zero;
     ptrdiff_t t;
     for (t = 0; t < n; t += 8) {
-        const __mmask8 k = (n - t >= 8) ? (__mmask8) 0xFF : (__mmask8) ((1u << (n - t)) - 1u);
+        const __mmask8 k = cv_mask8(n - t);
         __m512d d = _mm512_sub_pd(_mm512_maskz_loadu_pd(k, Qi + t), _mm512_maskz_loadu_pd(k, Qj + t));
         __m512d v = _mm512_add_pd(_mm512_maskz_loadu_pd(k, g + t), _mm512_mul_pd(vt, d));
         _mm512_mask_storeu_pd(g + t, k, v);
@@ -619,23 +742,31 @@ static void cv_grad_update_avx512(double *g, const double *Qi, const double *Qj,
     *gmin = _mm512_reduce_min_pd(lo); *gmax = _mm512_reduce_max_pd(hi); *gabs = _mm512_reduce_max_pd(ab);
 }
 
-CV_NOCONTRACT __attribute__((target("avx512f,avx512dq,avx2,fma")))
-static ptrdiff_t cv_wss2_avx512(const double *g, const double *Qi, const double *Qd, const double *alpha,
+/* the scores (g_t - gi)^2 / max(Qii + Qd_t - 2 Qi_t, tau) of t, ..., t + 7 (those below n), and in *ok
+ * the lanes with alpha_t > 0 and g_t > gi (the candidates) */
+CV_NOCONTRACT CV_T512 static inline __m512d cv_wss2_scores_x512(const double *g, const double *Qi, const double *Qd,
+        const double *alpha, ptrdiff_t t, ptrdiff_t n, __m512d vgi, __m512d vQii, __m512d vtau, __mmask8 *ok)
+{
+    const __m512d two = _mm512_set1_pd(2.0), zero = _mm512_setzero_pd();
+    const __mmask8 k = cv_mask8(n - t);
+    __m512d diff = _mm512_sub_pd(_mm512_maskz_loadu_pd(k, g + t), vgi);
+    __mmask8 cand = _mm512_mask_cmp_pd_mask(k, _mm512_maskz_loadu_pd(k, alpha + t), zero, _CMP_GT_OQ);
+    *ok = _mm512_mask_cmp_pd_mask(cand, diff, zero, _CMP_GT_OQ);
+    __m512d curv = _mm512_sub_pd(_mm512_add_pd(vQii, _mm512_maskz_loadu_pd(k, Qd + t)),
+                                 _mm512_mul_pd(two, _mm512_maskz_loadu_pd(k, Qi + t)));
+    curv = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(curv, vtau, _CMP_LE_OQ), curv, vtau);
+    return _mm512_div_pd(_mm512_mul_pd(diff, diff), curv);
+}
+
+CV_NOCONTRACT CV_T512 static ptrdiff_t cv_wss2_avx512(const double *g, const double *Qi, const double *Qd, const double *alpha,
                                 double gi, double Qii, double tau, double tie, ptrdiff_t n, double *best_out)
 {
     const __m512d vgi = _mm512_set1_pd(gi), vQii = _mm512_set1_pd(Qii), vtau = _mm512_set1_pd(tau);
-    const __m512d two = _mm512_set1_pd(2.0), zero = _mm512_setzero_pd(), ninf = _mm512_set1_pd(-INFINITY);
-    __m512d best = ninf;
+    __m512d best = _mm512_set1_pd(-INFINITY);
     ptrdiff_t t;
     for (t = 0; t < n; t += 8) {
-        const __mmask8 k = (n - t >= 8) ? (__mmask8) 0xFF : (__mmask8) ((1u << (n - t)) - 1u);
-        __m512d diff = _mm512_sub_pd(_mm512_maskz_loadu_pd(k, g + t), vgi);
-        __mmask8 ok = _mm512_mask_cmp_pd_mask(k, _mm512_maskz_loadu_pd(k, alpha + t), zero, _CMP_GT_OQ);
-        ok = _mm512_mask_cmp_pd_mask(ok, diff, zero, _CMP_GT_OQ);
-        __m512d curv = _mm512_sub_pd(_mm512_add_pd(vQii, _mm512_maskz_loadu_pd(k, Qd + t)),
-                                     _mm512_mul_pd(two, _mm512_maskz_loadu_pd(k, Qi + t)));
-        curv = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(curv, vtau, _CMP_LE_OQ), curv, vtau);
-        __m512d sc = _mm512_div_pd(_mm512_mul_pd(diff, diff), curv);
+        __mmask8 ok;
+        __m512d sc = cv_wss2_scores_x512(g, Qi, Qd, alpha, t, n, vgi, vQii, vtau, &ok);
         best = _mm512_mask_max_pd(best, ok, best, sc);
     }
     double b = _mm512_reduce_max_pd(best);
@@ -643,26 +774,19 @@ static ptrdiff_t cv_wss2_avx512(const double *g, const double *Qi, const double 
     if (b == -INFINITY) return -1;
     const __m512d thr = _mm512_set1_pd(b - tie * b);
     for (t = 0; t < n; t += 8) {
-        const __mmask8 k = (n - t >= 8) ? (__mmask8) 0xFF : (__mmask8) ((1u << (n - t)) - 1u);
-        __m512d diff = _mm512_sub_pd(_mm512_maskz_loadu_pd(k, g + t), vgi);
-        __mmask8 ok = _mm512_mask_cmp_pd_mask(k, _mm512_maskz_loadu_pd(k, alpha + t), zero, _CMP_GT_OQ);
-        ok = _mm512_mask_cmp_pd_mask(ok, diff, zero, _CMP_GT_OQ);
-        __m512d curv = _mm512_sub_pd(_mm512_add_pd(vQii, _mm512_maskz_loadu_pd(k, Qd + t)),
-                                     _mm512_mul_pd(two, _mm512_maskz_loadu_pd(k, Qi + t)));
-        curv = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(curv, vtau, _CMP_LE_OQ), curv, vtau);
-        __m512d sc = _mm512_div_pd(_mm512_mul_pd(diff, diff), curv);
+        __mmask8 ok;
+        __m512d sc = cv_wss2_scores_x512(g, Qi, Qd, alpha, t, n, vgi, vQii, vtau, &ok);
         __mmask8 hit = _mm512_mask_cmp_pd_mask(ok, sc, thr, _CMP_GE_OQ);
         if (hit) return t + __builtin_ctz((unsigned) hit);
     }
     return -1;
 }
 
-__attribute__((target("avx512f,avx512dq,avx2,fma")))
-static ptrdiff_t cv_first_le_avx512(const double *g, ptrdiff_t n, double thr)
+CV_T512 static ptrdiff_t cv_first_le_avx512(const double *g, ptrdiff_t n, double thr)
 {
     const __m512d vthr = _mm512_set1_pd(thr);
     for (ptrdiff_t t = 0; t < n; t += 8) {
-        const __mmask8 k = (n - t >= 8) ? (__mmask8) 0xFF : (__mmask8) ((1u << (n - t)) - 1u);
+        const __mmask8 k = cv_mask8(n - t);
         __mmask8 hit = _mm512_mask_cmp_pd_mask(k, _mm512_maskz_loadu_pd(k, g + t), vthr, _CMP_LE_OQ);
         if (hit) return t + __builtin_ctz((unsigned) hit);
     }
@@ -670,7 +794,7 @@ static ptrdiff_t cv_first_le_avx512(const double *g, ptrdiff_t n, double thr)
 }
 #endif
 
-static void cv_grad_update(double *g, const double *Qi, const double *Qj, const double *alpha, double two_t,
+CV_API void cv_grad_update(double *g, const double *Qi, const double *Qj, const double *alpha, double two_t,
                            ptrdiff_t n, double *gmin, double *gmax, double *gabs)
 {
 #ifdef CV_X86_DISPATCH
@@ -679,7 +803,7 @@ static void cv_grad_update(double *g, const double *Qi, const double *Qj, const 
     cv_grad_update_base(g, Qi, Qj, alpha, two_t, n, gmin, gmax, gabs);
 }
 
-static ptrdiff_t cv_wss2(const double *g, const double *Qi, const double *Qd, const double *alpha, double gi,
+CV_API ptrdiff_t cv_wss2(const double *g, const double *Qi, const double *Qd, const double *alpha, double gi,
                          double Qii, double tau, double tie, ptrdiff_t n, double *best_out)
 {
 #ifdef CV_X86_DISPATCH
@@ -688,7 +812,7 @@ static ptrdiff_t cv_wss2(const double *g, const double *Qi, const double *Qd, co
     return cv_wss2_base(g, Qi, Qd, alpha, gi, Qii, tau, tie, n, best_out);
 }
 
-static ptrdiff_t cv_first_le(const double *g, ptrdiff_t n, double thr)
+CV_API ptrdiff_t cv_first_le(const double *g, ptrdiff_t n, double thr)
 {
 #ifdef CV_X86_DISPATCH
     if (cv_simd_level() == 2) return cv_first_le_avx512(g, n, thr);

@@ -6,8 +6,9 @@ warnings -- is written once, in :mod:`refimpl.ssvr`; :func:`ssvr_srs` here runs 
 ``ops_class=FastSSVROps``, which has the methods of :class:`refimpl.ssvr.SSVROps` and computes them
 differently only in *how*:
 
-* candidate scoring (eq. (16)) computes each candidate's kernel column point by point in C with the
-  vectorised exp of ``_kernels.pxi``, fused with the two dot products it needs, in parallel over the
+* candidate scoring (eq. (16)) computes each candidate's kernel column point by point in C (Gaussian /
+  Laplacian: ``cv_radial_sums`` of ``_simd.h``; others: ``k_row`` of ``_kernels.pxi``), fused with the
+  two dot products it needs, in parallel over the
   candidates (OpenMP ``prange``); no n x |O| block is stored;
 * the gradient (22) is computed as in the reference, K_P'l'(r) + 2 lam K_PP beta (BLAS dgemv), so a
   Newton iteration makes two passes over the n x m block (this and u = K_P d).  (It was once
@@ -39,134 +40,16 @@ cnp.import_array()
 
 include "_kernels.pxi"
 
-cdef extern from *:
-    """
-    /* Candidate scoring of fastimpl/_ssvr.pyx: for one candidate x, sg = sum_i g_i k(x_i, x) and
-     * sk = sum_i k(x_i, x)^2 for the Gaussian / Laplacian kernel, in one pass over the inputs stored
-     * feature by feature (Xt, d x n), 4 points at a time with AVX2 + FMA and glibc's 4-wide vector
-     * exp (_ZGVdN4v_exp of libmvec).  Chosen at run time when the CPU has AVX2 and FMA and the
-     * module was linked with libmvec (setup.py); otherwise the portable path of the .pyx runs. */
-    #include <stddef.h>
-    #include <math.h>
-    #if defined(COREVECTOR_LIBMVEC) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-    #include <immintrin.h>
-    #define CV_SSVR_AVX2 1
-    extern __m256d _ZGVdN4v_exp(__m256d);
-    __attribute__((target("avx2,fma")))
-    static void cv_ssvr_col_avx2(const double *Xt, ptrdiff_t n, ptrdiff_t d, const double *x, double gamma,
-                                 int laplace, const double *g, double *sg, double *sk)
-    {
-        __m256d ag0 = _mm256_setzero_pd(), ak0 = _mm256_setzero_pd();
-        __m256d ag1 = _mm256_setzero_pd(), ak1 = _mm256_setzero_pd();
-        const __m256d mg = _mm256_set1_pd(-gamma);
-        ptrdiff_t i = 0, t;
-        for (; i + 8 <= n; i += 8) {
-            __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
-            for (t = 0; t < d; t++) {
-                const __m256d xt = _mm256_broadcast_sd(x + t);
-                __m256d u0 = _mm256_sub_pd(_mm256_loadu_pd(Xt + t * n + i), xt);
-                __m256d u1 = _mm256_sub_pd(_mm256_loadu_pd(Xt + t * n + i + 4), xt);
-                s0 = _mm256_fmadd_pd(u0, u0, s0);
-                s1 = _mm256_fmadd_pd(u1, u1, s1);
-            }
-            if (laplace) { s0 = _mm256_sqrt_pd(s0); s1 = _mm256_sqrt_pd(s1); }
-            __m256d e0 = _ZGVdN4v_exp(_mm256_mul_pd(mg, s0));
-            __m256d e1 = _ZGVdN4v_exp(_mm256_mul_pd(mg, s1));
-            ag0 = _mm256_fmadd_pd(_mm256_loadu_pd(g + i), e0, ag0);
-            ag1 = _mm256_fmadd_pd(_mm256_loadu_pd(g + i + 4), e1, ag1);
-            ak0 = _mm256_fmadd_pd(e0, e0, ak0);
-            ak1 = _mm256_fmadd_pd(e1, e1, ak1);
-        }
-        for (; i < n; i += 4) {
-            double sv[4] = {0.0, 0.0, 0.0, 0.0}, gv[4] = {0.0, 0.0, 0.0, 0.0}, mv[4] = {0.0, 0.0, 0.0, 0.0};
-            for (ptrdiff_t l = 0; l < 4 && i + l < n; l++) {
-                double s = 0.0;
-                for (t = 0; t < d; t++) { double u = Xt[t * n + i + l] - x[t]; s += u * u; }
-                sv[l] = laplace ? sqrt(s) : s;
-                gv[l] = g[i + l];
-                mv[l] = 1.0;
-            }
-            __m256d e = _mm256_mul_pd(_ZGVdN4v_exp(_mm256_mul_pd(mg, _mm256_loadu_pd(sv))), _mm256_loadu_pd(mv));
-            ag0 = _mm256_fmadd_pd(_mm256_loadu_pd(gv), e, ag0);
-            ak0 = _mm256_fmadd_pd(e, e, ak0);
-        }
-        double a[4], b[4];
-        _mm256_storeu_pd(a, _mm256_add_pd(ag0, ag1));
-        _mm256_storeu_pd(b, _mm256_add_pd(ak0, ak1));
-        *sg = (a[0] + a[1]) + (a[2] + a[3]);
-        *sk = (b[0] + b[1]) + (b[2] + b[3]);
-    }
-    /* the same with AVX-512 and the 8-wide _ZGVeN8v_exp (about 13% faster where available) */
-    extern __m512d _ZGVeN8v_exp(__m512d);
-    __attribute__((target("avx512f,fma")))
-    static void cv_ssvr_col_avx512(const double *Xt, ptrdiff_t n, ptrdiff_t d, const double *x, double gamma,
-                                   int laplace, const double *g, double *sg, double *sk)
-    {
-        __m512d ag0 = _mm512_setzero_pd(), ak0 = _mm512_setzero_pd();
-        __m512d ag1 = _mm512_setzero_pd(), ak1 = _mm512_setzero_pd();
-        const __m512d mg = _mm512_set1_pd(-gamma);
-        ptrdiff_t i = 0, t;
-        for (; i + 16 <= n; i += 16) {
-            __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
-            for (t = 0; t < d; t++) {
-                const __m512d xt = _mm512_set1_pd(x[t]);
-                __m512d u0 = _mm512_sub_pd(_mm512_loadu_pd(Xt + t * n + i), xt);
-                __m512d u1 = _mm512_sub_pd(_mm512_loadu_pd(Xt + t * n + i + 8), xt);
-                s0 = _mm512_fmadd_pd(u0, u0, s0);
-                s1 = _mm512_fmadd_pd(u1, u1, s1);
-            }
-            if (laplace) { s0 = _mm512_sqrt_pd(s0); s1 = _mm512_sqrt_pd(s1); }
-            __m512d e0 = _ZGVeN8v_exp(_mm512_mul_pd(mg, s0));
-            __m512d e1 = _ZGVeN8v_exp(_mm512_mul_pd(mg, s1));
-            ag0 = _mm512_fmadd_pd(_mm512_loadu_pd(g + i), e0, ag0);
-            ag1 = _mm512_fmadd_pd(_mm512_loadu_pd(g + i + 8), e1, ag1);
-            ak0 = _mm512_fmadd_pd(e0, e0, ak0);
-            ak1 = _mm512_fmadd_pd(e1, e1, ak1);
-        }
-        for (; i < n; i += 8) {
-            double sv[8] = {0}, gv[8] = {0}, mv[8] = {0};
-            for (ptrdiff_t l = 0; l < 8 && i + l < n; l++) {
-                double s = 0.0;
-                for (t = 0; t < d; t++) { double u = Xt[t * n + i + l] - x[t]; s += u * u; }
-                sv[l] = laplace ? sqrt(s) : s;
-                gv[l] = g[i + l];
-                mv[l] = 1.0;
-            }
-            __m512d e = _mm512_mul_pd(_ZGVeN8v_exp(_mm512_mul_pd(mg, _mm512_loadu_pd(sv))), _mm512_loadu_pd(mv));
-            ag0 = _mm512_fmadd_pd(_mm512_loadu_pd(gv), e, ag0);
-            ak0 = _mm512_fmadd_pd(e, e, ak0);
-        }
-        double a[8], b[8];
-        _mm512_storeu_pd(a, _mm512_add_pd(ag0, ag1));
-        _mm512_storeu_pd(b, _mm512_add_pd(ak0, ak1));
-        *sg = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-        *sk = ((b[0] + b[1]) + (b[2] + b[3])) + ((b[4] + b[5]) + (b[6] + b[7]));
-    }
-    /* 0: portable path, 1: AVX2, 2: AVX-512 */
-    static int cv_ssvr_simd_ok(void)
-    {
-        __builtin_cpu_init();
-        if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")))
-            return 0;
-        return __builtin_cpu_supports("avx512f") ? 2 : 1;
-    }
-    static void cv_ssvr_col(int level, const double *Xt, ptrdiff_t n, ptrdiff_t d, const double *x, double gamma,
-                            int laplace, const double *g, double *sg, double *sk)
-    {
-        if (level == 2) cv_ssvr_col_avx512(Xt, n, d, x, gamma, laplace, g, sg, sk);
-        else cv_ssvr_col_avx2(Xt, n, d, x, gamma, laplace, g, sg, sk);
-    }
-    #else
-    static int cv_ssvr_simd_ok(void) { return 0; }
-    static void cv_ssvr_col(int level, const double *Xt, ptrdiff_t n, ptrdiff_t d, const double *x, double gamma,
-                            int laplace, const double *g, double *sg, double *sk) { *sg = 0.0; *sk = 0.0; }
-    #endif
-    """
-    void cv_ssvr_col(int level, const double* Xt, Py_ssize_t n, Py_ssize_t d, const double* x, double gamma,
-                     int laplace, const double* g, double* sg, double* sk) noexcept nogil
-    int cv_ssvr_simd_ok() noexcept nogil
+cdef extern from "_simd.h":
+    # sw = sum_i w_i k(x_i, x), sk = sum_i k(x_i, x)^2 for the Gaussian / Laplacian kernel (mg = -gamma),
+    # the points stored by coordinate (C[e * ld + i]): one fused SIMD pass with glibc's vector exp
+    int cv_radial_sums_available() noexcept nogil
+    void cv_radial_sums(const double* C, Py_ssize_t ld, Py_ssize_t n, Py_ssize_t d, const double* x, double mg,
+                        int laplace, const double* w, double* sw, double* sk) noexcept nogil
 
-cdef int SIMD_OK = cv_ssvr_simd_ok()
+#: 1 when the candidate scoring of the radial kernels runs cv_radial_sums of _simd.h (AVX2 or AVX-512
+#: with libmvec); 0: the portable path (score_candidates)
+cdef int SIMD_OK = cv_radial_sums_available()
 
 # rows gathered per dsyrk call when W changes
 cdef Py_ssize_t GATHER = 256
@@ -250,19 +133,19 @@ cdef void score_candidates_simd(const Kern* K, const double* X, const double* Xt
                                 const Py_ssize_t* O, Py_ssize_t nO, const double* g, const double* beta,
                                 const double* KP, Py_ssize_t m, double lam,
                                 double* num, double* knorm2, int nthreads) noexcept nogil:
-    """score_candidates for the Gaussian / Laplacian kernel on the AVX2 path: the sums over the n
-    points in one fused SIMD pass per candidate (no buffer), the basis entries K_Pj read from row j
+    """score_candidates for the Gaussian / Laplacian kernel on the SIMD path (cv_radial_sums of _simd.h):
+    the sums over the n points in one fused SIMD pass per candidate (no buffer), the basis entries K_Pj read from row j
     of K_P (k(x_j, x_p) = k(x_p, x_j) exactly: the squared differences are symmetric)."""
     cdef Py_ssize_t j, p, o
     cdef double sg, sk, sp, sq, v
-    cdef int lap = 1 if K.code == 1 else 0
+    cdef int lap = 1 if k_is_laplacian(K) else 0
     for j in prange(nO, schedule="dynamic", num_threads=nthreads):
         o = O[j]
         # sg and sk are written through their addresses only: without an assignment here Cython
         # would leave them shared between the threads (a data race that changed the selected basis)
         sg = 0.0
         sk = 0.0
-        cv_ssvr_col(SIMD_OK, Xt, n, K.d, &X[o * K.d], K.gamma, lap, g, &sg, &sk)
+        cv_radial_sums(Xt, n, n, K.d, &X[o * K.d], -K.gamma, lap, g, &sg, &sk)
         sp = 0.0
         sq = 0.0
         for p in range(m):
@@ -317,7 +200,7 @@ cdef class FastSSVROps:
         Xc = np.ascontiguousarray(X, dtype=np.float64)
         yc = np.ascontiguousarray(y, dtype=np.float64)
         n = self.n
-        self.simd = SIMD_OK and self.K.code <= 1
+        self.simd = SIMD_OK and k_is_radial(&self.K)
         Xt = np.ascontiguousarray(Xc.T) if self.simd else np.zeros(1)
         arrays = dict(X=Xc, y=yc, Xt=Xt, sda=np.ones(n), KP=np.zeros(n * nb), KPP=np.zeros(nb * nb),
                       H=np.zeros(nb * nb), L=np.zeros(nb * nb), beta=np.zeros(nb),
@@ -346,7 +229,7 @@ cdef class FastSSVROps:
         self.P = <Py_ssize_t*> cnp.PyArray_DATA(arrays["P"])
         self.nch = 0
         with nogil:
-            if self.K.normalize and self.K.code >= 2:
+            if k_is_normalized(&self.K):
                 for i in range(n):
                     self.sda[i] = k_raw(&self.K, &self.X[i * self.d], &self.X[i * self.d])
             self.loss = 0.0

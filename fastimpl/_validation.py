@@ -8,7 +8,7 @@ common (kernel, core-set loop, implementation) are those of :class:`fastimpl.est
 :func:`shared_constraints` hands them out, and :func:`invalid_parameter` words the checks that need
 the data or another parameter (e.g. ``n_components <= n_samples``, :func:`check_eps`) the way
 scikit-learn words its own.  :func:`checked_kernel_spec` resolves the kernel of a fit and refuses data
-whose kernel values float64 cannot hold.
+whose kernel values float64 cannot hold.  :func:`store_params` is every estimator's ``__init__``.
 
 This module imports no estimator at import time (the estimators import it).
 """
@@ -47,6 +47,13 @@ EPS_MAX = {"radius": 1.0, "hybrid": 1.0, "gap": 1.0, "margin": math.sqrt(3.0) - 
 #: the constraint of ``eps`` alone (the largest bound of any rule); :func:`check_eps` adds the rule's own
 EPS = Interval(Real, 0, 1, closed="neither")
 
+
+
+def store_params(estimator, params):
+    """The body of every estimator's ``__init__`` (scikit-learn's convention: store each constructor
+    argument under its own name, nothing else): ``params`` is that ``__init__``'s ``locals()``."""
+    for name in estimator._get_param_names():
+        setattr(estimator, name, params[name])
 
 def shared_constraints(*names):
     """The constraints of the named options, as every core-set estimator declares them."""

@@ -123,13 +123,14 @@ def _data_lines(f):
 
 
 def _open_text(path):
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise CLIError(f"data file not found: {path}")
-    if not os.path.isfile(path):
-        raise CLIError(f"not a regular file: {path}")
-    if os.path.getsize(path) == 0:
-        raise CLIError(f"data file is empty: {path}")
+    """The data file opened as UTF-8 text, after refimpl.datasets' checks (found, a regular file, not
+    empty) with their messages as CLIError."""
+    from refimpl.datasets import check_data_file
+
+    try:
+        path = check_data_file(path)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
     return open(path, encoding="utf-8", newline="")
 
 

@@ -31,7 +31,7 @@ from refimpl.driver import HYBRID_NU, STOPS, make_rng
 from refimpl.kernels import KERNELS, kernel_diag
 from refimpl.meb import SOLVERS, validate_engine_params
 
-from ._validation import EPS, POSITIVE, check_eps, checked_kernel_spec, invalid_parameter
+from ._validation import EPS, POSITIVE, check_eps, checked_kernel_spec, invalid_parameter, store_params
 from .numerics import IMPLS, numerics
 
 __all__ = ["MEB", "CVDD", "CVMClassifier", "CVR"]
@@ -169,26 +169,6 @@ class _CoreVectorBase(BaseEstimator):
         "verbose": ["verbose"],
     }
 
-    def __init__(self, *, eps, kernel, gamma, degree, coef0, normalize, sample_size, n_confirm, max_iter, tol,
-                 solver, stop, cache_size, certify, random_state, impl, verbose):
-        self.eps = eps
-        self.kernel = kernel
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.normalize = normalize
-        self.sample_size = sample_size
-        self.n_confirm = n_confirm
-        self.max_iter = max_iter
-        self.tol = tol
-        self.solver = solver
-        self.stop = stop
-        self.cache_size = cache_size
-        self.certify = certify
-        self.random_state = random_state
-        self.impl = impl
-        self.verbose = verbose
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True  # CSR input for fit and predict (issue 15); other formats become CSR
@@ -264,10 +244,7 @@ class MEB(OutlierMixin, _CoreVectorBase):
     def __init__(self, *, eps=1e-6, kernel="rbf", gamma="scale", degree=3, coef0=0.0, normalize=False,
                  sample_size=59, n_confirm=100, max_iter=100_000, tol=None, solver="auto", stop="radius",
                  cache_size=200, certify=True, random_state=None, impl="fast", verbose=False):
-        super().__init__(eps=eps, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, normalize=normalize,
-                         sample_size=sample_size, n_confirm=n_confirm, max_iter=max_iter, tol=tol, solver=solver,
-                         stop=stop, cache_size=cache_size, certify=certify, random_state=random_state, impl=impl,
-                         verbose=verbose)
+        store_params(self, locals())
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
@@ -349,11 +326,7 @@ class CVDD(MEB):
     def __init__(self, *, C=1.0, eps=1e-4, kernel="rbf", gamma="scale", degree=3, coef0=0.0, normalize=False,
                  sample_size=59, n_confirm=100, max_iter=100_000, tol=None, solver="auto", stop="margin",
                  cache_size=200, certify=True, random_state=None, impl="fast", verbose=False):
-        super().__init__(eps=eps, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, normalize=normalize,
-                         sample_size=sample_size, n_confirm=n_confirm, max_iter=max_iter, tol=tol, solver=solver,
-                         stop=stop, cache_size=cache_size, certify=certify, random_state=random_state, impl=impl,
-                         verbose=verbose)
-        self.C = C
+        store_params(self, locals())
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None):
@@ -441,13 +414,7 @@ class CVMClassifier(ClassifierMixin, _CoreVectorBase):
                  degree=3, coef0=0.0, normalize=False, sample_size=59, n_confirm=100, max_iter=100_000, tol=None,
                  solver="auto", stop="hybrid", cache_size=200, certify=True, random_state=None, impl="fast",
                  verbose=False):
-        super().__init__(eps=eps, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, normalize=normalize,
-                         sample_size=sample_size, n_confirm=n_confirm, max_iter=max_iter, tol=tol, solver=solver,
-                         stop=stop, cache_size=cache_size, certify=certify, random_state=random_state, impl=impl,
-                         verbose=verbose)
-        self.C = C
-        self.class_weight = class_weight
-        self.probability = probability
+        store_params(self, locals())
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -724,13 +691,7 @@ class CVR(RegressorMixin, _CoreVectorBase):
                  coef0=0.0, normalize=False, sample_size=59, n_confirm=100, max_iter=100_000, tol=None,
                  solver="auto", stop="hybrid", cache_size=200, certify=True, random_state=None, impl="fast",
                  verbose=False):
-        super().__init__(eps=eps, kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, normalize=normalize,
-                         sample_size=sample_size, n_confirm=n_confirm, max_iter=max_iter, tol=tol, solver=solver,
-                         stop=stop, cache_size=cache_size, certify=certify, random_state=random_state, impl=impl,
-                         verbose=verbose)
-        self.C = C
-        self.mu = mu
-        self.hybrid_cap = hybrid_cap
+        store_params(self, locals())
 
     def _hybrid_nu(self):
         return float(self.hybrid_cap)

