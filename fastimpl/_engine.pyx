@@ -53,6 +53,9 @@ cdef Py_ssize_t SCREEN_RETRY = 16
 cdef Py_ssize_t SCAN_CHUNK = 2048
 #: candidates per GEMM block on the BLAS path
 cdef Py_ssize_t GEMM_BLOCK = 64
+#: room in FastMEBOps' allocation table (it holds 23 buffers)
+cdef enum:
+    OWNED_MAX = 24
 
 
 def _set_grad_parallel_min_work(Py_ssize_t work):
@@ -176,14 +179,51 @@ cdef class FastMEBOps:
     cdef char* inF
     cdef Py_ssize_t fcap, nf
     cdef bint fvalid
+    # the allocation table: every raw buffer above is registered once in __cinit__; _grow reallocates the
+    # ones that grow with the core set (element size > 0) and __dealloc__ frees them all
+    cdef void** owned[OWNED_MAX]
+    cdef size_t grow_elem[OWNED_MAX]
+    cdef int n_owned
+
+    cdef int _own(self, void** slot, size_t grow_elem) except -1:
+        if self.n_owned >= OWNED_MAX:
+            raise RuntimeError("FastMEBOps: the allocation table is full; raise OWNED_MAX")
+        self.owned[self.n_owned] = slot
+        self.grow_elem[self.n_owned] = grow_elem
+        self.n_owned += 1
+        return 0
 
     def __cinit__(self):
-        self.S = NULL; self.Ss = NULL; self.l = NULL; self.alpha = NULL; self.grad = NULL; self.Qd = NULL
-        self.rows = NULL; self.rlen = NULL; self.rcap = NULL; self.lprev = NULL; self.lnext = NULL
-        self.svcoef = NULL; self.czs = NULL; self.czp = NULL; self.svcap = 0
-        self.F = NULL; self.QFF = NULL; self.rhs = NULL; self.yu = NULL; self.yv = NULL; self.inF = NULL
+        # (the object's memory starts zeroed: every pointer is NULL until it is allocated)
+        self.n_owned = 0
+        # arrays of one entry per core vector, grown together by _grow
+        self._own(<void**> &self.S, sizeof(Py_ssize_t))
+        self._own(<void**> &self.Ss, sizeof(double))
+        self._own(<void**> &self.l, sizeof(double))
+        self._own(<void**> &self.alpha, sizeof(double))
+        self._own(<void**> &self.grad, sizeof(double))
+        self._own(<void**> &self.Qd, sizeof(double))
+        self._own(<void**> &self.rows, sizeof(double*))
+        self._own(<void**> &self.rlen, sizeof(Py_ssize_t))
+        self._own(<void**> &self.rcap, sizeof(Py_ssize_t))
+        self._own(<void**> &self.lprev, sizeof(Py_ssize_t))
+        self._own(<void**> &self.lnext, sizeof(Py_ssize_t))
+        self._own(<void**> &self.czs, sizeof(Py_ssize_t))
+        self._own(<void**> &self.czp, sizeof(Py_ssize_t))
+        # buffers sized elsewhere: the packed support, the sparse input's norms, the active set's work space
+        self._own(<void**> &self.svcoef, 0)
+        self._own(<void**> &self.Xsq, 0)
+        self._own(<void**> &self.Xrd, 0)
+        self._own(<void**> &self.xd, 0)
+        self._own(<void**> &self.F, 0)
+        self._own(<void**> &self.QFF, 0)
+        self._own(<void**> &self.rhs, 0)
+        self._own(<void**> &self.yu, 0)
+        self._own(<void**> &self.yv, 0)
+        self._own(<void**> &self.inF, 0)
+        self.svcap = 0
         self.fcap = 0; self.nf = 0; self.fvalid = False
-        self.sparse = False; self.Xsq = NULL; self.Xrd = NULL; self.xd = NULL
+        self.sparse = False
         self.size = 0; self.cap = 0; self.used = 0; self.lhead = -1; self.ltail = -1
 
     def __dealloc__(self):
@@ -191,11 +231,9 @@ cdef class FastMEBOps:
         if self.rows != NULL:
             for t in range(self.size):
                 free(self.rows[t])
-        free(self.rows); free(self.rlen); free(self.rcap); free(self.lprev); free(self.lnext)
-        free(self.S); free(self.Ss); free(self.l); free(self.alpha); free(self.grad); free(self.Qd)
-        free(self.svcoef); free(self.czs); free(self.czp)
-        free(self.Xsq); free(self.Xrd); free(self.xd)
-        free(self.F); free(self.QFF); free(self.rhs); free(self.yu); free(self.yv); free(self.inF)
+        for t in range(self.n_owned):
+            free(self.owned[t][0])
+            self.owned[t][0] = NULL
 
     def __init__(self, problem, Py_ssize_t cache_size=200 * 2**20):
         cdef const signed char[::1] s
@@ -288,23 +326,13 @@ cdef class FastMEBOps:
 
     cdef void _grow(self, Py_ssize_t newcap) except *:
         cdef Py_ssize_t t, old = self.cap
-        self.S = <Py_ssize_t*> realloc(self.S, newcap * sizeof(Py_ssize_t))
-        self.Ss = <double*> realloc(self.Ss, newcap * sizeof(double))
-        self.l = <double*> realloc(self.l, newcap * sizeof(double))
-        self.alpha = <double*> realloc(self.alpha, newcap * sizeof(double))
-        self.grad = <double*> realloc(self.grad, newcap * sizeof(double))
-        self.Qd = <double*> realloc(self.Qd, newcap * sizeof(double))
-        self.rows = <double**> realloc(self.rows, newcap * sizeof(double*))
-        self.rlen = <Py_ssize_t*> realloc(self.rlen, newcap * sizeof(Py_ssize_t))
-        self.rcap = <Py_ssize_t*> realloc(self.rcap, newcap * sizeof(Py_ssize_t))
-        self.lprev = <Py_ssize_t*> realloc(self.lprev, newcap * sizeof(Py_ssize_t))
-        self.lnext = <Py_ssize_t*> realloc(self.lnext, newcap * sizeof(Py_ssize_t))
-        self.czs = <Py_ssize_t*> realloc(self.czs, newcap * sizeof(Py_ssize_t))
-        self.czp = <Py_ssize_t*> realloc(self.czp, newcap * sizeof(Py_ssize_t))
-        if (self.czs == NULL or self.czp == NULL or self.S == NULL or self.Ss == NULL or self.l == NULL or self.alpha == NULL or self.grad == NULL
-                or self.Qd == NULL or self.rows == NULL or self.rlen == NULL or self.rcap == NULL
-                or self.lprev == NULL or self.lnext == NULL):
-            raise MemoryError("core-set arrays")
+        cdef void* p
+        for t in range(self.n_owned):
+            if self.grow_elem[t] > 0:
+                p = realloc(self.owned[t][0], newcap * self.grow_elem[t])
+                if p == NULL:  # the old buffer is still owned (and freed by __dealloc__)
+                    raise MemoryError("core-set arrays")
+                self.owned[t][0] = p
         for t in range(old, newcap):
             self.rows[t] = NULL
             self.rlen[t] = 0
