@@ -45,6 +45,7 @@ from refimpl.datasets import friedman
 from refimpl.kernels import kernel_block, make_kernel_spec
 
 OBJ_RTOL = 1e-8
+OBJ_RTOL_ILL = 1e-6   # fast == ref objectives past a basis Gram condition number of 1e10
 PRED_TOL = 1e-5
 N_EXAMPLES = int(os.environ.get("COREVECTOR_HYPOTHESIS_EXAMPLES", 60))
 
@@ -268,10 +269,25 @@ def test_fast_equals_ref(p):
     assume(a.n_rejected == 0 and b.n_rejected == 0)
     np.testing.assert_array_equal(a.basis, b.basis)
     assert a.stop_reason == b.stop_reason and a.n_rejected == b.n_rejected
-    np.testing.assert_allclose(a.objective_history, b.objective_history, rtol=OBJ_RTOL, atol=1e-12)
+    # the objectives agree to OBJ_RTOL while the basis' Gram matrix is well conditioned; past cond 1e10 the two
+    # summation orders drift apart with the conditioning (seed 349, rbf, 67 functions of 113 points: 1.7e-9 at
+    # cond 1.2e13, 3.4e-8 at 1.3e14, predictions still within 7e-8), so there they are held to OBJ_RTOL_ILL
+    ha, hb = np.asarray(a.objective_history), np.asarray(b.objective_history)
+    well = _well_conditioned_prefix(spec, X[a.basis], len(ha))
+    np.testing.assert_allclose(ha[well], hb[well], rtol=OBJ_RTOL, atol=1e-12)
+    np.testing.assert_allclose(ha[~well], hb[~well], rtol=OBJ_RTOL_ILL, atol=1e-12)
     if len(a.basis):
         K = kernel_block(spec, X, X[a.basis])
         assert np.max(np.abs(K @ a.beta - K @ b.beta)) <= PRED_TOL * max(1.0, np.abs(y).max())
+
+
+def _well_conditioned_prefix(spec, B, n_hist, cond_max=1e10):
+    """Mask of the objective history's entries (entry k: the fit on the first k + 1 basis functions) whose
+    basis Gram matrix has condition number <= cond_max; all True when the history is not one entry a function."""
+    if n_hist != len(B):
+        return np.ones(n_hist, dtype=bool)
+    K = kernel_block(spec, B, B)
+    return np.array([np.linalg.cond(K[:k + 1, :k + 1]) <= cond_max for k in range(n_hist)], dtype=bool)
 
 
 def _hypothesis_problem(p):
