@@ -477,10 +477,14 @@ class CVMClassifier(ClassifierMixin, _CoreVectorBase):
     def _fit_pair(self, X, y, w, a, b, seed):
         """The binary CVM of classes a (positive, as in LIBSVM) against b: (pair, members, result, model)."""
         idx, Xp, y_pm, wp = self._pair_data(X, y, w, a, b)
-        problem = cvm.two_class_problem(Xp, y_pm, self.kernel_spec_, float(self.C), wp)
         label = f"CVMClassifier ({self.impl}) {self.classes_[a]!r} vs {self.classes_[b]!r}"
+        return ((a, b), idx) + self._solve_binary(Xp, y_pm, wp, seed, label)
+
+    def _solve_binary(self, X, y_pm, w, seed, label):
+        """(result, model) of the two-class CVM on (X, y_pm) with weights w (None: all 1)."""
+        problem = cvm.two_class_problem(X, y_pm, self.kernel_spec_, float(self.C), w)
         result = self._run(problem, seed, label=label)
-        return (a, b), idx, result, cvm.recover(problem, result, float(self.C), "two_class")
+        return result, cvm.recover(problem, result, float(self.C), "two_class")
 
     def _platt_pair(self, X, y, w, a, b, seed):
         """(A, B) of the pair's sigmoid P(a | f) = 1 / (1 + exp(A f + B)), fitted to decision values from a
@@ -500,10 +504,8 @@ class CVMClassifier(ClassifierMixin, _CoreVectorBase):
             if np.all(y_tr == y_tr[0]):
                 dec[test] = float(y_tr[0])
                 continue
-            problem = cvm.two_class_problem(Xp[train], y_tr, self.kernel_spec_, float(self.C),
-                                            None if wp is None else wp[train])
             label = f"CVMClassifier ({self.impl}) {self.classes_[a]!r} vs {self.classes_[b]!r} CV {k + 1}"
-            model = cvm.recover(problem, self._run(problem, fold_seed, label=label), float(self.C), "two_class")
+            _, model = self._solve_binary(Xp[train], y_tr, None if wp is None else wp[train], fold_seed, label)
             dec[test] = self._expansion(Xp[test], Xp[train[model.support]], model.coef) + model.intercept
         A, B = _sigmoid_calibration(dec, y_pm > 0)
         return float(A), float(B)
@@ -735,7 +737,7 @@ class CVR(RegressorMixin, _CoreVectorBase):
         problem = cvr.cvr_problem(X, y, self.kernel_spec_, C, mu, weights)
         result = self._run(problem)
         with np.errstate(over="ignore", invalid="ignore"):
-            model = cvr.recover(problem, result, y, C, mu)
+            model = cvr.recover(problem, result, y, C)
         if not (np.all(np.isfinite(model.coef)) and np.isfinite(model.intercept)):
             raise ValueError(f"the fitted coefficients of CVR overflow float64 (max|y| = {scale:.3g}, C = {C:.3g}): "
                              "divide y by a constant and multiply the predictions by it")

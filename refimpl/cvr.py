@@ -70,8 +70,9 @@ class CVRModel:
     dual_objective: float  # d = alpha~'(2/C)[y; -y] - alpha~'K~alpha~ (the dual (7) reached)
 
 
-def recover(problem: MEBProblem, result, y, C: float, mu: float) -> CVRModel:
-    """Eqs. (9)-(10) from the engine's alpha~ over the 2m augmented points."""
+def recover(problem: MEBProblem, result, y, C: float) -> CVRModel:
+    """Eqs. (9)-(10) from the engine's alpha~ over the 2m augmented points (mu enters through the
+    problem's ridge, mu m / C_i)."""
     m = problem.m
     y = np.asarray(y, dtype=np.float64)
     core, alpha = result.core_set, result.alpha
@@ -87,10 +88,10 @@ def recover(problem: MEBProblem, result, y, C: float, mu: float) -> CVRModel:
     coef = C * diff[keep]
     s_alpha_y = float(alpha @ (problem._s(core) * y[problem.base(core)]))  # alpha~'[y; -y]
     margin = float(result.margin)  # alpha~'K~alpha~
+    slack_per_lambda = C * problem.diag_term(support)  # mu m / w_i (mu m unweighted): xi_i = lambda_i mu m / w_i
     return CVRModel(support=support, coef=coef, intercept=float(C * diff.sum()),
                     epsilon_bar=s_alpha_y - C * margin,
-                    xi=lam[support] * (C * problem.diag_term(support)),
-                    xi_star=lam_star[support] * (C * problem.diag_term(support)),
+                    xi=lam[support] * slack_per_lambda, xi_star=lam_star[support] * slack_per_lambda,
                     dual_objective=(2.0 / C) * s_alpha_y - margin)
 
 

@@ -85,9 +85,9 @@ class MEBProblem:
         self._rawdiag_all = None
         if sp.issparse(self.X):
             self.X = sp.csr_matrix(self.X, dtype=np.float64)
-            if self.kernel.name not in ("rbf", "laplacian"):
-                # k(x, x) of every row once (O(nnz)): rows of a CSR matrix are copied when indexed
-                self._rawdiag_all = kernel_diag(self.kernel, self.X)
+            # k(x, x) of every row once (O(nnz); ones for the radial kernels): rows of a CSR matrix are
+            # copied when indexed
+            self._rawdiag_all = kernel_diag(self.kernel, self.X)
         else:
             self.X = np.ascontiguousarray(self.X, dtype=np.float64)
         if self.sign is not None:
@@ -173,10 +173,8 @@ class MEBProblem:
         cols = np.asarray(cols, dtype=np.intp)
         K = kernel_block(self.kernel, self.X[self.base(rows)], self.X[self.base(cols)]) + self.label_bias
         K *= np.outer(self._s(rows), self._s(cols))
-        if self.point_diag is not None:
+        if self.point_diag is not None or self.diag_add:
             K += self.diag_term(rows)[:, None] * (rows[:, None] == cols[None, :])
-        elif self.diag_add:
-            K += self.diag_add * (rows[:, None] == cols[None, :])
         return K
 
     def _raw_diag(self, idx) -> np.ndarray:
@@ -184,8 +182,6 @@ class MEBProblem:
         c = self.diag_add if self.point_diag is None else self.diag_term(idx)
         if self._rawdiag_all is not None:
             return self._rawdiag_all[self.base(idx)] + self.label_bias + c
-        if sp.issparse(self.X):  # radial kernels: k(x, x) = 1, no need to copy the rows
-            return np.full(len(np.atleast_1d(idx)), 1.0) + self.label_bias + c
         return kernel_diag(self.kernel, self.X[self.base(idx)]) + self.label_bias + c
 
     def diag(self, idx) -> np.ndarray:

@@ -117,7 +117,7 @@ def fit_level_ref(X, y, sigma, C, mu, eps=1e-6, sample_size=59, random_state=Non
     spec = KernelSpec("laplacian", 1.0 / sigma)
     problem = cvr.cvr_problem(X, y, spec, C, mu)
     result = fit_meb(problem, eps, sample_size=sample_size, random_state=random_state, n_confirm=n_confirm)
-    model = cvr.recover(problem, result, y, C, mu)
+    model = cvr.recover(problem, result, y, C)
     return model.support, model.coef, model.intercept, dict(
         n_core_vectors=len(result.core_set), n_iter=result.n_iter,
         certified_ratio=result.certified_ratio, epsilon_bar=model.epsilon_bar)

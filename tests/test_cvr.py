@@ -61,7 +61,7 @@ def test_small_eps_gives_the_exact_l2svr(kernel, opts, impl):
     X, y, spec, problem = _problem(kernel, opts, m=80, seed=11, C=C, mu=mu)
     ref = primal_l2svr(kernel, opts, X, y, C, mu)
     res = engine(impl)(problem, 1e-9, sample_size=None, random_state=0, tol=1e-14)
-    model = cvr.recover(problem, res, y, C, mu)
+    model = cvr.recover(problem, res, y, C)
     f = kernel_block(spec, X, X[model.support]) @ model.coef + model.intercept
     scale = 1 + np.abs(y).max()
     np.testing.assert_allclose(f, ref["f_train"], atol=1e-4 * scale, rtol=0)

@@ -130,7 +130,7 @@ def test_cvr_recover_follows_eqs_9_and_10():
     q = cvr.cvr_problem(X, Y, RBF, C, mu)
     res = SimpleNamespace(core_set=np.array([0, 7, 2, 10, 3]), alpha=np.array([0.4, 0.1, 0.0, 0.3, 0.2]),
                           margin=0.5)
-    model = cvr.recover(q, res, Y, C, mu)
+    model = cvr.recover(q, res, Y, C)
     np.testing.assert_array_equal(model.support, [0, 3])                   # row 2: lambda = lambda* = 0
     np.testing.assert_allclose(model.coef, [C * (0.4 - 0.1), C * (0.2 - 0.3)])
     assert model.intercept == pytest.approx(C * (0.3 - 0.1))
