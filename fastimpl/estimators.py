@@ -581,7 +581,7 @@ class CVMClassifier(ClassifierMixin, _CoreVectorBase):
         """(n, n_classes) class probabilities from Platt's sigmoids (binary) coupled pairwise as LIBSVM
         does (multi-class); see the class docstring."""
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
+        X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", reset=False)
         from scipy.special import expit
 
         r = expit(-(self._pair_decisions(X) * self.probA_ + self.probB_))  # P(first class of the pair)

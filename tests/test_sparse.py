@@ -117,6 +117,21 @@ def test_weighted_sparse_fit_is_the_weighted_dense_model(cls):
     assert np.max(np.abs(got - ref)) > 1e-6 * np.max(np.abs(ref))  # the weights reached the fit
 
 
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_probabilities_of_csr_rows_are_the_dense_ones(n_classes):
+    """predict_proba takes CSR rows as every other prediction method does: a model fitted on CSR rows gives
+    the probabilities of the same model fitted on the dense rows, for CSR and dense queries alike."""
+    X, _, s = sparse_data(m=150)
+    y = np.digitize(s, np.quantile(s, np.linspace(0, 1, n_classes + 1)[1:-1]))
+    D = X.toarray()
+    csr = CVMClassifier(probability=True, random_state=0).fit(X, y)
+    dense = CVMClassifier(probability=True, random_state=0).fit(D, y)
+    want = dense.predict_proba(D)
+    np.testing.assert_allclose(csr.predict_proba(X), want, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(csr.predict_proba(D), want, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(csr.predict_log_proba(X), np.log(want), rtol=1e-9, atol=1e-12)
+
+
 def test_multiclass_and_cross_layout_prediction():
     X, _, s = sparse_data(m=210)
     y = np.digitize(s, np.quantile(s, [1 / 3, 2 / 3]))
