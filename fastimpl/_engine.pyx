@@ -297,7 +297,6 @@ cdef class FastMEBOps:
         else:
             self.core.setup(self.K, 64)
             self.sv.setup(self.K, 64)
-        if not self.sparse:
             self._screen_in_float()
         self.sv_dirty = True
         self.full_screen_on = 1
@@ -497,7 +496,7 @@ cdef class FastMEBOps:
         cdef Py_ssize_t cnt = a.shape[0], p, l, best = -1
         cdef double daz = self.rawdiag(z), dal, v, best_v = -INFINITY, kzz, sz = self.zsign(z), sl, kv
         cdef const double* xz = NULL
-        cdef Py_ssize_t e, q
+        cdef Py_ssize_t q
         with nogil:
             kzz = k_diag(&self.K, daz) + self.label_bias + self.cdiag(z)
             if self.sparse:
@@ -508,9 +507,7 @@ cdef class FastMEBOps:
                 sl = self.zsign(l)
                 if self.sparse:
                     q = self.pz(l)
-                    kv = 0.0
-                    for e in range(self.Xptr[q], self.Xptr[q + 1]):
-                        kv = kv + self.Xval[e] * xz[self.Xind[e]]
+                    kv = csr_dot_dense(xz, self.Xind, self.Xval, self.Xptr[q], self.Xptr[q + 1])
                     dots_to_kernel(&self.K, &kv, 1, self.Xsq[self.pz(z)], &self.Xsq[q], daz, &dal)
                 else:
                     kv = k_eval(&self.K, &self.X[self.pz(z), 0], &self.X[self.pz(l), 0], daz, dal)

@@ -72,6 +72,16 @@ cdef inline void csr_clear(double* xd, const int* ind, Py_ssize_t lo, Py_ssize_t
         xd[ind[e]] = 0.0
 
 
+cdef inline double csr_dot_dense(const double* xd, const int* ind, const double* val, Py_ssize_t lo,
+                                 Py_ssize_t hi) noexcept nogil:
+    """sum_e val[e] xd[ind[e]] for e in [lo, hi): a CSR row against a dense (scattered) vector."""
+    cdef Py_ssize_t e
+    cdef double acc = 0.0
+    for e in range(lo, hi):
+        acc = acc + val[e] * xd[ind[e]]
+    return acc
+
+
 cdef inline double csr_row_sq(const double* val, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
     cdef Py_ssize_t e
     cdef double s = 0.0
@@ -248,17 +258,13 @@ cdef class _PointStore:
         cdef int n_ = <int> (hi - lo), d_ = <int> self.d, inc = 1
         cdef double one = 1.0, zero = 0.0
         cdef char trans = b'T'
-        cdef Py_ssize_t j, e
-        cdef double acc
+        cdef Py_ssize_t j
         if hi <= lo:
             return
         if self.csr:
             # x is dense (a scattered CSR row): one sparse-dense dot product per stored row
             for j in range(lo, hi):
-                acc = 0.0
-                for e in range(self.ptr[j], self.ptr[j + 1]):
-                    acc = acc + self.val[e] * x[self.ind[e]]
-                out[j - lo] = acc
+                out[j - lo] = csr_dot_dense(x, self.ind, self.val, self.ptr[j], self.ptr[j + 1])
             dots_to_kernel(&self.K, out, hi - lo, xsq, &self.sq[lo], xrd, &self.rd[lo])
         elif self.blas:
             # row-major (hi - lo) x d is column-major d x (hi - lo): out = A' x
