@@ -57,7 +57,7 @@ JOBS = {"CVMClassifier (fast)": FitJob(prepare_cvm, fit, evaluate), "SVC": FitJo
 
 
 @experiment("sparse", "Sparse high-dimensional input (issue 15): CSR rows, CVM vs. SVC",
-            sizes={"tiny": [500], "quick": [5_000], "full": [20_000]})
+            sizes={"tiny": [500], "quick": [3_000], "full": [20_000]})
 def run(ctx: Context) -> ExperimentResult:
     rows = []
     for m, name in progress([(m, n) for m in ctx.sizes for n in JOBS], "sparse", ctx.progress):
