@@ -188,6 +188,24 @@ def test_cholesky_rank_one_update_and_append(seed, m, sign):
         np.testing.assert_allclose(L2 @ L2.T, target, atol=1e-9)
 
 
+def test_cholesky_of_a_singular_hessian_adds_the_smallest_jitter_that_works():
+    """H singular to rounding (a repeated basis function): the factor is that of H + tau I with tau the
+    first of JITTER_RTOL max diag(H) * 10^k that factors, a tiny positive shift, never a negative one."""
+    a = np.array([1.0, 2.0, 0.5])
+    H = np.outer(a, a) + np.diag([0.0, 1.0, 1.0])   # rank 3 in exact arithmetic, but column 0 ...
+    H[:, 0] = H[:, 1] * 0.5                           # ... becomes half of column 1: singular
+    H[0, :] = H[:, 0]
+    H[0, 0] = 0.25 * H[1, 1]
+    with pytest.raises(np.linalg.LinAlgError):
+        np.linalg.cholesky(H)
+    L = ref.cholesky(H)
+    E = L @ L.T - H
+    tau = E[0, 0]
+    assert 0 < tau <= 1e-6 * np.max(np.diag(H))                    # a small positive jitter ...
+    np.testing.assert_allclose(E, tau * np.eye(3), atol=1e-12)       # ... on the diagonal only
+    assert tau >= ref.JITTER_RTOL * np.max(np.diag(H)) * (1 - 1e-12)
+
+
 # ------------------------------------------------------------------ the SSVR-SRS solver
 def test_full_basis_with_infinite_delta_equals_independent_qp_solution():
     """All n basis functions and Delta = inf: (8) is a QP; cvxopt solves it independently."""
