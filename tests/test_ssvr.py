@@ -521,19 +521,32 @@ def _friedman3_defaults_vs_svr():
 
 
 @pytest.mark.slow
-def test_defaults_tol_does_not_cut_friedman3_short():
-    """On Friedman3 at 5% of the tuned SVR's support vectors the default tol=1e-6 does not stop the fit: every
-    random_state fits the n_basis functions asked for, so tol=0 gives the same model (the miss of issue 15's
-    1% target there is not the tol stop)."""
-    X, y, m, fits, _ = _friedman3_defaults_vs_svr()
-    for rs, est in enumerate(fits):
-        assert est.stop_reason_ == "n_basis" and est.n_basis_ == m
-        exact = SparseSVR(n_basis=m, tol=0.0, random_state=rs).fit(X, y)
-        np.testing.assert_array_equal(exact.basis_indices_, est.basis_indices_)
+@pytest.mark.timeout(5400)
+def test_defaults_reach_a_tuned_svr_on_friedman3_at_the_papers_size():
+    """Issue 15's target at the paper's Friedman3 (002 Table 2: 30,000 training, 20,000 test points;
+    reports.ssvr's full mode, seed 0): SparseSVR with its defaults and n_basis = 5% of a tuned SVR's
+    support vectors is within 1% of that SVR's test RMSE (median of 3 random_states).  The SVR's
+    hyper-parameters are the report's 5-fold CV choice on 2,000 of the points (C = 1000, gamma = 1/4,
+    eps = 0.2, standardised targets).  The default tol=0 matters here: the basis grows until the
+    Gaussian's numerical rank stops it (~650 functions), where tol=1e-6 stopped it at ~175 (2.9% worse).
+    About 20 minutes, most of it the SVR."""
+    from reports.ssvr import load
+    X, ys, Xt, yt, (mu, sd) = load("friedman3", "full", 0)
+    svr = SVR(C=1000.0, epsilon=0.2, gamma=0.25, cache_size=2000).fit(X, ys)
+    rmse_svr = np.sqrt(np.mean((svr.predict(Xt) * sd + mu - yt) ** 2))
+    m = len(svr.support_) // 20
+    y = ys * sd + mu
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)   # "stopped at k < n_basis: numerically dependent"
+        fits = [SparseSVR(n_basis=m, random_state=rs).fit(X, y) for rs in range(3)]
+    ratios = [np.sqrt(np.mean((f.predict(Xt) - yt) ** 2)) / rmse_svr for f in fits]
+    assert np.median(ratios) <= 1.01
+    assert all(f.n_basis_ <= m and f.stop_reason_ in ("n_basis", "no_candidates") for f in fits)
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="issue 15 open on Friedman3: at 5% of the SVR's support vectors the sparse "
+@pytest.mark.xfail(strict=True, reason="at 3,000 points (reports.ssvr's quick size; the paper's is 30,000, above) "
+                   "and 5% of the SVR's support vectors the sparse "
                    "Gaussian expansion is approximation-limited: 1.066x the SVR's RMSE with the defaults, and the best "
                    "setting found by trying lam in 1e-5..1e-1, widths 0.27-2x 'beta', Delta=inf, eps, |O|=400 and the "
                    "Laplacian kernel against the test set itself was 1.017x (gamma=0.15, lam=3e-4)")
