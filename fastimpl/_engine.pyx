@@ -8,7 +8,9 @@ computed differs from :class:`refimpl.meb.MEBOps`:
 * kernel rows run through the SIMD loops of ``_simd.h`` (points stored by coordinate) or, from
   ``BLAS_MIN_D`` coordinates on, through BLAS GEMV/GEMM against cached squared norms (``_rows.pxi``);
 * rows of Q = K~[S, S] live in an LRU cache bounded by ``cache_size`` bytes (LIBSVM's design): a row is
-  computed once, extended when the core set grows, and recomputed only after eviction;
+  computed once, extended when the core set grows, and recomputed only after eviction; the active set's
+  Cholesky factor is charged to the same budget (rows are evicted to make room for it), so ``cache_size``
+  bounds all of the core-set QP's O(|core set|^2) memory;
 * the core-set QP (SMO with second-order working-set selection, or the active-set Newton method with an
   updated Cholesky factor) runs in C without the GIL;
 * scans and certificates run under ``nogil`` with OpenMP ``prange`` over chunks of candidates, and a full
@@ -38,6 +40,13 @@ cnp.import_array()
 include "_tolerances.pxi"   # TAU, TIE, PIVOT_RTOL of refimpl.simplex_qp
 # below this many kernel evaluations a scan runs serially: thread start-up would cost more
 cdef Py_ssize_t PARALLEL_MIN_WORK = 20000
+
+
+cdef inline Py_ssize_t factor_doubles(Py_ssize_t nf, Py_ssize_t stride) noexcept nogil:
+    """Resident doubles of the first nf rows of a row-major lower triangular factor at this stride: row r
+    writes r + 1 doubles, so the pages behind them hold at most nf(nf+1)/2 doubles plus a page (512
+    doubles) per row, and never more than the nf * stride doubles they span (plus the last page)."""
+    return min(nf * stride + 512, nf * (nf + 1) // 2 + nf * 512)
 #: the active set's gradient refresh runs in parallel from this many multiply-adds on
 cdef Py_ssize_t GRAD_PARALLEL_MIN_WORK = 2_000_000
 #: a sampled scan runs in parallel from this many kernel evaluations on.  Below it (59 candidates and
@@ -155,6 +164,9 @@ cdef class FastMEBOps:
     cdef Py_ssize_t* lprev
     cdef Py_ssize_t* lnext
     cdef Py_ssize_t lhead, ltail, used, budget
+    cdef Py_ssize_t fres            # doubles of the budget held by the active set's Cholesky factor
+    cdef Py_ssize_t fhw             # the most free coordinates its buffer has held (touched memory stays)
+    cdef Py_ssize_t peak            # the most doubles cache rows and factor have held together
     # SMO work space
     # support (alpha > 0) packed for the scans
     cdef _PointStore sv
@@ -224,7 +236,7 @@ cdef class FastMEBOps:
         self.svcap = 0
         self.fcap = 0; self.nf = 0; self.fvalid = False
         self.sparse = False
-        self.size = 0; self.cap = 0; self.used = 0; self.lhead = -1; self.ltail = -1
+        self.size = 0; self.cap = 0; self.used = 0; self.lhead = -1; self.ltail = -1; self.fres = 0; self.fhw = 0; self.peak = 0
 
     def __dealloc__(self):
         cdef Py_ssize_t t
@@ -421,7 +433,7 @@ cdef class FastMEBOps:
         """Free least-recently used rows until ``need`` more doubles fit the budget (rows keep1/keep2
         stay: SMO holds two rows at once)."""
         cdef Py_ssize_t t = self.ltail, prev
-        while self.used + need > self.budget and t >= 0:
+        while self.used + self.fres + need > self.budget and t >= 0:
             prev = self.lprev[t]
             if t != keep1 and t != keep2:
                 self._lru_unlink(t)
@@ -431,6 +443,18 @@ cdef class FastMEBOps:
                 self.rlen[t] = 0
                 self.rcap[t] = 0
             t = prev
+
+    cdef void _reserve_factor(self, Py_ssize_t nf, Py_ssize_t extra) noexcept nogil:
+        """Charge the Cholesky factor (its buffer's high-water mark of nf rows), plus ``extra`` doubles, to
+        the cache's budget and evict rows to honour it.  A factor of nf rows at stride fcap touches
+        nf(nf+1)/2 doubles plus up to a page per row: the rest of each row's stride is never written, so
+        it is never backed by memory, and rows once written stay resident until the buffer is freed."""
+        if nf > self.fhw:
+            self.fhw = nf
+        self.fres = factor_doubles(self.fhw, self.fcap) + extra
+        self._evict_for(0, -1, -1)
+        if self.used + self.fres > self.peak:
+            self.peak = self.used + self.fres
 
     cdef double* qrow(self, Py_ssize_t i, Py_ssize_t keep) noexcept nogil:
         """Row i of Q over the core set, from the cache (computing what it lacks), or NULL when no
@@ -455,6 +479,8 @@ cdef class FastMEBOps:
             else:
                 self._lru_unlink(i)
             self.used += newcap - self.rcap[i]
+            if self.used + self.fres > self.peak:
+                self.peak = self.used + self.fres
             self.rows[i] = r
             self.rcap[i] = newcap
             self._lru_front(i)
@@ -750,6 +776,11 @@ cdef class FastMEBOps:
         cdef double band = vmax - err - TIE * (fabs(vmax) + err + fabs(self.c0))
         return min(band, over) - err
 
+    def memory_state(self):
+        """(cache rows, Cholesky factor, peak of the two together, budget) in bytes: for tests of cache_size."""
+        cdef Py_ssize_t b = sizeof(double)
+        return int(self.used * b), int(self.fres * b), int(self.peak * b), int(self.budget * b)
+
     def screening_state(self):
         """(full scans still screen, sampled scans left unscreened): for tests of the fallback."""
         return bool(self.full_screen_on), int(self.sample_screen_off)
@@ -1013,6 +1044,7 @@ cdef class FastMEBOps:
             return 0
         while c < k:
             c = max(2 * c, 64)
+        self._reserve_factor(self.nf, factor_doubles(self.nf, c))  # the old buffer and its copy, both alive
         F2 = <Py_ssize_t*> malloc(c * sizeof(Py_ssize_t))
         L2 = <double*> malloc(c * c * sizeof(double))
         b2 = <double*> malloc(2 * c * sizeof(double))
@@ -1034,6 +1066,8 @@ cdef class FastMEBOps:
         free(self.F); free(self.QFF); free(self.rhs); free(self.yu); free(self.yv); free(self.inF)
         self.F, self.QFF, self.rhs, self.fcap = F2, L2, b2, c
         self.yu, self.yv, self.inF = yu2, yv2, in2
+        self.fhw = self.nf
+        self._reserve_factor(self.nf, 0)
         return 0
 
     cdef void _forward_vectors(self, Py_ssize_t start) noexcept nogil:
@@ -1063,6 +1097,7 @@ cdef class FastMEBOps:
                 self.inF[t] = 1
                 nf += 1
         self.nf = nf
+        self._reserve_factor(nf, 0)
         for a in range(nf):
             row = self.qrow(self.F[a], -1)
             if row == NULL:
@@ -1083,9 +1118,11 @@ cdef class FastMEBOps:
     cdef int _append_free(self, Py_ssize_t i) noexcept nogil:
         """F += [i]; L gains the row [w', delta] with L w = Q_Fi, delta^2 = Q_ii - w'w (O(nf^2))."""
         cdef Py_ssize_t a, c, nf = self.nf, ld = self.fcap
-        cdef double* row = self.qrow(i, -1)
+        cdef double* row
         cdef double* L = self.QFF
         cdef double acc, d2 = self.Qd[i]
+        self._reserve_factor(nf + 1, 0)   # before the row is fetched: eviction may not free it
+        row = self.qrow(i, -1)
         if row == NULL:
             return -2
         for a in range(nf):

@@ -107,3 +107,35 @@ def test_screening_falls_back_to_exact_scans_where_it_cannot_decide(gamma, C, sc
     for x, y in ((a.radius2, b.radius2), (a.r_cert2, b.r_cert2)):
         assert abs(x - y) <= RADIUS_RTOL * max(1.0, abs(x))
     assert made[0].screening_state()[0] is screens  # the certificate's full scan kept or dropped screening
+
+
+def test_cache_size_bounds_cache_rows_and_cholesky_factor_together():
+    """cache_size is the budget of all of the core-set QP's O(|core set|^2) memory: the active set's
+    Cholesky factor (1,023 free coordinates here, 8.4 MB charged; twice that while its buffer grows)
+    takes its share of the budget and evicts cached kernel rows, so rows and factor together stay within
+    cache_size (plus the two rows a step holds at once).  The fit is the same with a budget that holds
+    every row."""
+    from fastimpl._engine import FastMEBOps
+    from fastimpl._engine import fit_meb as fit_fast
+
+    problem = random_problem("two_class", "rbf", m=1200, d=2, C=1.0, seed=3, gamma=1.0)
+    kw = dict(solver="active_set", stop="margin", sample_size=59, random_state=0)
+    runs = {}
+    for budget in (200 * 2**20, 18 * 2**20):
+        made = []
+
+        def ops(p, cache):
+            made.append(FastMEBOps(p, cache))
+            return made[-1]
+
+        runs[budget] = (fit_fast(problem, 1e-3, ops_class=ops, cache_size=budget, **kw), made[0].memory_state())
+    (big, (big_rows, big_factor, big_peak, _)), (small, (rows, factor, peak, budget)) = runs.values()
+    np.testing.assert_array_equal(big.core_set, small.core_set)
+    np.testing.assert_array_equal(big.alpha, small.alpha)
+    n_core = len(small.core_set)
+    assert factor == big_factor > budget // 3            # the factor took a large share of the budget ...
+    assert big_rows + big_factor > budget                 # ... where the rows alone would have overrun it
+    row_bytes = 8 * (n_core + n_core // 4 + 16)
+    assert peak <= budget + 2 * row_bytes
+    assert rows + factor <= budget
+    assert big_peak <= 200 * 2**20
