@@ -188,6 +188,29 @@ def test_cholesky_rank_one_update_and_append(seed, m, sign):
         np.testing.assert_allclose(L2 @ L2.T, target, atol=1e-9)
 
 
+def test_pick_floors_scores_at_rounding_level_and_takes_the_first_in_draw_order():
+    """Scores <= SCORE_FLOOR count as 0 (no descent direction beyond the solver's tolerance), so rounding
+    noise does not choose between them: the first candidate in draw order is taken; above the floor the
+    best score (within TIE_RTOL) wins; an excluded candidate is never taken."""
+    tiny = ref.SCORE_FLOOR
+    assert ref.pick(np.array([0.1 * tiny, 0.9 * tiny, 0.0]), np.zeros(3, bool)) == 0
+    assert ref.pick(np.array([0.1 * tiny, 0.9 * tiny, 2.0 * tiny]), np.zeros(3, bool)) == 2
+    assert ref.pick(np.array([0.5, 0.2, 0.5]), np.array([True, False, False])) == 2
+    assert ref.pick(np.array([0.5, 0.2]), np.array([True, True])) == -1
+
+
+def test_target_scale_is_the_robust_scale_or_the_std_when_the_mad_vanishes():
+    """target_scale = 1.4826 MAD(y), the Gaussian-consistent robust scale; when more than half of the
+    targets are equal the MAD is 0 and the standard deviation is used, so that auto_delta = eps + 3 s
+    stays above eps as (7) needs."""
+    rng = np.random.default_rng(0)
+    y = rng.normal(3.0, 2.0, size=20001)
+    assert ref.target_scale(y) == pytest.approx(2.0, rel=0.03)
+    z = np.r_[np.zeros(6), [1.0, 2.0, 3.0]]
+    assert ref.target_scale(z) == pytest.approx(np.std(z)) and np.std(z) > 0
+    assert ref.auto_delta(z, 0.1) == pytest.approx(0.1 + ref.DELTA_SCALE * np.std(z))
+
+
 def test_cholesky_of_a_singular_hessian_adds_the_smallest_jitter_that_works():
     """H singular to rounding (a repeated basis function): the factor is that of H + tau I with tau the
     first of JITTER_RTOL max diag(H) * 10^k that factors, a tiny positive shift, never a negative one."""
@@ -431,6 +454,22 @@ def test_max_newton_iterations_are_enough():
     with pytest.warns(ConvergenceWarning, match="max_newton"):
         short = ref.ssvr_srs(X, y, spec, 10, max_newton=k, **kw)
     assert not short.converged
+
+
+def test_newton_iterations_count_the_newton_steps_taken():
+    """newton_iterations records, for each sub-problem, the Newton steps finite Newton took (the
+    stopping test holds at the start of the next iteration): their sum is the number of steps."""
+    X, y, spec = _problem(n=80, seed=2)
+    steps = []
+
+    class Counting(ref.SSVROps):
+        def take_step(self, t):
+            steps.append(t)
+            return super().take_step(t)
+
+    res = ref.ssvr_srs(X, y, spec, 10, epsilon=0.01, delta=0.05, random_state=0, ops_class=Counting)
+    assert res.converged and res.newton_iterations.max() >= 2
+    assert int(res.newton_iterations.sum()) == len(steps)
 
 
 def test_no_n_by_n_matrix_and_duplicates_are_rejected():
