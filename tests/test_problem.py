@@ -139,3 +139,21 @@ def test_cvr_recover_follows_eqs_9_and_10():
     s_alpha_y = 0.4 * Y[0] - 0.1 * Y[0] - 0.3 * Y[3] + 0.2 * Y[3]             # alpha~'[y; -y]
     assert model.epsilon_bar == pytest.approx(s_alpha_y - C * 0.5)
     assert model.dual_objective == pytest.approx((2.0 / C) * s_alpha_y - 0.5)
+
+
+def test_cvm_ridge_is_scale_over_c_i_scalar_for_equal_weights_and_refuses_bad_ones():
+    """cvm.ridge gives the ridge scale / C_i of K~'s diagonal, C_i = C w_i: no weights or equal ones give
+    the scalar scale / (C w) (the problem of C w, bit for bit), unequal ones the per-point array; weights
+    that are not a 1-d array of finite positive values are a ValueError (estimators drop zero weights
+    before building the problem)."""
+    assert cvm.ridge(4.0) == (0.25, None)
+    assert cvm.ridge(4.0, scale=2.0) == (0.5, None)
+    assert cvm.ridge(2.0, np.array([3.0, 3.0, 3.0])) == (1.0 / 6.0, None)
+    assert cvm.ridge(2.0, np.array([5.0]), scale=3.0) == (0.3, None)
+    for w in ([3.0, 1.0], [1.0, 3.0], [2.0, 2.0, 1.0]):
+        diag_add, point_diag = cvm.ridge(2.0, np.array(w), scale=3.0)
+        assert diag_add == 0.0
+        np.testing.assert_array_equal(point_diag, 3.0 / (2.0 * np.array(w)))
+    for bad in ([1.0, 0.0], [1.0, -2.0], [1.0, np.inf], [1.0, np.nan], [[1.0, 2.0]], 2.0):
+        with pytest.raises(ValueError, match="weights"):
+            cvm.ridge(1.0, np.array(bad))
