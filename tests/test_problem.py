@@ -139,6 +139,11 @@ def test_cvr_recover_follows_eqs_9_and_10():
     s_alpha_y = 0.4 * Y[0] - 0.1 * Y[0] - 0.3 * Y[3] + 0.2 * Y[3]             # alpha~'[y; -y]
     assert model.epsilon_bar == pytest.approx(s_alpha_y - C * 0.5)
     assert model.dual_objective == pytest.approx((2.0 / C) * s_alpha_y - 0.5)
+    # row 0 only as its mirror z_m (index m itself): a support vector with lambda_0 = 0
+    res = SimpleNamespace(core_set=np.array([m, 3]), alpha=np.array([0.6, 0.4]), margin=0.5)
+    model = cvr.recover(q, res, Y, C)
+    np.testing.assert_array_equal(model.support, [0, 3])
+    np.testing.assert_allclose(model.coef, [-C * 0.6, C * 0.4])
 
 
 def test_cvm_ridge_is_scale_over_c_i_scalar_for_equal_weights_and_refuses_bad_ones():
