@@ -139,6 +139,7 @@ def test_metrics_follow_footnote_10():
     assert cvr.normalized_rmse(y, f) == pytest.approx(np.sqrt((0.25 + 1.0) / 3) / 5.0)
     assert cvr.mean_relative_error(y, f) == pytest.approx((0.25 + 0.25 + 0.0) / 3)
     with pytest.raises(ValueError, match="0"):
-        cvr.mean_relative_error(np.array([0.0, 1.0]), np.array([1.0, 1.0]))
+        cvr.mean_relative_error(np.array([0.0, 2.0]), np.array([1.0, 1.0]))
+    assert cvr.mean_relative_error(np.array([1.0, 2.0]), np.array([1.5, 2.0])) == pytest.approx(0.25)  # y = 1 is fine
     # negative targets are fine: |(f - y) / y| = |f/y - 1|
     assert cvr.mean_relative_error(np.array([-2.0, 4.0]), np.array([-1.0, 4.0])) == pytest.approx(0.25)
