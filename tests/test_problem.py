@@ -109,7 +109,7 @@ def test_cvm_module_recover_orders_support_and_sets_each_kind():
     meb = cvm.recover(cvm.svdd_problem(X, RBF), res, None, "meb")
     assert meb.intercept == 0.0
     np.testing.assert_array_equal(meb.xi, 0.0)
-    for kind in ("three_class", "linear", ""):          # unknown kinds sorting after and before "meb"
+    for kind in ("three_class", "linear", "", "zeta"):  # unknown kinds sorting before, between and after the three
         with pytest.raises(ValueError, match="formulation"):
             cvm.recover(cvm.svdd_problem(X, RBF), res, None, kind)
 
