@@ -162,3 +162,31 @@ def test_cvm_ridge_is_scale_over_c_i_scalar_for_equal_weights_and_refuses_bad_on
     for bad in ([1.0, 0.0], [1.0, -2.0], [1.0, np.inf], [1.0, np.nan], [[1.0, 2.0]], 2.0):
         with pytest.raises(ValueError, match="weights"):
             cvm.ridge(1.0, np.array(bad))
+
+
+def test_point_diag_is_validated_and_enters_the_diagonal_of_k_tilde_dense_and_sparse():
+    """A per-point ridge c_i (weighted fits) needs the generalized CVM's constant linear term, one finite
+    value >= 0 per row (0 allowed: no ridge at that point), and no scalar diag_add beside it; K~ then
+    has k(x_i, x_i) + beta_b + c_i on its diagonal, written here from scikit-learn's rbf_kernel, for
+    dense and CSR rows (whose k(x, x) the problem keeps for every row)."""
+    import scipy.sparse as sp
+    rng = np.random.default_rng(3)
+    Xd = rng.normal(size=(6, 3))
+    c = np.array([0.5, 0.0, 2.0, 1.0, 0.25, 3.0])
+    with pytest.raises(ValueError, match="constant_linear_term"):
+        MEBProblem(Xd, RBF, point_diag=c)
+    for bad in (c[:5], np.r_[c[:5], np.inf], np.r_[c[:5], np.nan], np.r_[c[:5], -1.0], c.reshape(2, 3), c[None, :]):
+        with pytest.raises(ValueError, match="point_diag"):
+            MEBProblem(Xd, RBF, point_diag=bad, constant_linear_term=True)
+    with pytest.raises(ValueError, match="not both"):
+        MEBProblem(Xd, RBF, point_diag=c, diag_add=0.5, constant_linear_term=True)
+    sign = np.array([1, -1, 1, 1, -1, -1])
+    K = rbf_kernel(Xd, gamma=0.5) + 1.0
+    for X in (Xd, sp.csr_matrix(Xd)):
+        q = MEBProblem(X, RBF, sign=sign, label_bias=1.0, point_diag=c, constant_linear_term=True)
+        idx = np.arange(6)
+        np.testing.assert_allclose(q.diag(idx), 1.0 + 1.0 + c, rtol=1e-15)
+        np.testing.assert_allclose(q.block(idx, idx), np.outer(sign, sign) * K + np.diag(c), rtol=1e-12, atol=1e-14)
+        r = MEBProblem(X, RBF, sign=sign, label_bias=1.0, diag_add=0.5)
+        np.testing.assert_allclose(r.diag(idx), 1.0 + 1.0 + 0.5, rtol=1e-15)
+        np.testing.assert_allclose(r.block(idx, idx), np.outer(sign, sign) * K + 0.5 * np.eye(6), rtol=1e-12, atol=1e-14)
