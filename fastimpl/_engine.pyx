@@ -9,8 +9,9 @@ computed differs from :class:`refimpl.meb.MEBOps`:
   ``BLAS_MIN_D`` coordinates on, through BLAS GEMV/GEMM against cached squared norms (``_rows.pxi``);
 * rows of Q = K~[S, S] live in an LRU cache bounded by ``cache_size`` bytes (LIBSVM's design): a row is
   computed once, extended when the core set grows, and recomputed only after eviction; the active set's
-  Cholesky factor is charged to the same budget (rows are evicted to make room for it), so ``cache_size``
-  bounds all of the core-set QP's O(|core set|^2) memory;
+  Cholesky factor and the stores of the core and support vectors (their coordinates, or CSR rows) are
+  charged to the same budget (rows are evicted to make room for them), so ``cache_size`` bounds all
+  the memory the core set holds;
 * the core-set QP (SMO with second-order working-set selection, or the active-set Newton method with an
   updated Cholesky factor) runs in C without the GIL;
 * scans and certificates run under ``nogil`` with OpenMP ``prange`` over chunks of candidates, and a full
@@ -429,11 +430,16 @@ cdef class FastMEBOps:
         if self.ltail < 0:
             self.ltail = t
 
+    cdef inline Py_ssize_t _held(self) noexcept nogil:
+        """Doubles held against the budget: cached rows, the Cholesky factor, and the core and support
+        stores (the core vectors' own coordinates or CSR rows)."""
+        return self.used + self.fres + (self.core.nbytes() + self.sv.nbytes()) // sizeof(double)
+
     cdef void _evict_for(self, Py_ssize_t need, Py_ssize_t keep1, Py_ssize_t keep2) noexcept nogil:
         """Free least-recently used rows until ``need`` more doubles fit the budget (rows keep1/keep2
         stay: SMO holds two rows at once)."""
         cdef Py_ssize_t t = self.ltail, prev
-        while self.used + self.fres + need > self.budget and t >= 0:
+        while self._held() + need > self.budget and t >= 0:
             prev = self.lprev[t]
             if t != keep1 and t != keep2:
                 self._lru_unlink(t)
@@ -453,8 +459,8 @@ cdef class FastMEBOps:
             self.fhw = nf
         self.fres = factor_doubles(self.fhw, self.fcap) + extra
         self._evict_for(0, -1, -1)
-        if self.used + self.fres > self.peak:
-            self.peak = self.used + self.fres
+        if self._held() > self.peak:
+            self.peak = self._held()
 
     cdef double* qrow(self, Py_ssize_t i, Py_ssize_t keep) noexcept nogil:
         """Row i of Q over the core set, from the cache (computing what it lacks), or NULL when no
@@ -479,8 +485,8 @@ cdef class FastMEBOps:
             else:
                 self._lru_unlink(i)
             self.used += newcap - self.rcap[i]
-            if self.used + self.fres > self.peak:
-                self.peak = self.used + self.fres
+            if self._held() > self.peak:
+                self.peak = self._held()
             self.rows[i] = r
             self.rcap[i] = newcap
             self._lru_front(i)
@@ -777,9 +783,11 @@ cdef class FastMEBOps:
         return min(band, over) - err
 
     def memory_state(self):
-        """(cache rows, Cholesky factor, peak of the two together, budget) in bytes: for tests of cache_size."""
+        """(cache rows, Cholesky factor, core and support stores, peak of the three together, budget) in
+        bytes: for tests of cache_size."""
         cdef Py_ssize_t b = sizeof(double)
-        return int(self.used * b), int(self.fres * b), int(self.peak * b), int(self.budget * b)
+        return (int(self.used * b), int(self.fres * b), int(self.core.nbytes() + self.sv.nbytes()),
+                int(self.peak * b), int(self.budget * b))
 
     def screening_state(self):
         """(full scans still screen, sampled scans left unscreened): for tests of the fallback."""

@@ -172,6 +172,16 @@ cdef class _PointStore:
         self.reserve(max(cap, 4))
         self.ptr[0] = 0
 
+    cdef inline Py_ssize_t nbytes(self) noexcept nogil:
+        """Bytes the store holds (its capacity): charged to the core-set cache's budget by FastMEBOps."""
+        cdef Py_ssize_t b = self.cap * 2 * sizeof(double)                     # sq, rd
+        if self.csr:
+            return b + (self.cap + 1) * sizeof(Py_ssize_t) + self.nzcap * (sizeof(int) + sizeof(double))
+        b += self.cap * max(self.d, 1) * sizeof(double)
+        if self.fmode:
+            b += self.cap * self.d * sizeof(float)
+        return b
+
     cdef void put_csr(self, Py_ssize_t j, const int* ind, const double* val, Py_ssize_t nnz, double sq,
                       double rd) except *:
         """Store the CSR row (ind, val)[:nnz] as point j: j == n (append), or j == 0 to restart the store."""

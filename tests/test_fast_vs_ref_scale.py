@@ -109,10 +109,11 @@ def test_screening_falls_back_to_exact_scans_where_it_cannot_decide(gamma, C, sc
     assert made[0].screening_state()[0] is screens  # the certificate's full scan kept or dropped screening
 
 
-def test_cache_size_bounds_cache_rows_and_cholesky_factor_together():
-    """cache_size is the budget of all of the core-set QP's O(|core set|^2) memory: the active set's
+def test_cache_size_bounds_cache_rows_cholesky_factor_and_stores_together():
+    """cache_size is the budget of all the memory the core set holds: the active set's
     Cholesky factor (1,023 free coordinates here, 8.4 MB charged; twice that while its buffer grows)
-    takes its share of the budget and evicts cached kernel rows, so rows and factor together stay within
+    and the stores of the core and support vectors take their share of the budget and evict cached
+    kernel rows, so rows, factor and stores together stay within
     cache_size (plus the two rows a step holds at once).  The fit is the same with a budget that holds
     every row."""
     from fastimpl._engine import FastMEBOps
@@ -129,13 +130,14 @@ def test_cache_size_bounds_cache_rows_and_cholesky_factor_together():
             return made[-1]
 
         runs[budget] = (fit_fast(problem, 1e-3, ops_class=ops, cache_size=budget, **kw), made[0].memory_state())
-    (big, (big_rows, big_factor, big_peak, _)), (small, (rows, factor, peak, budget)) = runs.values()
+    (big, (big_rows, big_factor, big_stores, big_peak, _)), (small, (rows, factor, stores, peak, budget)) = runs.values()
     np.testing.assert_array_equal(big.core_set, small.core_set)
     np.testing.assert_array_equal(big.alpha, small.alpha)
     n_core = len(small.core_set)
     assert factor == big_factor > budget // 3            # the factor took a large share of the budget ...
     assert big_rows + big_factor > budget                 # ... where the rows alone would have overrun it
+    assert 0 < stores == big_stores < 2**20                # the core and support stores are charged too
     row_bytes = 8 * (n_core + n_core // 4 + 16)
     assert peak <= budget + 2 * row_bytes
-    assert rows + factor <= budget
+    assert rows + factor + stores <= budget
     assert big_peak <= 200 * 2**20
