@@ -125,8 +125,9 @@ _DOC = """
         CVM: every sampled training point is classified correctly).  Every fit reports
         ``certified_ratio_`` and ``kkt_gap_`` whatever the rule.
     cache_size : float, default=200
-        Megabytes for the core-set QP's O(|core set|^2) memory (fast implementation): the cache of its
-        kernel rows and the active set's Cholesky factor, which evicts rows as it grows.
+        Megabytes for all the memory the core set holds (fast implementation): the cache of the core-set
+        QP's kernel rows, the active set's Cholesky factor and the stores of the core and support
+        vectors; the last two evict cached rows as they grow.
     certify : bool, default=True
         Run the final full scan that certifies the fit: ``certified_ratio_`` = (r_cert / R)^2.  It is
         the only O(m) step of a sampled fit; ``False`` skips it (``certified_ratio_`` is then nan).
