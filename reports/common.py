@@ -16,6 +16,7 @@ the chosen mode, ``ctx.out`` the output folder, ``ctx.mode`` one of 'tiny', 'qui
 """
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import os
 import platform
@@ -78,10 +79,32 @@ def _maxrss_bytes():
     return r if sys.platform == "darwin" else r * 1024  # Linux reports KiB, macOS bytes
 
 
+def _proc_status_bytes(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+    raise OSError(key)
+
+
+def _fit_memory_start():
+    """(baseline bytes, reader of the peak after the fit).  On Linux the resident high-water mark is reset
+    first (/proc/self/clear_refs), so the delta is the fit's own peak even when preparing the data peaked
+    higher (ru_maxrss can only grow: a data set built through a dense or COO intermediate hid the fit
+    behind its own peak); elsewhere ru_maxrss before and after."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return _proc_status_bytes("VmRSS:"), lambda: _proc_status_bytes("VmHWM:")
+    except OSError:
+        return _maxrss_bytes(), _maxrss_bytes
+
+
 def _child(queue, job, args, trace):
     try:
         prepared = job.prepare(*args)
-        rss0 = _maxrss_bytes()
+        gc.collect()
+        rss0, peak_rss = _fit_memory_start()
         t0 = time.perf_counter()
         cpu0 = time.process_time()
         with warnings.catch_warnings(record=True) as caught:
@@ -89,7 +112,7 @@ def _child(queue, job, args, trace):
             model = job.fit(prepared)
         wall = time.perf_counter() - t0
         cpu = time.process_time() - cpu0
-        rss1 = _maxrss_bytes()
+        rss1 = peak_rss()
         msgs = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
         out = dict(fit_time=wall, fit_cpu_time=cpu, maxrss_delta_mb=(rss1 - rss0) / 2**20,
                    n_warnings=len(caught), warnings=" | ".join(msgs))
@@ -158,8 +181,9 @@ def measure_fit(job: FitJob, *args, trace_memory=True, timeout=None, repeats=Non
     the evaluation reports) are the median over the runs, with ``<name>_min`` / ``<name>_max``;
     the other values come from the first run (see :func:`_summarise_runs`).
 
-    The child's ru_maxrss high-water mark is read just before and after the fit, so
-    ``maxrss_delta_mb`` is the extra resident memory the fit needed on top of its data (all
+    The child's resident high-water mark is reset after the data are prepared (Linux; elsewhere
+    ru_maxrss is read before) and read after the fit, so ``maxrss_delta_mb`` is the extra resident
+    memory the fit needed on top of its data (all
     allocations, including the compiled engine's malloc); ``tracemalloc_peak_mb`` is the peak of
     Python/numpy allocations in a second, traced fit of the first run (``trace_memory``; skip it
     for pure-Python code, which tracemalloc slows several-fold).  Warnings raised by the timed fit
