@@ -186,6 +186,7 @@ def test_point_diag_is_validated_and_enters_the_diagonal_of_k_tilde_dense_and_sp
         q = MEBProblem(X, RBF, sign=sign, label_bias=1.0, point_diag=c, constant_linear_term=True)
         idx = np.arange(6)
         np.testing.assert_allclose(q.diag(idx), 1.0 + 1.0 + c, rtol=1e-15)
+        assert q.eta == pytest.approx(1.0 + 1.0 + c.max(), rel=1e-15)     # eta = max diag K~ (000 Sec. 3.2)
         np.testing.assert_allclose(q.block(idx, idx), np.outer(sign, sign) * K + np.diag(c), rtol=1e-12, atol=1e-14)
         r = MEBProblem(X, RBF, sign=sign, label_bias=1.0, diag_add=0.5)
         np.testing.assert_allclose(r.diag(idx), 1.0 + 1.0 + 0.5, rtol=1e-15)
