@@ -175,7 +175,7 @@ def test_point_diag_is_validated_and_enters_the_diagonal_of_k_tilde_dense_and_sp
     c = np.array([0.5, 0.0, 2.0, 1.0, 0.25, 3.0])
     with pytest.raises(ValueError, match="constant_linear_term"):
         MEBProblem(Xd, RBF, point_diag=c)
-    for bad in (c[:5], np.r_[c[:5], np.inf], np.r_[c[:5], np.nan], np.r_[c[:5], -1.0], c.reshape(2, 3), c[None, :]):
+    for bad in (c[:5], np.r_[c, 1.0], np.r_[c[:5], np.inf], np.r_[c[:5], np.nan], np.r_[c[:5], -1.0], c.reshape(2, 3), c[None, :]):
         with pytest.raises(ValueError, match="point_diag"):
             MEBProblem(Xd, RBF, point_diag=bad, constant_linear_term=True)
     with pytest.raises(ValueError, match="not both"):
