@@ -167,7 +167,7 @@ cdef class FastMEBOps:
     cdef Py_ssize_t lhead, ltail, used, budget
     cdef Py_ssize_t fres            # doubles of the budget held by the active set's Cholesky factor
     cdef Py_ssize_t fhw             # the most free coordinates its buffer has held (touched memory stays)
-    cdef Py_ssize_t peak            # the most doubles cache rows and factor have held together
+    cdef Py_ssize_t peak            # the most doubles rows, factor and stores have held together (_held)
     # SMO work space
     # support (alpha > 0) packed for the scans
     cdef _PointStore sv
@@ -439,11 +439,13 @@ cdef class FastMEBOps:
         """Free least-recently used rows until ``need`` more doubles fit the budget (rows keep1/keep2
         stay: SMO holds two rows at once)."""
         cdef Py_ssize_t t = self.ltail, prev
-        while self._held() + need > self.budget and t >= 0:
+        cdef Py_ssize_t over = self._held() + need - self.budget   # only ``used`` changes below
+        while over > 0 and t >= 0:
             prev = self.lprev[t]
             if t != keep1 and t != keep2:
                 self._lru_unlink(t)
                 self.used -= self.rcap[t]
+                over -= self.rcap[t]
                 free(self.rows[t])
                 self.rows[t] = NULL
                 self.rlen[t] = 0
@@ -459,8 +461,12 @@ cdef class FastMEBOps:
             self.fhw = nf
         self.fres = factor_doubles(self.fhw, self.fcap) + extra
         self._evict_for(0, -1, -1)
-        if self._held() > self.peak:
-            self.peak = self._held()
+        self._note_peak()
+
+    cdef inline void _note_peak(self) noexcept nogil:
+        cdef Py_ssize_t held = self._held()
+        if held > self.peak:
+            self.peak = held
 
     cdef double* qrow(self, Py_ssize_t i, Py_ssize_t keep) noexcept nogil:
         """Row i of Q over the core set, from the cache (computing what it lacks), or NULL when no
@@ -485,8 +491,7 @@ cdef class FastMEBOps:
             else:
                 self._lru_unlink(i)
             self.used += newcap - self.rcap[i]
-            if self._held() > self.peak:
-                self.peak = self._held()
+            self._note_peak()
             self.rows[i] = r
             self.rcap[i] = newcap
             self._lru_front(i)
