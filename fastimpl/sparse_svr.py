@@ -122,9 +122,8 @@ class SparseSVR(RegressorMixin, BaseEstimator):
     (54; its SVR at the grid's C = 1000, c = 1/4 corner) 1.68, missed.  On Friedman3 at 3,000 points
     the sparse Gaussian expansion is approximation-limited at 5%: the best of lam in 1e-5 .. 1e-1,
     widths 0.27-2 x 'beta', Delta = inf, eps > 0, |O| = 400 and the Laplacian kernel, chosen on the
-    test set itself, reached
-    1.017 (gamma = 0.15 = 0.4 x 'beta', lam = 3e-4); with 300 functions and lam = 1e-3 it comes within
-    1%.  On compactiv 'beta' is the miss: its heavy-tailed inputs, crowded by the [-1, 1] scaling, give
+    test set itself, reached 1.017 (gamma = 0.15 = 0.4 x 'beta', lam = 3e-4); with 300 functions and
+    lam = 1e-3 it comes within 1%.  On compactiv 'beta' is the miss: its heavy-tailed inputs, crowded by the [-1, 1] scaling, give
     gamma = 0.46, ten times the SVR's 0.048, with which the defaults reach 1.11.  The previous defaults
     ``epsilon=0.1, delta=0.3`` (absolute, the paper's Delta) depended on the targets' units (abalone:
     1.046 at the 41 functions of a more strongly tuned SVR).  The paper's settings remain available:
