@@ -59,6 +59,21 @@ cdef Py_ssize_t SCAN_PARALLEL_MIN_WORK = 1_000_000
 cdef Py_ssize_t ROW_PARALLEL_MIN_WORK = 1_000_000
 #: sampled scans run unscreened after one whose screening recomputed more than half its candidates
 cdef Py_ssize_t SCREEN_RETRY = 16
+#: the screens of a scan: none (every candidate in double), the single-precision exp of the support
+#: store's weighted_screen, or the store's Taylor expansion (_taylor.h)
+cdef enum:
+    SCREEN_NONE = 0
+    SCREEN_FLOAT = 1
+    SCREEN_TAYLOR = 2
+#: when the Taylor screen runs where the store allows it: 0 where it costs less than the kernel sums it
+#: replaces (the costs below), 1 always, -1 never (tests set it with _set_taylor_policy)
+cdef int TAYLOR_POLICY = 0
+#: measured costs in ns (AVX-512, one core): a Gaussian term of a kernel sum in double at d <= 3; a
+#: moment's term of the Taylor screen's build, per support vector; a moment's term of its evaluation, per
+#: candidate
+cdef double COST_KERNEL_TERM = 0.9
+cdef double COST_TAYLOR_BUILD = 0.25
+cdef double COST_TAYLOR_EVAL = 0.06
 #: candidates per chunk of a full scan (its top-k list and its maximum are kept per chunk)
 cdef Py_ssize_t SCAN_CHUNK = 2048
 #: candidates per GEMM block on the BLAS path
@@ -66,6 +81,15 @@ cdef Py_ssize_t GEMM_BLOCK = 64
 #: room in FastMEBOps' allocation table (it holds 23 buffers)
 cdef enum:
     OWNED_MAX = 24
+
+
+def _set_taylor_policy(int policy):
+    """Set when the scans screen by Taylor expansion (0: by cost, 1: always where allowed, -1: never);
+    returns the old policy (tests force both paths)."""
+    global TAYLOR_POLICY
+    old = TAYLOR_POLICY
+    TAYLOR_POLICY = policy
+    return old
 
 
 def _set_grad_parallel_min_work(Py_ssize_t work):
@@ -182,7 +206,10 @@ cdef class FastMEBOps:
     # screening off (for the rest of that full scan; for the next SCREEN_RETRY sampled scans).  Results
     # are the same either way: every value a decision reads is exact on both paths.
     cdef int full_screen_on         # written by any thread of a full scan (a benign race: 0 stays 0)
-    cdef Py_ssize_t sample_screen_off  # sampled scans left to run unscreened
+    cdef Py_ssize_t screen_off[3]   # sampled scans left to run without each screen (SCREEN_*)
+    cdef double scanned             # candidates scanned since the support was last packed
+    cdef double per_pack            # of them, over the last packs (the Taylor screen's amortisation)
+    cdef int last_screen            # the screen of the last scan (SCREEN_*), for tests
     # active-set work space: free set, the Cholesky factor of Q_FF, right-hand sides
     cdef Py_ssize_t* F
     cdef double* QFF
@@ -310,15 +337,19 @@ cdef class FastMEBOps:
         else:
             self.core.setup(self.K, 64)
             self.sv.setup(self.K, 64)
-            self._screen_in_float()
+            self._enable_screens()
         self.sv_dirty = True
         self.full_screen_on = 1
-        self.sample_screen_off = 0
+        self.screen_off[SCREEN_FLOAT] = 0
+        self.screen_off[SCREEN_TAYLOR] = 0
+        self.scanned = 0.0
+        self.per_pack = 0.0
         self._grow(64)
 
-    cdef void _screen_in_float(self) except *:
-        """Let the support's store screen with single-precision distances, centred on the bounding box of
-        the inputs (every candidate lies in it; the store says whether the kernel and the box allow it)."""
+    cdef void _enable_screens(self) except *:
+        """Let the support's store screen with single-precision distances and by Taylor expansion, both
+        centred on the bounding box of the inputs (every candidate and support vector lies in it; the store
+        says whether the kernel and the box allow either)."""
         cdef double lo[16]
         cdef double hi[16]
         cdef Py_ssize_t i, e, d = self.d
@@ -335,6 +366,7 @@ cdef class FastMEBOps:
                     elif self.X[i, e] > hi[e]:
                         hi[e] = self.X[i, e]
         self.sv.enable_f32(lo, hi)
+        self.sv.enable_taylor(lo, hi)
 
     cdef void _grow(self, Py_ssize_t newcap) except *:
         cdef Py_ssize_t t, old = self.cap
@@ -690,6 +722,9 @@ cdef class FastMEBOps:
                 k += 1
         self.nsv = nsv
         self.sv_dirty = False
+        # what the scans at this support are expected to cover: the candidates of the last supports
+        self.per_pack = 0.5 * (self.per_pack + self.scanned)
+        self.scanned = 0.0
 
     cdef inline double _finish_d2(self, Py_ssize_t z, double ka, double marg) noexcept nogil:
         """d^2(z) - c0 from ka = sum_t alpha_t s_t k(x_t, x_z): marg - 2 (K~alpha)_z + l_z - c0."""
@@ -746,14 +781,26 @@ cdef class FastMEBOps:
             out[p - lo] = self.sv.weighted(x, 0.0, point_rawdiag(&self.K, x), self.svcoef, buf)
 
     cdef inline void _kalpha_any(self, Py_ssize_t lo, Py_ssize_t hi, const Py_ssize_t* idx, double* out,
-                                 double* buf, bint screen) noexcept nogil:
-        """_kalpha, through the screening kernel when ``screen`` (coordinate path only)."""
-        cdef Py_ssize_t p
-        if not screen:
+                                 double* buf, int screen) noexcept nogil:
+        """_kalpha, through the screen ``screen`` (SCREEN_*; the screens run on the coordinate path only)."""
+        cdef Py_ssize_t p, b, nb
+        cdef Py_ssize_t rows[64]
+        if screen == SCREEN_NONE:
             self._kalpha(lo, hi, idx, out, buf)
-            return
-        for p in range(lo, hi):
-            out[p - lo] = self.sv.weighted_screen(&self.X[self.pz(idx[p]) if idx != NULL else p, 0], self.svcoef)
+        elif screen == SCREEN_FLOAT:
+            for p in range(lo, hi):
+                out[p - lo] = self.sv.weighted_screen(&self.X[self.pz(idx[p]) if idx != NULL else p, 0],
+                                                      self.svcoef)
+        elif idx == NULL:
+            self.sv.taylor_sum(&self.X[lo, 0], self.d, NULL, hi - lo, out)
+        else:
+            p = lo
+            while p < hi:
+                nb = min(64, hi - p)
+                for b in range(nb):
+                    rows[b] = self.pz(idx[p + b])
+                self.sv.taylor_sum(&self.X[0, 0], self.d, rows, nb, &out[p - lo])
+                p += nb
 
     cdef Py_ssize_t _bufsize(self) noexcept nogil:
         if self.sparse:
@@ -762,19 +809,53 @@ cdef class FastMEBOps:
             return GEMM_BLOCK * self.nsv + GEMM_BLOCK * (self.d + 2) + 1
         return self.nsv + 1
 
-    # ------------------------------------------------------------ screening (single-precision exp)
+    # ------------------------------------------------------------ screening
     # A scan needs exact d^2 only where a decision is made: at the maximum (and the candidates within TIE
     # of it) and beyond d2_over.  On the coordinate path the scans first compute every candidate's d^2
-    # with the single-precision exp of cv_radial_dot_screen, then compute again, in double, only the
-    # candidates whose d^2 may reach either; the others keep values that are certainly below both.
-    # Every decision, and every value it reads, is the exact path's, so results do not change.
-    cdef inline double _screen_err(self) noexcept nogil:
-        """A bound on |d^2_screen - d^2| (d^2 = ... - 2 s_z sum_t alpha_t s_t k_tz, |s_z| = 1), or -1 when
-        the scans do not screen: the kernel's error per term times sum |alpha_t s_t|, doubled, plus the
-        round-off of two sums of nsv terms."""
-        if not self.sv.screens():
+    # through a screen -- the single-precision exp of cv_radial_dot_screen, or, for a Gaussian kernel
+    # wide against the data in d <= 3, the Taylor expansion of _taylor.h -- then compute again, in
+    # double, only the candidates whose d^2 may reach either; the others keep values that are certainly
+    # below both.  Every decision, and every value it reads, is the exact path's, so results do not change.
+    cdef int _screen_for(self, Py_ssize_t cnt, bint sampled) noexcept nogil:
+        """The screen for a scan of ``cnt`` inputs: the Taylor expansion where the store allows it and it
+        costs less than the kernel sums it replaces, else the single-precision exp where the store has it,
+        else none.  The Taylor moments are built once per support and weights, so their cost is weighed
+        against the candidates expected at this support: this scan's, or as many as the last supports saw.
+        A sampled scan skips a screen that recomputed more than half of a recent sample (screen_off)."""
+        cdef double nt, direct, taylor, expect = max(<double> cnt, self.per_pack)
+        self.scanned += cnt
+        if self.sv.tmode and TAYLOR_POLICY >= 0 and self.nsv > 0 and not (sampled and self.screen_off[SCREEN_TAYLOR]):
+            nt = <double> self.sv.tnt
+            direct = expect * self.nsv * COST_KERNEL_TERM
+            taylor = expect * nt * COST_TAYLOR_EVAL + (0.0 if self.sv.tvalid else self.nsv * nt * COST_TAYLOR_BUILD)
+            if TAYLOR_POLICY == 1 or taylor < direct:
+                return SCREEN_TAYLOR
+        if self.sv.screens() and not (sampled and self.screen_off[SCREEN_FLOAT]):
+            return SCREEN_FLOAT
+        return SCREEN_NONE
+
+    cdef void _count_off(self) noexcept nogil:
+        """One sampled scan less for each screen that is off."""
+        if self.screen_off[SCREEN_FLOAT] > 0:
+            self.screen_off[SCREEN_FLOAT] -= 1
+        if self.screen_off[SCREEN_TAYLOR] > 0:
+            self.screen_off[SCREEN_TAYLOR] -= 1
+
+    cdef inline double _screen_err(self, int screen) noexcept nogil:
+        """A bound on |d^2_screen - d^2| (d^2 = ... - 2 s_z sum_t alpha_t s_t k_tz, |s_z| = 1), or -1 for
+        SCREEN_NONE: the screen's error per term times sum |alpha_t s_t|, doubled, plus the round-off of
+        two sums of nsv terms."""
+        cdef double term
+        if screen == SCREEN_NONE:
             return -1.0
-        return 2.0 * self.svabs * (self.sv.screen_term_err() + 4.0 * DBL_EPSILON * (self.nsv + 1))
+        term = self.sv.taylor_term_err() if screen == SCREEN_TAYLOR else self.sv.screen_term_err()
+        return 2.0 * self.svabs * (term + 4.0 * DBL_EPSILON * (self.nsv + 1))
+
+    cdef void _prepare_screen(self, int screen) noexcept nogil:
+        """Build the Taylor screen's moments for the current support, if it is to run and they are stale."""
+        if screen == SCREEN_TAYLOR and not self.sv.tvalid:
+            self.sv.taylor_build(self.svcoef)
+        self.last_screen = screen
 
     cdef inline double _exact_ka(self, Py_ssize_t q) noexcept nogil:
         """sum_t alpha_t s_t k(x_t, x_q) in double (the coordinate path: no scratch needed)."""
@@ -795,8 +876,11 @@ cdef class FastMEBOps:
                 int(self.peak * b), int(self.budget * b))
 
     def screening_state(self):
-        """(full scans still screen, sampled scans left unscreened): for tests of the fallback."""
-        return bool(self.full_screen_on), int(self.sample_screen_off)
+        """(full scans still screen, sampled scans left without the float screen, ... without the Taylor
+        screen, the last scan's screen: 'taylor', 'float' or None): for tests of the screens and their
+        fallback."""
+        return (bool(self.full_screen_on), int(self.screen_off[SCREEN_FLOAT]), int(self.screen_off[SCREEN_TAYLOR]),
+                {SCREEN_TAYLOR: "taylor", SCREEN_FLOAT: "float"}.get(self.last_screen))
 
     def scan(self, idx, Py_ssize_t k, double d2_over):
         """The furthest candidate (first within a relative TIE of the maximum) and, for a full scan
@@ -810,18 +894,19 @@ cdef class FastMEBOps:
     cdef object _scan_sample(self, cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] idx, double d2_over):
         cdef Py_ssize_t cnt = idx.shape[0], p, nchunk, c, lo, hi, chunk = 16
         cdef cnp.ndarray[double, ndim=1, mode="c"] d2 = np.empty(cnt)
-        cdef double marg = self.margin(), best = -INFINITY, thr, err = self._screen_err(), floor
+        cdef int screen = self._screen_for(cnt, True)
+        cdef double marg = self.margin(), best = -INFINITY, thr, err = self._screen_err(screen), floor
         cdef double* buf
         cdef Py_ssize_t bufsize = self._bufsize()
         cdef const Py_ssize_t* ip = &idx[0] if cnt > 0 else NULL
         cdef double* out = &d2[0] if cnt > 0 else NULL
-        cdef bint screen = err >= 0.0 and self.sample_screen_off == 0
         cdef Py_ssize_t again = 0
-        if err >= 0.0 and not screen:
-            self.sample_screen_off -= 1
         with nogil:
+            self._count_off()
+            self._prepare_screen(screen)
             nchunk = (cnt + chunk - 1) // chunk
-            if cnt * self.nsv < SCAN_PARALLEL_MIN_WORK or nchunk == 1 or self.sv.blas:
+            if cnt * (self.sv.tnt if screen == SCREEN_TAYLOR else self.nsv) < SCAN_PARALLEL_MIN_WORK \
+                    or nchunk == 1 or self.sv.blas:
                 buf = <double*> malloc(bufsize * sizeof(double))
                 self._kalpha_any(0, cnt, ip, out, buf, screen)
                 free(buf)
@@ -836,7 +921,7 @@ cdef class FastMEBOps:
                 out[p] = self._finish_d2(ip[p], out[p], marg)
                 if out[p] > best:
                     best = out[p]
-            if screen:
+            if screen != SCREEN_NONE:
                 # exact again wherever d^2 may reach the maximum's TIE band or d2_over (see _screen_err)
                 floor = self._screen_floor(best, err, d2_over - self.c0)
                 best = -INFINITY
@@ -847,7 +932,7 @@ cdef class FastMEBOps:
                         if out[p] > best:
                             best = out[p]
                 if 2 * again > cnt:
-                    self.sample_screen_off = SCREEN_RETRY
+                    self.screen_off[screen] = SCREEN_RETRY
         self.n_eval += cnt * self.nsv
         thr = best - TIE * (fabs(best) + fabs(self.c0))
         for p in range(cnt):
@@ -866,9 +951,9 @@ cdef class FastMEBOps:
         for p in range(lo, hi):
             vals[p - lo] = self._finish_d2(p, vals[p - lo], marg)
 
-    cdef Py_ssize_t _chunk_d2_screened(self, Py_ssize_t c, double marg, double err, double over,
+    cdef Py_ssize_t _chunk_d2_screened(self, Py_ssize_t c, double marg, int screen, double err, double over,
                                        double* vals) noexcept nogil:
-        """_chunk_d2 through the screening kernel: every value that may reach its half's TIE band of the
+        """_chunk_d2 through the screen ``screen``: every value that may reach its half's TIE band of the
         chunk's maximum, or ``over``, is exact; the others are screened values certainly below both, so
         the chunk's maximum, its first candidate within TIE and its candidates beyond ``over`` are the
         exact path's.  Returns how many candidates were computed again in double."""
@@ -878,8 +963,9 @@ cdef class FastMEBOps:
         cdef double floor[2]
         vmax[0] = -INFINITY
         vmax[1] = -INFINITY
+        self._kalpha_any(lo, hi, NULL, vals, NULL, screen)
         for p in range(lo, hi):
-            ka = self.sv.weighted_screen(&self.X[p, 0], self.svcoef)
+            ka = vals[p - lo]
             vals[p - lo] = self._finish_d2(p, ka, marg)
             vmax[0] = max(vmax[0], vals[p - lo])
             if self.mirror:
@@ -902,7 +988,8 @@ cdef class FastMEBOps:
         cdef Py_ssize_t nchunk = (self.m + SCAN_CHUNK - 1) // SCAN_CHUNK, halves = 2 if self.mirror else 1
         cdef Py_ssize_t c, h, p, lo, hi, kk = max(k, 1), nall, first = -1, bc = -1, bh = 0
         cdef double marg = self.margin(), best = -INFINITY, thr, over = d2_over - self.c0, v
-        cdef double err = self._screen_err()
+        cdef int screen = self._screen_for(self.m, False)
+        cdef double err = self._screen_err(screen)
         cdef Py_ssize_t bufsize = self._bufsize()
         self.full_screen_on = 1  # every full scan tries screening again
         cdef double* cmax = <double*> malloc(nchunk * halves * sizeof(double))
@@ -915,14 +1002,15 @@ cdef class FastMEBOps:
             free(cmax); free(tv); free(tz); free(tc)
             raise MemoryError("scan buffers")
         with nogil:
+            self._prepare_screen(screen)
             for c in prange(nchunk, schedule="dynamic",
                             use_threads_if=self.m * self.nsv >= PARALLEL_MIN_WORK and nchunk > 1 and not self.sv.blas):
                 vals = <double*> malloc((2 * SCAN_CHUNK + bufsize) * sizeof(double))
                 buf = &vals[2 * SCAN_CHUNK]
                 lo = c * SCAN_CHUNK
                 hi = min(lo + SCAN_CHUNK, self.m)
-                if err >= 0.0 and self.full_screen_on:
-                    if 2 * self._chunk_d2_screened(c, marg, err, over if k > 0 else INFINITY, vals) > hi - lo:
+                if screen != SCREEN_NONE and self.full_screen_on:
+                    if 2 * self._chunk_d2_screened(c, marg, screen, err, over if k > 0 else INFINITY, vals) > hi - lo:
                         self.full_screen_on = 0
                 else:
                     self._chunk_d2(c, marg, vals, buf)
@@ -1495,6 +1583,39 @@ def _store_screen(spec, double[:, ::1] P, double[:, ::1] X, double[::1] w, bint 
         scr[i] = st.weighted_screen(&X[i, 0], &w[0])
         ext[i] = st.weighted(&X[i, 0], 0.0, 0.0, &w[0], NULL) if exact else np.nan
     return scr, ext, bool(st.fmode), st.screen_term_err()
+
+
+def _store_taylor(spec, double[:, ::1] P, double[:, ::1] X, double[::1] w, bint exact=True, box=None):
+    """Test hook for the support store's Taylor screen as the scans use it: P (n x d) stored as the support,
+    the expansion centred on ``box`` = (lo, hi) (default: the bounding box of P and X), its moments built
+    with the weights w, then for every row x of X the expanded sum_j w_j k(p_j, x) and the exact one
+    (cv_radial_dot in double; NaN unless ``exact``).  Returns (expanded, exact, bound per term, degree p,
+    number of moments), or None when the store does not allow the expansion (kernel, d or width); the
+    bound is per unit of sum |w|: |expanded - exact| <= bound sum |w|."""
+    cdef Py_ssize_t n = P.shape[0], d = P.shape[1], i
+    if X.shape[1] != d or w.shape[0] != n:
+        raise ValueError("_store_taylor: X must have P's columns and w P's rows")
+    cdef _PointStore st = _PointStore()
+    st.setup(make_kern(spec, d), max(n, 1))
+    both = np.vstack([np.asarray(P), np.asarray(X)])
+    cdef double[::1] lo = np.ascontiguousarray(both.min(axis=0) if box is None else box[0], dtype=np.float64)
+    cdef double[::1] hi = np.ascontiguousarray(both.max(axis=0) if box is None else box[1], dtype=np.float64)
+    st.enable_taylor(&lo[0], &hi[0])
+    if not st.tmode:
+        return None
+    for i in range(n):
+        st.put(i, &P[i, 0])
+    tay = np.empty(X.shape[0])
+    ext = np.full(X.shape[0], np.nan)
+    cdef double[::1] t = tay, e = ext
+    with nogil:
+        st.taylor_build(&w[0])
+        if X.shape[0] > 0:
+            st.taylor_sum(&X[0, 0], d, NULL, X.shape[0], &t[0])
+        if exact:
+            for i in range(X.shape[0]):
+                e[i] = st.weighted(&X[i, 0], 0.0, 0.0, &w[0], NULL)
+    return tay, ext, st.taylor_term_err(), st.tp, st.tnt
 
 
 #: the screening kernel's bound on each term's absolute error (None: the scans do not screen)

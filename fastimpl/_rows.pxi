@@ -34,8 +34,21 @@ cdef extern from "_simd.h":
     double cv_rbf_dot_screen_f32(const float* C, Py_ssize_t ld, Py_ssize_t n, Py_ssize_t d, const float* x,
                                  float mg, const double* w) noexcept nogil
 
+cdef extern from "_taylor.h":
+    Py_ssize_t cv_taylor_nterms(int d, int p) noexcept nogil
+    Py_ssize_t cv_taylor_work(int d, int p) noexcept nogil
+    void cv_taylor_build(const double* C, Py_ssize_t ld, Py_ssize_t n, int d, const double* mu, double gamma,
+                         int p, const double* w, double* coef, double* work) noexcept nogil
+    void cv_taylor_eval(const double* coef, int d, int p, double gamma, const double* mu, const double* X,
+                        Py_ssize_t ldx, const Py_ssize_t* rows, Py_ssize_t n, double* out) noexcept nogil
+
 #: from this many coordinates on, kernel rows go through BLAS (dot products against squared norms)
 cdef Py_ssize_t BLAS_MIN_D = 16
+#: the Taylor screen (_taylor.h) truncates where each term is off by at most this (2^-40, about the
+#: rounding of a sum of a few thousand terms), in at most TAYLOR_MAX_NTERMS moments of degree <= TAYLOR_MAX_P
+cdef double TAYLOR_TRUNC = 2.0 ** -40
+cdef int TAYLOR_MAX_P = 48
+cdef Py_ssize_t TAYLOR_MAX_NTERMS = 4096
 
 SIMD_LEVEL = cv_simd_level()
 
@@ -132,6 +145,16 @@ cdef class _PointStore:
     cdef double fmu[16]      # the centre (d < BLAS_MIN_D = 16 on this layout)
     cdef bint fmode
     cdef double ferr         # the screening kernel's error bound per term (CV_SCREEN_TERM_ERR + its own)
+    # Taylor screen (Gaussian kernel, d <= 3, a kernel wide against the data's box; _taylor.h): the moments
+    # of the stored points with the weights last passed to taylor_build, valid until a point is stored
+    cdef bint tmode
+    cdef int tp                # degree p of the expansion
+    cdef Py_ssize_t tnt        # its C(p + d, d) moments
+    cdef double tmu[3]         # its centre (the box's)
+    cdef double tgr2           # gamma R^2, R the box's half-diagonal (every point within R of tmu)
+    cdef double ttrunc         # the truncation's bound per term, (2 gamma R^2)^(p+1) / (p+1)!
+    cdef double* tcoef         # tnt moments, then cv_taylor_work doubles of work space
+    cdef bint tvalid
 
     def __cinit__(self):
         self.data = NULL
@@ -140,6 +163,9 @@ cdef class _PointStore:
         self.fdata = NULL
         self.fmode = False
         self.ferr = CV_SCREEN_TERM_ERR
+        self.tmode = False
+        self.tvalid = False
+        self.tcoef = NULL
         self.ptr = NULL
         self.ind = NULL
         self.val = NULL
@@ -156,6 +182,7 @@ cdef class _PointStore:
         free(self.sq)
         free(self.rd)
         free(self.fdata)
+        free(self.tcoef)
 
     cdef void setup(self, Kern K, Py_ssize_t cap) except *:
         self.K = K
@@ -180,6 +207,8 @@ cdef class _PointStore:
         b += self.cap * max(self.d, 1) * sizeof(double)
         if self.fmode:
             b += self.cap * self.d * sizeof(float)
+        if self.tmode:
+            b += (self.tnt + cv_taylor_work(<int> self.d, self.tp)) * sizeof(double)
         return b
 
     cdef void put_csr(self, Py_ssize_t j, const int* ind, const double* val, Py_ssize_t nnz, double sq,
@@ -259,6 +288,7 @@ cdef class _PointStore:
                     self.fdata[e * self.cap + j] = <float> (x[e] - self.fmu[e])
         self.sq[j] = point_sq(x, d)
         self.rd[j] = point_rawdiag(&self.K, x)
+        self.tvalid = False
         if j >= self.n:
             self.n = j + 1
 
@@ -336,6 +366,61 @@ cdef class _PointStore:
             self.fmode = False
             self.ferr = CV_SCREEN_TERM_ERR
             raise MemoryError("kernel row store")
+
+    cdef void enable_taylor(self, const double* lo, const double* hi) except *:
+        """Allow the Taylor screen of _taylor.h (before any point is stored): the Gaussian kernel on the
+        coordinate layout in d <= 3 dimensions, every point within the box [lo, hi], and a kernel wide
+        enough against the box that degree p <= TAYLOR_MAX_P truncates within TAYLOR_TRUNC per term in
+        at most TAYLOR_MAX_NTERMS moments.  With R the box's half-diagonal and t = 2 gamma R^2, the
+        truncation of exp(s) at |s| <= t is off by at most t^(p+1)/(p+1)! per term (_taylor.h)."""
+        cdef Py_ssize_t e, d = self.d
+        cdef double R2 = 0.0, h, t, term
+        cdef int p
+        if self.n > 0 or self.blas or self.csr or not k_is_gaussian(&self.K) or d < 1 or d > 3:
+            return
+        for e in range(d):
+            self.tmu[e] = 0.5 * (lo[e] + hi[e])
+            h = 0.5 * (hi[e] - lo[e])
+            R2 += h * h
+        t = 2.0 * self.K.gamma * R2
+        if not (t < 1e3):
+            return
+        p = 0
+        term = t  # t^(p+1) / (p+1)!
+        while term > TAYLOR_TRUNC and p < TAYLOR_MAX_P:
+            p += 1
+            term *= t / (p + 1)
+        if term > TAYLOR_TRUNC or cv_taylor_nterms(<int> d, p) > TAYLOR_MAX_NTERMS:
+            return
+        self.tp = p
+        self.tnt = cv_taylor_nterms(<int> d, p)
+        self.tgr2 = self.K.gamma * R2
+        self.ttrunc = term
+        self.tcoef = <double*> malloc((self.tnt + cv_taylor_work(<int> d, p)) * sizeof(double))
+        if self.tcoef == NULL:
+            raise MemoryError("kernel row store")
+        self.tmode = True
+
+    cdef inline void taylor_build(self, const double* w) noexcept nogil:
+        """The moments of the stored points with the weights w (O(n C(p + d, d)))."""
+        cv_taylor_build(self.data, self.cap, self.n, <int> self.d, self.tmu, self.K.gamma, self.tp, w,
+                        self.tcoef, &self.tcoef[self.tnt])
+        self.tvalid = True
+
+    cdef inline void taylor_sum(self, const double* X, Py_ssize_t ldx, const Py_ssize_t* rows, Py_ssize_t n,
+                                double* out) noexcept nogil:
+        """out[i] ~ sum_j w_j k(x, c_j) for x = X[rows[i] * ldx :] (rows NULL: row i), within
+        taylor_term_err() sum_j |w_j| (after taylor_build(w))."""
+        cv_taylor_eval(self.tcoef, <int> self.d, self.tp, self.K.gamma, self.tmu, X, ldx, rows, n, out)
+
+    cdef inline double taylor_term_err(self) noexcept nogil:
+        """A bound per unit of sum |w| on |taylor_sum - weighted| (the exact path): the truncation, the
+        roundings of the Taylor path (every one relative to sum |w|, _taylor.h: the n-term sums of the
+        moments, 3 per degree in their powers and 2 per degree in the evaluation, the distances to the
+        centre and their exp's, amplified by gamma |u|^2 <= gamma R^2) and those of the exact path's terms
+        (its distances of up to 4 R^2 into the exp; its sum is charged by the caller, FastMEBOps._screen_err)."""
+        cdef double chain = self.n + 8.0 * self.tp + 6.0 * self.d + 4.0 * (self.d + 1) * self.tgr2 + 16.0
+        return self.ttrunc + 1.1 * DBL_EPSILON * (chain + 8.0 * (self.d + 1) * self.tgr2 + 8.0)
 
     cdef void block(self, const double* xs, Py_ssize_t nb, Py_ssize_t ldx, const double* xsq, const double* xrd,
                     Py_ssize_t lo, Py_ssize_t hi, double* out, Py_ssize_t ldo) noexcept nogil:

@@ -82,16 +82,34 @@ def test_mmda_engines_agree_past_the_block_sizes():
     np.testing.assert_allclose(a.certified_ratio_, b.certified_ratio_, rtol=1e-7)
 
 
-@pytest.mark.parametrize("gamma,C,screens", [(0.3, 10.0, True), (1e-2, 1e5, False)])
-def test_screening_falls_back_to_exact_scans_where_it_cannot_decide(gamma, C, screens):
-    """The fast engine screens scans with a single-precision exp and recomputes in double every candidate
-    within the screen's error bound of a decision.  A wide kernel at large C puts nearly every candidate
-    there (the margin is tiny against the bound), so screening turns itself off; either way the engines
-    pick the same core vectors with the same weights, past the compiled engine's 2,048-point chunks."""
+@pytest.fixture
+def taylor_policy():
+    """Set the fast engine's Taylor-screen policy for one test (0: by cost, 1: always where allowed,
+    -1: never) and restore it afterwards."""
+    from fastimpl._engine import _set_taylor_policy
+
+    old = _set_taylor_policy(0)
+    yield _set_taylor_policy
+    _set_taylor_policy(old)
+
+
+@pytest.mark.parametrize("gamma,C,policy,screens,last", [(0.3, 10.0, 0, True, "float"),
+                                                         (1e-2, 1e5, -1, False, "float"),
+                                                         (1e-2, 1e5, 0, True, "taylor")])
+def test_screening_falls_back_to_exact_scans_where_it_cannot_decide(gamma, C, policy, screens, last,
+                                                                    taylor_policy):
+    """The fast engine screens scans -- with a single-precision exp, or by a Taylor expansion of a wide
+    Gaussian -- and recomputes in double every candidate within the screen's error bound of a decision.
+    A wide kernel at large C puts nearly every candidate within the single-precision bound (the margin is
+    tiny against it), so that screen turns itself off; the Taylor expansion, whose bound is at round-off,
+    still decides there (gamma = 0.3 is too narrow for it on this box: the float screen runs).  Either way
+    the engines pick the same core vectors with the same weights, past the compiled engine's 2,048-point
+    chunks."""
     from fastimpl._engine import FastMEBOps
     from fastimpl._engine import fit_meb as fit_fast
     from refimpl.meb import fit_meb as fit_ref
 
+    taylor_policy(policy)
     problem = random_problem("two_class", "rbf", m=2500, d=2, C=C, seed=5, gamma=gamma)
     made = []
 
@@ -106,7 +124,40 @@ def test_screening_falls_back_to_exact_scans_where_it_cannot_decide(gamma, C, sc
     np.testing.assert_allclose(a.alpha, b.alpha, atol=ALPHA_TOL, rtol=0)
     for x, y in ((a.radius2, b.radius2), (a.r_cert2, b.r_cert2)):
         assert abs(x - y) <= RADIUS_RTOL * max(1.0, abs(x))
-    assert made[0].screening_state()[0] is screens  # the certificate's full scan kept or dropped screening
+    state = made[0].screening_state()
+    assert state[0] is screens  # the certificate's full scan kept or dropped screening
+    assert state[3] == last     # ... and which screen it ran
+
+
+@pytest.mark.parametrize("formulation,weighted", [("meb", False), ("one_class", False), ("two_class", False),
+                                                  ("two_class", True), ("cvr", False)])
+def test_taylor_screen_leaves_every_fit_as_the_reference_makes_it(formulation, weighted, taylor_policy):
+    """A Gaussian kernel wide against the data (2 gamma R^2 < 2 on this box) lets the fast engine
+    screen every scan -- sampled and full, CVR's mirrored halves included -- by the Taylor expansion of
+    _taylor.h (forced here even where the kernel sums would cost less).  Its error bound is proved, and
+    every value a decision reads is computed again in double, so the fits are the reference's."""
+    from fastimpl._engine import FastMEBOps
+    from fastimpl._engine import fit_meb as fit_fast
+    from refimpl.meb import fit_meb as fit_ref
+
+    taylor_policy(1)
+    problem = random_problem(formulation, "rbf", m=2100, d=3, C=10.0, seed=7, gamma=0.02, weighted=weighted)
+    made = []
+
+    def fast_ops(p, cache):
+        made.append(FastMEBOps(p, cache))
+        return made[-1]
+
+    # (CVR under 'hybrid' makes most of its 4,200 points core vectors: slow in the reference)
+    kw = dict(sample_size=59, random_state=7, stop="radius" if formulation == "cvr" else "hybrid", certify=True)
+    a = fit_ref(problem, 1e-2, **kw)
+    b = fit_fast(problem, 1e-2, ops_class=fast_ops, **kw)
+    np.testing.assert_array_equal(a.core_set, b.core_set)
+    np.testing.assert_allclose(a.alpha, b.alpha, atol=ALPHA_TOL, rtol=0)
+    assert a.n_iter == b.n_iter
+    for x, y in ((a.radius2, b.radius2), (a.r_cert2, b.r_cert2)):
+        assert abs(x - y) <= RADIUS_RTOL * max(1.0, abs(x))
+    assert made[0].screening_state()[3] == "taylor"
 
 
 def test_cache_size_bounds_cache_rows_cholesky_factor_and_stores_together():

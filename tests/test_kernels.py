@@ -1,6 +1,10 @@
 """Kernels against scikit-learn's pairwise kernels and the papers' definitions; the beta heuristic."""
+import math
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.metrics.pairwise import linear_kernel, polynomial_kernel, rbf_kernel
 
 from refimpl.kernels import beta_heuristic, kernel_block, kernel_diag, make_kernel_spec
@@ -145,6 +149,67 @@ def test_support_store_screens_within_its_bound(d, gamma, box):
             scr, ext, _, _ = _store_screen(spec, P, X, e)
             worst = max(worst, float(np.max(np.abs(scr - ext))))
     assert worst <= bound / 3, (worst, bound)
+
+
+@settings(max_examples=60, deadline=None)
+@given(d=st.integers(1, 3), n=st.integers(1, 150), frac=st.floats(1e-3, 1.0), half=st.floats(1e-3, 1e3),
+       offset=st.floats(-1e3, 1e3), seed=st.integers(0, 2**16))
+def test_taylor_screen_stays_within_its_bound(d, n, frac, half, offset, seed):
+    """The scans of a Gaussian kernel wide against the data (d <= 3) screen by the Taylor expansion of
+    _taylor.h, centred on the data's box: every sum must stay within the store's proved bound per unit
+    of sum |w| (truncation (2 gamma R^2)^(p+1)/(p+1)! plus round-off), for any box, offset and width the
+    store accepts, with points on the box's corners (the truncation's worst case) and inside it, and so
+    must every term alone (unit weights)."""
+    from fastimpl._engine import _store_taylor
+    from refimpl.kernels import make_kernel_spec
+
+    rng = np.random.default_rng(seed)
+    # the widths the store accepts: t = 2 gamma R^2 up to ~10.8 in d <= 2 (degree 48), ~4.2 in d = 3
+    # (4,096 moments: degree 27)
+    t = frac * (10.0 if d < 3 else 4.0)
+    lo, hi = np.full(d, offset - half), np.full(d, offset + half)
+    gamma = t / (2.0 * d * half**2)  # t = 2 gamma R^2, R^2 = d half^2 the box's half-diagonal squared
+    corners = offset + half * np.array(np.meshgrid(*[[-1.0, 1.0]] * d)).reshape(d, -1).T
+    P = np.ascontiguousarray(np.vstack([corners, rng.uniform(lo, hi, size=(n, d))])[: max(n, 1)])
+    X = np.vstack([corners, rng.uniform(lo, hi, size=(50, d))])
+    spec = make_kernel_spec(P, "rbf", gamma, 3, 0.0, False)
+    w = rng.normal(size=len(P))
+    got = _store_taylor(spec, P, X, w, box=(lo, hi))
+    assert got is not None
+    tay, ext, bound, p, nt = got
+    assert nt == math.comb(p + d, d)
+    # the exact path's own sum rounds too: the engine adds 4 eps (n + 1) per unit of sum |w| (_screen_err)
+    bound_sum = bound + 4.0 * np.finfo(float).eps * (len(P) + 1)
+    np.testing.assert_array_less(np.abs(tay - ext), bound_sum * np.abs(w).sum())
+    worst = 0.0
+    for j in range(min(len(P), 8)):
+        e = np.zeros(len(P))
+        e[j] = 1.0
+        tay, ext, _, _, _ = _store_taylor(spec, P, X, e, box=(lo, hi))
+        worst = max(worst, float(np.max(np.abs(tay - ext))))
+    # the truncation's bound is attained at opposite corners, so no margin is asked of it; the bound
+    # itself is at round-off level (2^-40 plus a few hundred eps), which is what lets it decide
+    assert worst <= bound, (worst, bound)
+    assert bound < 2e-12, bound
+
+
+def test_taylor_screen_is_refused_where_it_would_not_pay_or_hold():
+    """The store offers the Taylor screen only for the Gaussian kernel in d <= 3 and a width at which degree
+    <= 48 truncates within 2^-40 per term in at most 4,096 moments: not for the Laplacian, not in four
+    dimensions, not for a kernel narrow against the box (2 gamma R^2 = 50)."""
+    from fastimpl._engine import _store_taylor
+    from refimpl.kernels import make_kernel_spec
+
+    rng = np.random.default_rng(0)
+    for kernel, d, gamma in (("laplacian", 2, 0.01), ("rbf", 4, 0.01), ("rbf", 2, 50.0 / 4.0)):
+        P = rng.uniform(-1.0, 1.0, size=(20, d))
+        box = (-np.ones(d), np.ones(d))
+        spec = make_kernel_spec(P, kernel, gamma, 3, 0.0, False)
+        assert _store_taylor(spec, P, P, rng.normal(size=20), box=box) is None, (kernel, d, gamma)
+    # the same store and data at a wide kernel do expand
+    spec = make_kernel_spec(P[:, :2], "rbf", 0.01, 3, 0.0, False)
+    assert _store_taylor(spec, np.ascontiguousarray(P[:, :2]), np.ascontiguousarray(P[:, :2]),
+                         rng.normal(size=20), box=(-np.ones(2), np.ones(2))) is not None
 
 
 def test_support_store_keeps_double_distances_where_floats_would_lose_the_kernel():
