@@ -500,6 +500,11 @@ cdef class FastMEBOps:
         if held > self.peak:
             self.peak = held
 
+    cdef inline Py_ssize_t _row_cap(self) noexcept nogil:
+        """The capacity a Q row gets when it is (re)allocated: room for a quarter more core vectors."""
+        cdef Py_ssize_t newcap = max(self.size + self.size // 4, 16)
+        return max(self.cap, self.size) if newcap > self.cap else newcap
+
     cdef double* qrow(self, Py_ssize_t i, Py_ssize_t keep) noexcept nogil:
         """Row i of Q over the core set, from the cache (computing what it lacks), or NULL when no
         memory is left.  ``keep`` is a row that must not be evicted meanwhile (or -1)."""
@@ -511,9 +516,7 @@ cdef class FastMEBOps:
                 self._lru_front(i)
             return r
         if r == NULL or self.rcap[i] < size:
-            newcap = max(size + size // 4, 16)
-            if newcap > self.cap:
-                newcap = max(self.cap, size)
+            newcap = self._row_cap()
             self._evict_for(newcap - self.rcap[i], i, keep)
             r = <double*> realloc(r, newcap * sizeof(double))
             if r == NULL:
@@ -1177,11 +1180,8 @@ cdef class FastMEBOps:
         cdef double* L = self.QFF
         cdef double au, av
         for a in range(start, self.nf):
-            au = self.l[self.F[a]]
-            av = 1.0
-            for c in range(a):
-                au -= L[a * ld + c] * self.yu[c]
-                av -= L[a * ld + c] * self.yv[c]
+            au = self.l[self.F[a]] - cv_dot4(&L[a * ld], self.yu, a)
+            av = 1.0 - cv_dot4(&L[a * ld], self.yv, a)
             self.yu[a] = au / L[a * ld + a]
             self.yv[a] = av / L[a * ld + a]
 
@@ -1227,10 +1227,7 @@ cdef class FastMEBOps:
         if row == NULL:
             return -2
         for a in range(nf):
-            acc = row[self.F[a]]
-            for c in range(a):
-                acc -= L[a * ld + c] * L[nf * ld + c]
-            L[nf * ld + a] = acc / L[a * ld + a]
+            L[nf * ld + a] = (row[self.F[a]] - cv_dot4(&L[a * ld], &L[nf * ld], a)) / L[a * ld + a]
             d2 -= L[nf * ld + a] * L[nf * ld + a]
         if not (d2 > PIVOT_RTOL * self.Qd[i]):
             return -1  # Q_FF would not be numerically positive definite
@@ -1270,15 +1267,58 @@ cdef class FastMEBOps:
         self.nf = nf - 1
         self._forward_vectors(k)
 
+    cdef int _gradient_outside_free(self, double lam) noexcept nogil:
+        """At a free-set optimum: g_F = lambda exactly, and g_t = 2 Q_t. alpha - l_t for the core vectors
+        outside F from their own rows (alpha is 0 off F, so the whole row's dot product is Q_tF alpha_F):
+        (|S| - |F|) |S| multiply-adds in contiguous dot products, where the free rows cost |S| |F|; so only
+        when |F| > |S| / 2 (most of the core set is free at large C), else returns -1 (the caller takes the
+        free rows).  The choice depends on the sizes alone and a row's values on nothing but the row, so
+        the gradient, and the fit, do not depend on what the cache holds (cache_size).  Each g_t is one dot
+        product in a fixed order, so the parallel pass over rows already cached gives the serial values.
+        Returns -2 when out of memory."""
+        cdef Py_ssize_t size = self.size, t, c, nchunk, lo, hi, step = 256
+        cdef double* grad = self.grad
+        cdef double* row
+        cdef bint all_cached = True
+        if 2 * self.nf <= size:
+            return -1
+        for t in range(size):
+            if not self.inF[t] and (self.rows[t] == NULL or self.rlen[t] < size):
+                all_cached = False
+                break
+        if all_cached and (size - self.nf) * size >= GRAD_PARALLEL_MIN_WORK:
+            nchunk = (size + step - 1) // step
+            for c in prange(nchunk, schedule="static"):
+                lo = c * step
+                hi = min(lo + step, size)
+                for t in range(lo, hi):
+                    grad[t] = lam if self.inF[t] else 2.0 * cv_dot4(self.rows[t], self.alpha, size) - self.l[t]
+            return 0
+        # serially, one row at a time: fetching a row may evict another (the cache's budget)
+        for t in range(size):
+            if self.inF[t]:
+                grad[t] = lam
+            else:
+                row = self.qrow(t, -1)
+                if row == NULL:
+                    return -2
+                grad[t] = 2.0 * cv_dot4(row, self.alpha, size) - self.l[t]
+        return 0
+
     cdef int _gradient_from_free(self, double lam, bint at_optimum) noexcept nogil:
         """g_t = 2 Q_tF alpha_F - l_t for every core vector, from the rows of the free vectors (which the
-        cache holds: they are the active ones); at a free-set optimum g_F = lambda exactly.  Each g_t sums
+        cache holds: they are the active ones); at a free-set optimum g_F = lambda exactly (and the
+        others come from their own rows where those are cached: _gradient_outside_free).  Each g_t sums
         over F in free-set order, so the chunked parallel pass gives the serial values bit for bit."""
         cdef Py_ssize_t size = self.size, nf = self.nf, a, t, c, nchunk, lo, hi, step = 1024
         cdef double w
         cdef double* row
         cdef bint all_cached = True
         cdef double* grad = self.grad
+        if at_optimum:
+            c = self._gradient_outside_free(lam)
+            if c != -1:
+                return c
         for a in range(nf):
             if self.rows[self.F[a]] == NULL or self.rlen[self.F[a]] < size:
                 all_cached = False
