@@ -210,6 +210,7 @@ cdef class FastMEBOps:
     cdef double scanned             # candidates scanned since the support was last packed
     cdef double per_pack            # of them, over the last packs (the Taylor screen's amortisation)
     cdef int last_screen            # the screen of the last scan (SCREEN_*), for tests
+    cdef double fin_scale           # bounds |l_z - c0| + 2 alpha_z c_z over the inputs (_screen_err)
     # active-set work space: free set, the Cholesky factor of Q_FF, right-hand sides
     cdef Py_ssize_t* F
     cdef double* QFF
@@ -367,6 +368,23 @@ cdef class FastMEBOps:
                         hi[e] = self.X[i, e]
         self.sv.enable_f32(lo, hi)
         self.sv.enable_taylor(lo, hi)
+        self.fin_scale = self._finish_scale()
+
+    cdef double _finish_scale(self) except? -1.0:
+        """A bound on |l_z - c0| + 2 alpha_z c_z over every candidate z, for the rounding of _finish_d2 in
+        _screen_err (radial kernels: k(x, x) = 1; alpha_z <= 1 on the simplex): one pass over the inputs'
+        offsets (CVR's targets) and ridges (sample weights)."""
+        cdef double cmax = fabs(self.diag_add), omax = 0.0
+        cdef Py_ssize_t q
+        with nogil:
+            if self.pdiag != NULL:
+                cmax = 0.0
+                for q in range(self.m):
+                    cmax = max(cmax, fabs(self.pdiag[q]))
+            if self.offset != NULL:
+                for q in range(self.m):
+                    omax = max(omax, fabs(self.offset[q]))
+        return omax + 1.0 + fabs(self.label_bias) + 3.0 * cmax + fabs(self.c0)
 
     cdef void _grow(self, Py_ssize_t newcap) except *:
         cdef Py_ssize_t t, old = self.cap
@@ -725,6 +743,7 @@ cdef class FastMEBOps:
                 k += 1
         self.nsv = nsv
         self.sv_dirty = False
+        self.sv.tvalid = False  # new weights (the puts above cleared it too)
         # what the scans at this support are expected to cover: the candidates of the last supports
         self.per_pack = 0.5 * (self.per_pack + self.scanned)
         self.scanned = 0.0
@@ -847,12 +866,16 @@ cdef class FastMEBOps:
     cdef inline double _screen_err(self, int screen) noexcept nogil:
         """A bound on |d^2_screen - d^2| (d^2 = ... - 2 s_z sum_t alpha_t s_t k_tz, |s_z| = 1), or -1 for
         SCREEN_NONE: the screen's error per term times sum |alpha_t s_t|, doubled, plus the round-off of
-        two sums of nsv terms."""
+        two sums of nsv terms, plus that of _finish_d2 on both values (a few ulps of its largest part:
+        the margin, 2 (K~alpha)_z, l_z - c0).  The last is negligible against the single-precision screen
+        but not against the Taylor screen's ~1e-12 when the targets of CVR are large."""
         cdef double term
         if screen == SCREEN_NONE:
             return -1.0
         term = self.sv.taylor_term_err() if screen == SCREEN_TAYLOR else self.sv.screen_term_err()
-        return 2.0 * self.svabs * (term + 4.0 * DBL_EPSILON * (self.nsv + 1))
+        return (2.0 * self.svabs * (term + 4.0 * DBL_EPSILON * (self.nsv + 1))
+                + 8.0 * DBL_EPSILON * (fabs(self.margin()) + 2.0 * self.svabs * (1.0 + fabs(self.label_bias))
+                                       + self.fin_scale))
 
     cdef void _prepare_screen(self, int screen) noexcept nogil:
         """Build the Taylor screen's moments for the current support, if it is to run and they are stale."""
@@ -929,7 +952,7 @@ cdef class FastMEBOps:
                 floor = self._screen_floor(best, err, d2_over - self.c0)
                 best = -INFINITY
                 for p in range(cnt):
-                    if out[p] >= floor:
+                    if not (out[p] < floor):  # (a screened NaN is computed again too)
                         out[p] = self._finish_d2(ip[p], self._exact_ka(self.pz(ip[p])), marg)
                         again += 1
                         if out[p] > best:
@@ -979,7 +1002,7 @@ cdef class FastMEBOps:
         if halves == 1:
             floor[1] = INFINITY
         for p in range(lo, hi):
-            if vals[p - lo] >= floor[0] or (self.mirror and vals[SCAN_CHUNK + p - lo] >= floor[1]):
+            if not (vals[p - lo] < floor[0]) or (self.mirror and not (vals[SCAN_CHUNK + p - lo] < floor[1])):
                 ka = self._exact_ka(p)
                 vals[p - lo] = self._finish_d2(p, ka, marg)
                 if self.mirror:
@@ -1272,13 +1295,15 @@ cdef class FastMEBOps:
         outside F from their own rows (alpha is 0 off F, so the whole row's dot product is Q_tF alpha_F):
         (|S| - |F|) |S| multiply-adds in contiguous dot products, where the free rows cost |S| |F|; so only
         when |F| > |S| / 2 (most of the core set is free at large C), else returns -1 (the caller takes the
-        free rows).  The choice depends on the sizes alone and a row's values on nothing but the row, so
-        the gradient, and the fit, do not depend on what the cache holds (cache_size).  Each g_t is one dot
-        product in a fixed order, so the parallel pass over rows already cached gives the serial values.
-        Returns -2 when out of memory."""
+        free rows).  The choice depends on the sizes alone, and a row's values on the row alone (on
+        AVX-512; AVX2 computes a fill's last n mod 4 entries with the scalar exp, so there they can
+        differ by rounding with the range filled), so the fit does not depend on what the cache holds
+        (cache_size).  Each g_t is one dot product in a fixed order, so the parallel pass over rows
+        already cached gives the serial values.  Returns -2 when out of memory."""
         cdef Py_ssize_t size = self.size, t, c, nchunk, lo, hi, step = 256
         cdef double* grad = self.grad
         cdef double* row
+        cdef double* scratch = NULL
         cdef bint all_cached = True
         if 2 * self.nf <= size:
             return -1
@@ -1294,21 +1319,33 @@ cdef class FastMEBOps:
                 for t in range(lo, hi):
                     grad[t] = lam if self.inF[t] else 2.0 * cv_dot4(self.rows[t], self.alpha, size) - self.l[t]
             return 0
-        # serially, one row at a time: fetching a row may evict another (the cache's budget)
+        # serially, one row at a time: a cached row is completed in place (or regrown while the budget
+        # has room); a row the cache does not hold is computed into scratch and not cached, so that under
+        # a tight budget these rows do not evict the free rows the next steps need
         for t in range(size):
             if self.inF[t]:
                 grad[t] = lam
-            else:
+                continue
+            if self.rows[t] != NULL and (self.rcap[t] >= size
+                                         or self._held() + self._row_cap() - self.rcap[t] <= self.budget):
                 row = self.qrow(t, -1)
-                if row == NULL:
-                    return -2
-                grad[t] = 2.0 * cv_dot4(row, self.alpha, size) - self.l[t]
+            else:
+                if scratch == NULL:
+                    scratch = <double*> malloc(size * sizeof(double))
+                row = scratch
+                if row != NULL:
+                    self._fill_row(t, 0, size, row)
+            if row == NULL:
+                free(scratch)
+                return -2
+            grad[t] = 2.0 * cv_dot4(row, self.alpha, size) - self.l[t]
+        free(scratch)
         return 0
 
     cdef int _gradient_from_free(self, double lam, bint at_optimum) noexcept nogil:
         """g_t = 2 Q_tF alpha_F - l_t for every core vector, from the rows of the free vectors (which the
-        cache holds: they are the active ones); at a free-set optimum g_F = lambda exactly (and the
-        others come from their own rows where those are cached: _gradient_outside_free).  Each g_t sums
+        cache holds: they are the active ones); at a free-set optimum g_F = lambda exactly (and, when
+        most of the core set is free, the others come from their own rows: _gradient_outside_free).  Each g_t sums
         over F in free-set order, so the chunked parallel pass gives the serial values bit for bit."""
         cdef Py_ssize_t size = self.size, nf = self.nf, a, t, c, nchunk, lo, hi, step = 1024
         cdef double w

@@ -151,6 +151,7 @@ cdef class _PointStore:
     cdef int tp                # degree p of the expansion
     cdef Py_ssize_t tnt        # its C(p + d, d) moments
     cdef double tmu[3]         # its centre (the box's)
+    cdef double tsig           # sqrt(2 gamma): the expansion runs in coordinates scaled by it (_taylor.h)
     cdef double tgr2           # gamma R^2, R the box's half-diagonal (every point within R of tmu)
     cdef double ttrunc         # the truncation's bound per term, (2 gamma R^2)^(p+1) / (p+1)!
     cdef double* tcoef         # tnt moments, then cv_taylor_work doubles of work space
@@ -379,11 +380,14 @@ cdef class _PointStore:
         if self.n > 0 or self.blas or self.csr or not k_is_gaussian(&self.K) or d < 1 or d > 3:
             return
         for e in range(d):
-            self.tmu[e] = 0.5 * (lo[e] + hi[e])
-            h = 0.5 * (hi[e] - lo[e])
+            # lo + (hi - lo)/2 cannot overflow where (lo + hi)/2 could; the half-width is taken from the
+            # rounded centre to both ends and rounded up, so every coordinate of the box is within it
+            self.tmu[e] = lo[e] + 0.5 * (hi[e] - lo[e])
+            h = max(self.tmu[e] - lo[e], hi[e] - self.tmu[e]) * (1.0 + 4.0 * DBL_EPSILON)
             R2 += h * h
+        R2 *= 1.0 + 4.0 * DBL_EPSILON * d
         t = 2.0 * self.K.gamma * R2
-        if not (t < 1e3):
+        if not (t < 1e3):   # also a box or width that is not finite
             return
         p = 0
         term = t  # t^(p+1) / (p+1)!
@@ -393,6 +397,7 @@ cdef class _PointStore:
         if term > TAYLOR_TRUNC or cv_taylor_nterms(<int> d, p) > TAYLOR_MAX_NTERMS:
             return
         self.tp = p
+        self.tsig = sqrt(2.0 * self.K.gamma)
         self.tnt = cv_taylor_nterms(<int> d, p)
         self.tgr2 = self.K.gamma * R2
         self.ttrunc = term
@@ -403,7 +408,7 @@ cdef class _PointStore:
 
     cdef inline void taylor_build(self, const double* w) noexcept nogil:
         """The moments of the stored points with the weights w (O(n C(p + d, d)))."""
-        cv_taylor_build(self.data, self.cap, self.n, <int> self.d, self.tmu, self.K.gamma, self.tp, w,
+        cv_taylor_build(self.data, self.cap, self.n, <int> self.d, self.tmu, self.tsig, self.tp, w,
                         self.tcoef, &self.tcoef[self.tnt])
         self.tvalid = True
 
@@ -411,13 +416,13 @@ cdef class _PointStore:
                                 double* out) noexcept nogil:
         """out[i] ~ sum_j w_j k(x, c_j) for x = X[rows[i] * ldx :] (rows NULL: row i), within
         taylor_term_err() sum_j |w_j| (after taylor_build(w))."""
-        cv_taylor_eval(self.tcoef, <int> self.d, self.tp, self.K.gamma, self.tmu, X, ldx, rows, n, out)
+        cv_taylor_eval(self.tcoef, <int> self.d, self.tp, self.tsig, self.tmu, X, ldx, rows, n, out)
 
     cdef inline double taylor_term_err(self) noexcept nogil:
         """A bound per unit of sum |w| on |taylor_sum - weighted| (the exact path): the truncation, the
         roundings of the Taylor path (every one relative to sum |w|, _taylor.h: the n-term sums of the
-        moments, 3 per degree in their powers and 2 per degree in the evaluation, the distances to the
-        centre and their exp's, amplified by gamma |u|^2 <= gamma R^2) and those of the exact path's terms
+        moments, 3 per degree in their powers and 2 per degree in the evaluation, the scaled distances to
+        the centre and their exp's, amplified by |u'|^2 / 2 <= gamma R^2) and those of the exact path's terms
         (its distances of up to 4 R^2 into the exp; its sum is charged by the caller, FastMEBOps._screen_err)."""
         cdef double chain = self.n + 8.0 * self.tp + 6.0 * self.d + 4.0 * (self.d + 1) * self.tgr2 + 16.0
         return self.ttrunc + 1.1 * DBL_EPSILON * (chain + 8.0 * (self.d + 1) * self.tgr2 + 8.0)

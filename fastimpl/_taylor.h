@@ -11,8 +11,11 @@
  *     A_n = sum_j w_j exp(-gamma ||v_j||^2) prod_e (2 gamma v_je)^{n_e} / n_e!,
  *
  * the single-centre Taylor form of the fast Gauss transform (Greengard & Strain 1991; the graded
- * truncation of Yang, Duraiswami & Gumerov's improved FGT, 2003).  The C(p + d, d) moments A_n cost
- * O(n_sv C(p + d, d)) once per support; each point then costs C(p + d, d) multiply-adds instead of n_sv
+ * truncation of Yang, Duraiswami & Gumerov's improved FGT, 2003).  It is computed in the scaled
+ * coordinates u' = sigma u, v' = sigma v, sigma = sqrt(2 gamma): then A_n u^n = (sum_j w_j e^{-|v'_j|^2/2}
+ * v'_j^n / n!) u'^n and exp(-gamma |u|^2) = exp(-|u'|^2 / 2), and every factor is bounded by
+ * |u'|, |v'| <= sqrt(t), whatever the data's units (no power of a raw coordinate can overflow).  The
+ * C(p + d, d) moments A_n cost O(n_sv C(p + d, d)) once per support; each point then costs C(p + d, d) multiply-adds instead of n_sv
  * kernel evaluations.  It pays for wide kernels in few dimensions -- exactly where single-precision
  * screening cannot decide (the d^2 of a wide kernel at large C spread less than float's error).
  *
@@ -43,12 +46,13 @@ CV_API ptrdiff_t cv_taylor_nterms(int d, int p)
     return r;
 }
 
-/* coef[0 : nterms] = the moments A_n of the n points C (coordinate-major, C[e * ld + j]) with weights w.
- * work: 3 * CV_TT * (p + 2) doubles.  The sums run tile by tile in a fixed order (deterministic). */
+/* coef[0 : nterms] = the scaled moments sum_j w_j e^{-|v'_j|^2/2} v'_j^n / n! of the n points C (coordinate-
+ * major, C[e * ld + j]), v'_j = sigma (c_j - mu), with weights w.  work: cv_taylor_work doubles.  The sums
+ * run tile by tile in a fixed order (deterministic). */
 #define CV_TAYLOR_BUILD_BODY                                                                       \
     const ptrdiff_t P1 = p + 1;                                                                    \
     double *gw = work, *t1 = work + CV_TT, *t2 = work + 2 * CV_TT;                                  \
-    double *pw = work + 3 * CV_TT; /* pw[(e * P1 + a) * CV_TT + l] = (2 gamma v_le)^a / a! */       \
+    double *pw = work + 3 * CV_TT; /* pw[(e * P1 + a) * CV_TT + l] = v'_le^a / a! */                \
     ptrdiff_t nt = cv_taylor_nterms(d, p), j0, l, a, b, c, e, k;                                    \
     for (k = 0; k < nt; k++) coef[k] = 0.0;                                                         \
     for (j0 = 0; j0 < n; j0 += CV_TT) {                                                            \
@@ -56,14 +60,14 @@ CV_API ptrdiff_t cv_taylor_nterms(int d, int p)
         for (l = 0; l < CV_TT; l++) gw[l] = 0.0;                                                    \
         for (l = 0; l < nb; l++) {                                                                  \
             double r = 0.0;                                                                         \
-            for (e = 0; e < d; e++) { double v = C[e * ld + j0 + l] - mu[e]; r += v * v; }          \
-            gw[l] = w[j0 + l] * exp(-gamma * r);                                                    \
+            for (e = 0; e < d; e++) { double v = sigma * (C[e * ld + j0 + l] - mu[e]); r += v * v; } \
+            gw[l] = w[j0 + l] * exp(-0.5 * r);                                                      \
         }                                                                                           \
         for (e = 0; e < d; e++) {                                                                   \
             double *q = pw + e * P1 * CV_TT;                                                        \
             for (l = 0; l < CV_TT; l++) {                                                           \
                 q[l] = 1.0;                                                                         \
-                t1[l] = l < nb ? 2.0 * gamma * (C[e * ld + j0 + l] - mu[e]) : 0.0;                 \
+                t1[l] = l < nb ? sigma * (C[e * ld + j0 + l] - mu[e]) : 0.0;                        \
             }                                                                                       \
             for (a = 1; a <= p; a++) {                                                              \
                 const double inv = 1.0 / (double) a;                                                \
@@ -99,8 +103,8 @@ CV_API ptrdiff_t cv_taylor_nterms(int d, int p)
         }                                                                                           \
     }
 
-/* out[i] = exp(-gamma ||u_i||^2) sum_n coef[n] u_i^n, u_i = X[rows[i] * ldx + :] - mu (rows NULL: row i),
- * CV_TL points at a time: every loop over l is one vector operation. */
+/* out[i] = exp(-|u'_i|^2 / 2) sum_n coef[n] u'_i^n, u'_i = sigma (X[rows[i] * ldx + :] - mu) (rows NULL:
+ * row i), CV_TL points at a time: every loop over l is one vector operation. */
 #define CV_TAYLOR_EVAL_BODY                                                                        \
     double u[CV_TAYLOR_MAX_D][CV_TL], acc[CV_TL], in1[CV_TL], in2[CV_TL], pw0[CV_TL], pw1[CV_TL];   \
     double r[CV_TL];                                                                                \
@@ -110,7 +114,7 @@ CV_API ptrdiff_t cv_taylor_nterms(int d, int p)
         for (l = 0; l < CV_TL; l++) {                                                               \
             const double *x = X + (l < nb ? (rows ? rows[i0 + l] : i0 + l) : (rows ? rows[i0] : i0)) * ldx; \
             r[l] = 0.0;                                                                             \
-            for (e = 0; e < d; e++) { u[e][l] = x[e] - mu[e]; r[l] += u[e][l] * u[e][l]; }          \
+            for (e = 0; e < d; e++) { u[e][l] = sigma * (x[e] - mu[e]); r[l] += u[e][l] * u[e][l]; } \
         }                                                                                           \
         if (d == 1) {                                                                               \
             for (l = 0; l < CV_TL; l++) acc[l] = coef[p];                                           \
@@ -149,16 +153,16 @@ CV_API ptrdiff_t cv_taylor_nterms(int d, int p)
             }                                                                                       \
         }                                                                                           \
         _Pragma("omp simd")                                                                         \
-        for (l = 0; l < CV_TL; l++) r[l] = exp(-gamma * r[l]);                                      \
+        for (l = 0; l < CV_TL; l++) r[l] = exp(-0.5 * r[l]);                                        \
         for (l = 0; l < nb; l++) out[i0 + l] = r[l] * acc[l];                                       \
     }
 
 #define CV_TAYLOR_DEFINE(SUFFIX, ATTR)                                                              \
     ATTR static void cv_taylor_build_##SUFFIX(const double *restrict C, ptrdiff_t ld, ptrdiff_t n,   \
-            int d, const double *restrict mu, double gamma, int p, const double *restrict w,        \
+            int d, const double *restrict mu, double sigma, int p, const double *restrict w,        \
             double *restrict coef, double *restrict work)                                           \
     { CV_TAYLOR_BUILD_BODY }                                                                        \
-    ATTR static void cv_taylor_eval_##SUFFIX(const double *restrict coef, int d, int p, double gamma, \
+    ATTR static void cv_taylor_eval_##SUFFIX(const double *restrict coef, int d, int p, double sigma, \
             const double *restrict mu, const double *restrict X, ptrdiff_t ldx,                     \
             const ptrdiff_t *restrict rows, ptrdiff_t n, double *restrict out)                      \
     { CV_TAYLOR_EVAL_BODY }
@@ -172,25 +176,26 @@ CV_TAYLOR_DEFINE(avx512, CV_T512)
 /* doubles of work space cv_taylor_build needs */
 CV_API ptrdiff_t cv_taylor_work(int d, int p) { return (ptrdiff_t) CV_TT * (3 + (ptrdiff_t) d * (p + 1)); }
 
-CV_API void cv_taylor_build(const double *C, ptrdiff_t ld, ptrdiff_t n, int d, const double *mu, double gamma,
+/* sigma = sqrt(2 gamma): see the top of this file */
+CV_API void cv_taylor_build(const double *C, ptrdiff_t ld, ptrdiff_t n, int d, const double *mu, double sigma,
                             int p, const double *w, double *coef, double *work)
 {
 #ifdef CV_X86_DISPATCH
     int level = cv_simd_level();
-    if (level == 2) { cv_taylor_build_avx512(C, ld, n, d, mu, gamma, p, w, coef, work); return; }
-    if (level == 1) { cv_taylor_build_avx2(C, ld, n, d, mu, gamma, p, w, coef, work); return; }
+    if (level == 2) { cv_taylor_build_avx512(C, ld, n, d, mu, sigma, p, w, coef, work); return; }
+    if (level == 1) { cv_taylor_build_avx2(C, ld, n, d, mu, sigma, p, w, coef, work); return; }
 #endif
-    cv_taylor_build_base(C, ld, n, d, mu, gamma, p, w, coef, work);
+    cv_taylor_build_base(C, ld, n, d, mu, sigma, p, w, coef, work);
 }
 
-CV_API void cv_taylor_eval(const double *coef, int d, int p, double gamma, const double *mu, const double *X,
+CV_API void cv_taylor_eval(const double *coef, int d, int p, double sigma, const double *mu, const double *X,
                            ptrdiff_t ldx, const ptrdiff_t *rows, ptrdiff_t n, double *out)
 {
 #ifdef CV_X86_DISPATCH
     int level = cv_simd_level();
-    if (level == 2) { cv_taylor_eval_avx512(coef, d, p, gamma, mu, X, ldx, rows, n, out); return; }
-    if (level == 1) { cv_taylor_eval_avx2(coef, d, p, gamma, mu, X, ldx, rows, n, out); return; }
+    if (level == 2) { cv_taylor_eval_avx512(coef, d, p, sigma, mu, X, ldx, rows, n, out); return; }
+    if (level == 1) { cv_taylor_eval_avx2(coef, d, p, sigma, mu, X, ldx, rows, n, out); return; }
 #endif
-    cv_taylor_eval_base(coef, d, p, gamma, mu, X, ldx, rows, n, out);
+    cv_taylor_eval_base(coef, d, p, sigma, mu, X, ldx, rows, n, out);
 }
 #endif
