@@ -36,6 +36,22 @@ class CVMMarginCheckerboard(_CVMOnCheckerboard):
         return self.prepare_cache()
 
 
+class CVMBetaCheckerboard(CoreSetTracks, EstimatorBenchmark):
+    """CVMClassifier(C=1e6, gamma='beta') with its other defaults: the papers' width 1/beta at the papers'
+    C (issue 12: <= 2 s wall at m = 1M).  The d^2 of this wide kernel spread below single precision's
+    error, so the fast engine screens its scans by the Taylor expansion of fastimpl/_taylor.h."""
+
+    params = (["ref", "fast"], M_GRID)
+    max_m = {"ref": 10_000, "fast": 1_000_000}
+
+    def setup_cache(self):
+        return self.prepare_cache()
+
+    def make_estimator(self, impl):
+        from fastimpl import CVMClassifier
+        return CVMClassifier(C=1e6, gamma="beta", random_state=0, impl=impl)
+
+
 class SVCCheckerboard(EstimatorBenchmark):
     """sklearn.svm.SVC (LIBSVM, L1-SVM) with the same C and gamma: the baseline of 001 Fig. 2."""
 
