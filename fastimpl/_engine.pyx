@@ -1290,6 +1290,10 @@ cdef class FastMEBOps:
         self.nf = nf - 1
         self._forward_vectors(k)
 
+    cdef inline double _own_row_gradient(self, Py_ssize_t t, const double* row) noexcept nogil:
+        """g_t = 2 Q_t. alpha - l_t from row t of Q over the core set (_gradient_outside_free)."""
+        return 2.0 * cv_dot4(row, self.alpha, self.size) - self.l[t]
+
     cdef int _gradient_outside_free(self, double lam) noexcept nogil:
         """At a free-set optimum: g_F = lambda exactly, and g_t = 2 Q_t. alpha - l_t for the core vectors
         outside F from their own rows (alpha is 0 off F, so the whole row's dot product is Q_tF alpha_F):
@@ -1317,7 +1321,7 @@ cdef class FastMEBOps:
                 lo = c * step
                 hi = min(lo + step, size)
                 for t in range(lo, hi):
-                    grad[t] = lam if self.inF[t] else 2.0 * cv_dot4(self.rows[t], self.alpha, size) - self.l[t]
+                    grad[t] = lam if self.inF[t] else self._own_row_gradient(t, self.rows[t])
             return 0
         # serially, one row at a time: a cached row is completed in place (or regrown while the budget
         # has room); a row the cache does not hold is computed into scratch and not cached, so that under
@@ -1338,7 +1342,7 @@ cdef class FastMEBOps:
             if row == NULL:
                 free(scratch)
                 return -2
-            grad[t] = 2.0 * cv_dot4(row, self.alpha, size) - self.l[t]
+            grad[t] = self._own_row_gradient(t, row)
         free(scratch)
         return 0
 
@@ -1637,19 +1641,29 @@ def _radial_kernels(double[:, ::1] C, double[::1] x, double gamma, bint laplace,
     return row, s, s_screen
 
 
+cdef tuple _hook_store(str name, spec, double[:, ::1] P, double[:, ::1] X, double[::1] w, box):
+    """For the screening test hooks: the shapes checked, an empty support store for P's kernel and room
+    for P, and the box (lo, hi) its screens centre on: ``box``, or the bounding box of P and X."""
+    if X.shape[1] != P.shape[1] or w.shape[0] != P.shape[0]:
+        raise ValueError(f"{name}: X must have P's columns and w P's rows")
+    cdef _PointStore st = _PointStore()
+    st.setup(make_kern(spec, P.shape[1]), max(P.shape[0], 1))
+    both = np.vstack([np.asarray(P), np.asarray(X)])
+    lo = np.ascontiguousarray(both.min(axis=0) if box is None else box[0], dtype=np.float64)
+    hi = np.ascontiguousarray(both.max(axis=0) if box is None else box[1], dtype=np.float64)
+    return st, lo, hi
+
+
 def _store_screen(spec, double[:, ::1] P, double[:, ::1] X, double[::1] w, bint allow_f32=True,
                   bint exact=True):
     """Test hook for the support store's screening as the scans use it: P (n x d) stored as the support
     (centred on the bounding box of P and X, single-precision distances where the store allows them),
     then for every row x of X the screened sum_j w_j k(p_j, x), the exact one (cv_radial_dot in double),
     whether float distances were used, and the bound per term (|screened - exact| <= bound sum |w|)."""
-    cdef Py_ssize_t n = P.shape[0], d = P.shape[1], i, e
-    if X.shape[1] != d or w.shape[0] != n:
-        raise ValueError("_store_screen: X must have P's columns and w P's rows")
-    cdef _PointStore st = _PointStore()
-    st.setup(make_kern(spec, d), max(n, 1))
-    both = np.vstack([np.asarray(P), np.asarray(X)])
-    cdef double[::1] lo = both.min(axis=0), hi = both.max(axis=0)
+    cdef Py_ssize_t n = P.shape[0], i
+    cdef _PointStore st
+    cdef double[::1] lo, hi
+    st, lo, hi = _hook_store("_store_screen", spec, P, X, w, None)
     if allow_f32:
         st.enable_f32(&lo[0], &hi[0])
     for i in range(n):
@@ -1670,13 +1684,9 @@ def _store_taylor(spec, double[:, ::1] P, double[:, ::1] X, double[::1] w, bint 
     number of moments), or None when the store does not allow the expansion (kernel, d or width); the
     bound is per unit of sum |w|: |expanded - exact| <= bound sum |w|."""
     cdef Py_ssize_t n = P.shape[0], d = P.shape[1], i
-    if X.shape[1] != d or w.shape[0] != n:
-        raise ValueError("_store_taylor: X must have P's columns and w P's rows")
-    cdef _PointStore st = _PointStore()
-    st.setup(make_kern(spec, d), max(n, 1))
-    both = np.vstack([np.asarray(P), np.asarray(X)])
-    cdef double[::1] lo = np.ascontiguousarray(both.min(axis=0) if box is None else box[0], dtype=np.float64)
-    cdef double[::1] hi = np.ascontiguousarray(both.max(axis=0) if box is None else box[1], dtype=np.float64)
+    cdef _PointStore st
+    cdef double[::1] lo, hi
+    st, lo, hi = _hook_store("_store_taylor", spec, P, X, w, box)
     st.enable_taylor(&lo[0], &hi[0])
     if not st.tmode:
         return None

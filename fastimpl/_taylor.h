@@ -15,9 +15,10 @@
  * coordinates u' = sigma u, v' = sigma v, sigma = sqrt(2 gamma): then A_n u^n = (sum_j w_j e^{-|v'_j|^2/2}
  * v'_j^n / n!) u'^n and exp(-gamma |u|^2) = exp(-|u'|^2 / 2), and every factor is bounded by
  * |u'|, |v'| <= sqrt(t), whatever the data's units (no power of a raw coordinate can overflow).  The
- * C(p + d, d) moments A_n cost O(n_sv C(p + d, d)) once per support; each point then costs C(p + d, d) multiply-adds instead of n_sv
- * kernel evaluations.  It pays for wide kernels in few dimensions -- exactly where single-precision
- * screening cannot decide (the d^2 of a wide kernel at large C spread less than float's error).
+ * C(p + d, d) moments A_n cost O(n_sv C(p + d, d)) once per support; each point then costs C(p + d, d)
+ * multiply-adds instead of n_sv kernel evaluations.  It pays for wide kernels in few dimensions --
+ * exactly where single-precision screening cannot decide (the d^2 of a wide kernel at large C spread less
+ * than float's error).
  *
  * Error per term (|x - mu|, |c_j - mu| <= R; t = 2 gamma R^2), proved in _PointStore.enable_taylor:
  *   truncation: |exp(s) - sum_{k<=p} s^k/k!| <= |s|^{p+1}/(p+1)! e^{|s|} at s = 2 gamma u'v, and
@@ -45,6 +46,13 @@ CV_API ptrdiff_t cv_taylor_nterms(int d, int p)
     for (int k = 1; k <= d; k++) r = r * (p + k) / k;
     return r;
 }
+
+/* coef[k++] += sum_l T[l] Q[l] over a tile: one moment's share of it (the build below) */
+#define CV_TAYLOR_MOMENT(T, Q)                                                                      \
+    { double s_ = 0.0;                                                                              \
+      _Pragma("omp simd reduction(+:s_)")                                                           \
+      for (l = 0; l < CV_TT; l++) s_ += (T)[l] * (Q)[l];                                            \
+      coef[k++] += s_; }
 
 /* coef[0 : nterms] = the scaled moments sum_j w_j e^{-|v'_j|^2/2} v'_j^n / n! of the n points C (coordinate-
  * major, C[e * ld + j]), v'_j = sigma (c_j - mu), with weights w.  work: cv_taylor_work doubles.  The sums
@@ -86,21 +94,21 @@ CV_API ptrdiff_t cv_taylor_nterms(int d, int p)
                 coef[k++] += s; continue; }                                                         \
             for (b = 0; b <= p - a; b++) {                                                          \
                 const double *q1 = pw + (P1 + b) * CV_TT;                                           \
-                if (d == 2) { double s = 0.0;                                                       \
-                    _Pragma("omp simd reduction(+:s)")                                              \
-                    for (l = 0; l < CV_TT; l++) s += t1[l] * q1[l];                                 \
-                    coef[k++] += s; continue; }                                                     \
+                if (d == 2) { CV_TAYLOR_MOMENT(t1, q1) continue; }                                  \
                 _Pragma("omp simd")                                                                 \
                 for (l = 0; l < CV_TT; l++) t2[l] = t1[l] * q1[l];                                  \
-                for (c = 0; c <= p - a - b; c++) {                                                  \
-                    const double *q2 = pw + (2 * P1 + c) * CV_TT;                                   \
-                    double s = 0.0;                                                                 \
-                    _Pragma("omp simd reduction(+:s)")                                              \
-                    for (l = 0; l < CV_TT; l++) s += t2[l] * q2[l];                                 \
-                    coef[k++] += s;                                                                 \
-                }                                                                                   \
+                for (c = 0; c <= p - a - b; c++)                                                    \
+                    CV_TAYLOR_MOMENT(t2, pw + (2 * P1 + c) * CV_TT)                                 \
             }                                                                                       \
         }                                                                                           \
+    }
+
+/* DST[l] = sum_{h <= TOP} Q[h] UE[l]^h for every lane l, by Horner (one variable of the evaluation below) */
+#define CV_TAYLOR_HORNER(DST, Q, TOP, UE)                                                           \
+    for (l = 0; l < CV_TL; l++) (DST)[l] = (Q)[TOP];                                                \
+    for (ptrdiff_t h_ = (TOP) - 1; h_ >= 0; h_--) {                                                 \
+        _Pragma("omp simd")                                                                         \
+        for (l = 0; l < CV_TL; l++) (DST)[l] = (DST)[l] * (UE)[l] + (Q)[h_];                        \
     }
 
 /* out[i] = exp(-|u'_i|^2 / 2) sum_n coef[n] u'_i^n, u'_i = sigma (X[rows[i] * ldx + :] - mu) (rows NULL:
@@ -108,7 +116,7 @@ CV_API ptrdiff_t cv_taylor_nterms(int d, int p)
 #define CV_TAYLOR_EVAL_BODY                                                                        \
     double u[CV_TAYLOR_MAX_D][CV_TL], acc[CV_TL], in1[CV_TL], in2[CV_TL], pw0[CV_TL], pw1[CV_TL];   \
     double r[CV_TL];                                                                                \
-    ptrdiff_t i0, l, a, b, c, e, k;                                                                 \
+    ptrdiff_t i0, l, a, b, e, k;                                                                    \
     for (i0 = 0; i0 < n; i0 += CV_TL) {                                                            \
         const ptrdiff_t nb = n - i0 < CV_TL ? n - i0 : CV_TL;                                       \
         for (l = 0; l < CV_TL; l++) {                                                               \
@@ -117,33 +125,19 @@ CV_API ptrdiff_t cv_taylor_nterms(int d, int p)
             for (e = 0; e < d; e++) { u[e][l] = sigma * (x[e] - mu[e]); r[l] += u[e][l] * u[e][l]; } \
         }                                                                                           \
         if (d == 1) {                                                                               \
-            for (l = 0; l < CV_TL; l++) acc[l] = coef[p];                                           \
-            for (a = p - 1; a >= 0; a--) {                                                          \
-                _Pragma("omp simd")                                                                 \
-                for (l = 0; l < CV_TL; l++) acc[l] = acc[l] * u[0][l] + coef[a];                    \
-            }                                                                                       \
+            CV_TAYLOR_HORNER(acc, coef, p, u[0])                                                    \
         } else {                                                                                    \
             k = 0;                                                                                  \
             for (l = 0; l < CV_TL; l++) { acc[l] = 0.0; pw0[l] = 1.0; }                            \
             for (a = 0; a <= p; a++) {                                                              \
                 if (d == 2) {  /* Horner in u_2 over the block of n_1 = a */                       \
-                    const double *q = coef + k; const ptrdiff_t top = p - a;                        \
-                    for (l = 0; l < CV_TL; l++) in1[l] = q[top];                                    \
-                    for (b = top - 1; b >= 0; b--) {                                                \
-                        _Pragma("omp simd")                                                         \
-                        for (l = 0; l < CV_TL; l++) in1[l] = in1[l] * u[1][l] + q[b];               \
-                    }                                                                               \
-                    k += top + 1;                                                                   \
+                    CV_TAYLOR_HORNER(in1, coef + k, p - a, u[1])                                    \
+                    k += p - a + 1;                                                                 \
                 } else {                                                                            \
                     for (l = 0; l < CV_TL; l++) { in1[l] = 0.0; pw1[l] = 1.0; }                    \
-                    for (b = 0; b <= p - a; b++) {                                                  \
-                        const double *q = coef + k; const ptrdiff_t top = p - a - b;                \
-                        for (l = 0; l < CV_TL; l++) in2[l] = q[top];                                \
-                        for (c = top - 1; c >= 0; c--) {                                            \
-                            _Pragma("omp simd")                                                     \
-                            for (l = 0; l < CV_TL; l++) in2[l] = in2[l] * u[2][l] + q[c];           \
-                        }                                                                           \
-                        k += top + 1;                                                               \
+                    for (b = 0; b <= p - a; b++) {  /* Horner in u_3 over the block of (a, b) */    \
+                        CV_TAYLOR_HORNER(in2, coef + k, p - a - b, u[2])                            \
+                        k += p - a - b + 1;                                                         \
                         _Pragma("omp simd")                                                         \
                         for (l = 0; l < CV_TL; l++) { in1[l] += pw1[l] * in2[l]; pw1[l] *= u[1][l]; } \
                     }                                                                               \
@@ -158,7 +152,7 @@ CV_API ptrdiff_t cv_taylor_nterms(int d, int p)
     }
 
 #define CV_TAYLOR_DEFINE(SUFFIX, ATTR)                                                              \
-    ATTR static void cv_taylor_build_##SUFFIX(const double *restrict C, ptrdiff_t ld, ptrdiff_t n,   \
+    ATTR static void cv_taylor_build_##SUFFIX(const double *restrict C, ptrdiff_t ld, ptrdiff_t n,  \
             int d, const double *restrict mu, double sigma, int p, const double *restrict w,        \
             double *restrict coef, double *restrict work)                                           \
     { CV_TAYLOR_BUILD_BODY }                                                                        \
