@@ -863,18 +863,19 @@ cdef class FastMEBOps:
         if self.screen_off[SCREEN_TAYLOR] > 0:
             self.screen_off[SCREEN_TAYLOR] -= 1
 
-    cdef inline double _screen_err(self, int screen) noexcept nogil:
+    cdef inline double _screen_err(self, int screen, double marg) noexcept nogil:
         """A bound on |d^2_screen - d^2| (d^2 = ... - 2 s_z sum_t alpha_t s_t k_tz, |s_z| = 1), or -1 for
         SCREEN_NONE: the screen's error per term times sum |alpha_t s_t|, doubled, plus the round-off of
         two sums of nsv terms, plus that of _finish_d2 on both values (a few ulps of its largest part:
-        the margin, 2 (K~alpha)_z, l_z - c0).  The last is negligible against the single-precision screen
-        but not against the Taylor screen's ~1e-12 when the targets of CVR are large."""
+        the margin ``marg`` = alpha'Q alpha, which the scan has at hand, 2 (K~alpha)_z, l_z - c0).  The
+        last is negligible against the single-precision screen but not against the Taylor screen's ~1e-12
+        when the targets of CVR are large."""
         cdef double term
         if screen == SCREEN_NONE:
             return -1.0
         term = self.sv.taylor_term_err() if screen == SCREEN_TAYLOR else self.sv.screen_term_err()
         return (2.0 * self.svabs * (term + 4.0 * DBL_EPSILON * (self.nsv + 1))
-                + 8.0 * DBL_EPSILON * (fabs(self.margin()) + 2.0 * self.svabs * (1.0 + fabs(self.label_bias))
+                + 8.0 * DBL_EPSILON * (fabs(marg) + 2.0 * self.svabs * (1.0 + fabs(self.label_bias))
                                        + self.fin_scale))
 
     cdef void _prepare_screen(self, int screen) noexcept nogil:
@@ -921,7 +922,7 @@ cdef class FastMEBOps:
         cdef Py_ssize_t cnt = idx.shape[0], p, nchunk, c, lo, hi, chunk = 16
         cdef cnp.ndarray[double, ndim=1, mode="c"] d2 = np.empty(cnt)
         cdef int screen = self._screen_for(cnt, True)
-        cdef double marg = self.margin(), best = -INFINITY, thr, err = self._screen_err(screen), floor
+        cdef double marg = self.margin(), best = -INFINITY, thr, err = self._screen_err(screen, marg), floor
         cdef double* buf
         cdef Py_ssize_t bufsize = self._bufsize()
         cdef const Py_ssize_t* ip = &idx[0] if cnt > 0 else NULL
@@ -1015,7 +1016,7 @@ cdef class FastMEBOps:
         cdef Py_ssize_t c, h, p, lo, hi, kk = max(k, 1), nall, first = -1, bc = -1, bh = 0
         cdef double marg = self.margin(), best = -INFINITY, thr, over = d2_over - self.c0, v
         cdef int screen = self._screen_for(self.m, False)
-        cdef double err = self._screen_err(screen)
+        cdef double err = self._screen_err(screen, marg)
         cdef Py_ssize_t bufsize = self._bufsize()
         self.full_screen_on = 1  # every full scan tries screening again
         cdef double* cmax = <double*> malloc(nchunk * halves * sizeof(double))
