@@ -1,7 +1,9 @@
-"""corevector: core-set kernel machines, optimized (Cython) behind scikit-learn estimators.
+"""fastimpl: the compiled (Cython) numerics of corevector.
 
-Every estimator takes ``impl='fast'`` (default, the compiled engine) or ``impl='ref'``
-(the readable NumPy reference in :mod:`refimpl`), with the same results.
+The extensions ``_engine`` (``FastMEBOps``: the core-set loop's numerics), ``_mmda``
+(``FastConstrainedOps``) and ``_ssvr`` (``FastSSVROps``) implement the interfaces of :mod:`refimpl`'s
+NumPy numerics with the same results.  Users do not import this package: the estimators of
+:mod:`corevector` reach it through :func:`corevector.numerics.numerics` when ``impl='fast'`` (default).
 
 Fork safety: GNU OpenMP (libgomp) keeps the threads of its last parallel region in a pool that a
 ``fork`` does not copy, so a forked child that enters a parallel region waits for them for ever (a
@@ -14,13 +16,6 @@ their threads.
 import os as _os
 
 from . import _openmp  # noqa: F401  (first: bounds OpenMP spin-waiting before libgomp loads)
-from .estimators import CVDD, CVR, MEB, CVMClassifier
-from .mmda import MMDA  # 004: maximum margin discriminant features
-from .sparse_svr import SparseSVR  # 002: SSVR-SRS sparse SVR in the primal
-from .surface import ImplicitSurface  # 000 Sec. 4.2 (scikit-image/matplotlib imported only by mesh/render)
-
-__all__ = ["CVDD", "CVR", "MEB", "CVMClassifier", "ImplicitSurface", "MMDA", "SparseSVR"]
-__version__ = "0.1.0"
 
 #: True in a process forked from one that imported fastimpl (read by SparseSVR, whose OpenMP regions
 #: name their thread count explicitly and so are not limited by omp_set_num_threads)

@@ -71,7 +71,7 @@ def sparse_planted(m, d=5000, density=0.01, random_state=0):
 
 def check_data_file(path):
     """``path`` as a string, or ValueError when it does not name a regular, non-empty file (the readers'
-    check, and fastimpl.cli's)."""
+    check, and corevector.cli's)."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ValueError(f"data file not found: {path}")

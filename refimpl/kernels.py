@@ -29,15 +29,21 @@ here is Euclidean, so row norms serve it as they serve the Gaussian.)
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.spatial.distance import cdist
 
+#: The kernels, listed once: the estimators' constraints, the command line's --kernel choices and the
+#: tests read this tuple.  A new kernel adds its name here, its code below, its values in _raw_block and
+#: _raw_diag, and the same formula in C (fastimpl/_kernels.pxi).
 KERNELS = ("rbf", "laplacian", "poly", "linear")
-#: integer codes shared with the Cython implementation (fastimpl/_engine.pyx)
+#: integer codes shared with the Cython implementation (fastimpl/_kernels.pxi)
 KERNEL_CODES = {"rbf": 0, "laplacian": 1, "poly": 2, "linear": 3}
+#: the kernels that are functions of ||x - y|| (k(x, x) = 1; computed from distances, not dot products)
+RADIAL_KERNELS = ("rbf", "laplacian")
 
 
 @dataclass(frozen=True)
@@ -55,9 +61,14 @@ class KernelSpec:
         return KERNEL_CODES[self.name]
 
     @property
+    def radial(self) -> bool:
+        """True for the kernels of ||x - y|| (:data:`RADIAL_KERNELS`)."""
+        return self.name in RADIAL_KERNELS
+
+    @property
     def constant_diagonal(self) -> bool:
         """True when k(x, x) is the same for every x (condition (4) of 001)."""
-        return self.normalize or self.name in ("rbf", "laplacian")
+        return self.normalize or self.radial
 
     def diag_constant(self) -> float:
         """kappa = k(x, x) for constant-diagonal kernels."""
@@ -211,8 +222,56 @@ def make_kernel_spec(X, kernel="rbf", gamma="beta", degree=3, coef0=0.0, normali
     return KernelSpec(kernel, g, int(degree), float(coef0), bool(normalize))
 
 
+def _column_spans(X):
+    """max - min of every column of a 2-D float array.  A few columns are reduced one at a time: NumPy's
+    axis-0 reduction of a C-ordered (m, 2) array runs an inner loop of length 2 per row and took ~50 ms
+    at m = 1e6 (a quarter of a whole 1M-point fit), one strided pass per column ~2 ms."""
+    if X.shape[1] <= 16:
+        return np.array([np.ptp(X[:, j]) for j in range(X.shape[1])])
+    return np.ptp(X, axis=0)
+
+
+def checked_kernel_spec(X, kernel, gamma, degree, coef0, normalize):
+    """:func:`refimpl.kernels.make_kernel_spec` (which refuses a gamma='scale'/'beta' that float64 cannot
+    hold), then a ValueError when the kernel values of the training data would overflow (or, for the
+    radial kernels, when every squared distance underflows), so a fit never runs on a kernel that is
+    all 0, 1, inf or NaN: the largest squared distance (the bounding box's squared diagonal) must be
+    finite for 'rbf' and 'laplacian', the largest k(x, x) (|k(x, y)| <= max k(x, x)) at most
+    sqrt(largest float) ~ 1.3e154 for 'poly' and 'linear', where the engine multiplies kernel values
+    (measured: a linear CVMClassifier on X * 1e100, k ~ 1e200, ran for more than a minute), and neither
+    may be a nonzero subnormal number."""
+    spec = make_kernel_spec(X, kernel, gamma, degree, coef0, normalize)
+    if not sp.issparse(X):
+        X = np.asarray(X, dtype=np.float64)
+    if X.shape[0] * X.shape[1] == 0:
+        return spec
+    tiny = np.finfo(np.float64).tiny
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        if spec.radial:
+            if sp.issparse(X):  # column ranges with the implicit zeros, in O(nnz + d)
+                ptp = (X.max(axis=0) - X.min(axis=0)).toarray().ravel()
+            else:
+                ptp = _column_spans(X)
+            value = float(np.sum(ptp ** 2))
+            what = "the largest squared distance between two rows of X"
+            bad = not np.isfinite(value) or 0.0 < value < tiny
+        else:
+            value = float(np.max(row_sq_norms(X) if sp.issparse(X) else np.einsum("ij,ij->i", X, X)))
+            if spec.name == "poly":
+                value = float(np.power(spec.gamma * value + spec.coef0, float(spec.degree)))
+            what = "the largest kernel value k(x, x) of X"
+            # the engine multiplies kernel values together (QP steps, squared distances): products of two
+            # must stay finite, so k(x, x) <= sqrt(largest float) ~ 1.3e154
+            bad = not value <= math.sqrt(np.finfo(np.float64).max) or 0.0 < value < tiny
+    if bad:
+        raise ValueError(f"X is of a scale float64 cannot hold for kernel={spec.name!r}: {what} is {value:.3g} "
+                         f"(max|X| = {max_abs(X):.3g}), so the kernel values would over- or "
+                         "underflow.  Rescale X (e.g. sklearn.preprocessing.StandardScaler).")
+    return spec
+
+
 def _raw_block(spec: KernelSpec, A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    if spec.name in ("rbf", "laplacian"):
+    if spec.radial:
         # squared distances summed from coordinate differences: ||a||^2 + ||b||^2 - 2 a'b loses ~1e-16 |a|^2
         # to cancellation, which the Laplacian's square root turns into a ~1e-8 error of k(x, x) = 1
         sq = _sparse_sqdist(A, B) if sp.issparse(A) or sp.issparse(B) else cdist(A, B, "sqeuclidean")
@@ -229,7 +288,7 @@ def _raw_block(spec: KernelSpec, A: np.ndarray, B: np.ndarray) -> np.ndarray:
 
 
 def _raw_diag(spec: KernelSpec, A: np.ndarray) -> np.ndarray:
-    if spec.name in ("rbf", "laplacian"):
+    if spec.radial:
         return np.ones(A.shape[0])
     sq = row_sq_norms(A)
     if spec.name == "linear":
@@ -240,7 +299,7 @@ def _raw_diag(spec: KernelSpec, A: np.ndarray) -> np.ndarray:
 def kernel_block(spec: KernelSpec, A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """The |A| x |B| block [k(a_i, b_j)]."""
     K = _raw_block(spec, A, B)
-    if spec.normalize and spec.name not in ("rbf", "laplacian"):
+    if spec.normalize and not spec.radial:
         da, db = _raw_diag(spec, A), _raw_diag(spec, B)
         with np.errstate(divide="ignore", invalid="ignore"):
             K = K / np.sqrt(np.outer(da, db))

@@ -284,7 +284,7 @@ def kernel_columns(spec, X, XO):
     differences directly).  Summing (x_it - o_jt)^2 feature by feature is exact at zero distance,
     accurate to rounding elsewhere, and keeps memory at n x |O|.
     """
-    if spec.name not in ("rbf", "laplacian"):          # (normalize is a no-op for these two)
+    if not spec.radial:          # (normalize is a no-op for the radial kernels)
         return kernel_block(spec, X, XO)
     sq = np.zeros((X.shape[0], XO.shape[0]))
     for t in range(X.shape[1]):

@@ -45,7 +45,7 @@ def make_estimator(method, seed, C=C):
     if method == "svc":
         from sklearn.svm import SVC
         return SVC(C=C, gamma=GAMMA, cache_size=500)
-    from fastimpl import CVMClassifier
+    from corevector import CVMClassifier
     parts = method.split("_")  # cvm_<impl>[_<solver>]
     # the paper's own stopping rule: this experiment reproduces 001 Fig. 2 (loosli_canu.py compares the rules)
     return CVMClassifier(C=C, gamma=GAMMA, eps=EPS, sample_size=SAMPLE_SIZE, random_state=seed, stop="radius",

@@ -74,7 +74,7 @@ def make_estimator(method, params, seed):
     if method == "svr":
         from sklearn.svm import SVR
         return SVR(C=params["C"], epsilon=params["epsilon"], gamma=params["gamma"], cache_size=1000)
-    from fastimpl import CVR
+    from corevector import CVR
     return CVR(C=params["C"], mu=params["mu"], gamma=params["gamma"], eps=EPS, random_state=seed,
                impl=method.split("_")[1])
 
@@ -102,7 +102,7 @@ def tune(X, y, seed, mode="full"):
     from refimpl.kernels import beta_heuristic
     from sklearn.svm import SVR
 
-    from fastimpl import CVR
+    from corevector import CVR
     n_train, n_val = TUNE_SUBSET[mode]
     n_tr = min(n_train, len(y) * 2 // 3)
     n_va = min(n_val, len(y) - n_tr)

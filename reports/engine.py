@@ -206,9 +206,9 @@ def _estimator(case, variant, seed, X):
     elif variant == "smo":
         params["solver"] = "smo"
     if c["data"] == "friedman":
-        from fastimpl import CVR
+        from corevector import CVR
         return CVR(random_state=seed, **params)
-    from fastimpl import CVMClassifier
+    from corevector import CVMClassifier
     return CVMClassifier(random_state=seed, **params)
 
 

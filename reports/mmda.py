@@ -170,7 +170,7 @@ def _fit_inner(d):
     method = d["method"]
     Xtr, ytr = d["Xtr"], d["ytr"]
     if method.startswith("MMDA"):
-        from fastimpl import MMDA
+        from corevector import MMDA
         return MMDA(n_components=d["k_max"], C=C, eps=EPS, gamma=d["gamma"], random_state=d["seed"],
                     method="cvm" if method == "MMDA(CVM)" else "svm",
                     qp_solver="interior_point" if method == "MMDA(SVM, IP)" else "active_set").fit(Xtr, ytr)

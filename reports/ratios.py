@@ -28,7 +28,7 @@ SIZES = {"tiny": [(60, 1)], "quick": [(200, 3)], "full": [(200, 10)]}
 
 @experiment("ratios", "Approximation ratio vs. eps (exact solver: cvxopt)", sizes=SIZES)
 def run(ctx: Context) -> ExperimentResult:
-    from fastimpl.numerics import numerics
+    from corevector.numerics import numerics
     from refimpl.verify import check_problem, grid_problems, make_problem
 
     eps_grid = EPS_GRID if ctx.mode != "tiny" else (1e-1, 1e-3)

@@ -42,7 +42,7 @@ def fit(data):
         from sklearn.svm import SVC
         est = SVC(kernel=KERNEL, gamma=data["gamma"], C=C)
     else:
-        from fastimpl import CVMClassifier
+        from corevector import CVMClassifier
         est = CVMClassifier(kernel=KERNEL, gamma=data["gamma"], C=C, random_state=0)
     return est.fit(data["Xtr"], data["ytr"])
 

@@ -138,7 +138,7 @@ def _fit_timing(data):
         from refimpl.baselines.rss import rss_from_svr
         return rss_from_svr(svr, X, spec, params["n_basis"], n_candidates=N_CANDIDATES,
                             random_state=params["random_state"])
-    from fastimpl import SparseSVR
+    from corevector import SparseSVR
     return SparseSVR(**params).fit(X, y)
 
 
@@ -154,7 +154,7 @@ TIMING_JOB = FitJob(_prepare_timing, _fit_timing, _evaluate_timing)
 def run_dataset(name, mode, seed):
     from sklearn.svm import SVR
 
-    from fastimpl import SparseSVR
+    from corevector import SparseSVR
     from refimpl.baselines.rss import rss_from_svr
     from refimpl.kernels import kernel_block, make_kernel_spec
 
@@ -340,7 +340,7 @@ def _prepare_speed(variant, n, m, seed):
 
 
 def _fit_speed(data):
-    from fastimpl import SparseSVR
+    from corevector import SparseSVR
     impl, n_jobs, m, seed, X, y = data
     return SparseSVR(n_basis=m, lam=1e-3, epsilon=0.05, delta=DELTA, gamma=1.0, n_candidates=N_CANDIDATES,
                      fit_intercept=False, tol=0.0, random_state=seed, impl=impl, n_jobs=n_jobs).fit(X, y)

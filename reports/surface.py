@@ -41,7 +41,7 @@ def _prepare(n_points, seed, out_dir, resolution):
 
 
 def _fit(data):
-    from fastimpl.surface import ImplicitSurface
+    from corevector.surface import ImplicitSurface
     pts, seed, _, _ = data
     return ImplicitSurface(random_state=seed).fit(pts)
 

@@ -51,7 +51,7 @@ def exact_meb(problem):
 
 def engine(impl):
     """The ``fit_meb`` of an implementation ('fast' or 'ref')."""
-    from fastimpl.numerics import numerics
+    from corevector.numerics import numerics
 
     return numerics(impl).fit_meb
 

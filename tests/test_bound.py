@@ -182,7 +182,7 @@ def test_cvr_hybrid_cap_bounds_every_residual_outside_the_core_set(cap, impl):
     cap fits tighter: its largest such residual is smaller."""
     from sklearn.metrics.pairwise import rbf_kernel
 
-    from fastimpl import CVR
+    from corevector import CVR
     from helpers import random_regression
     X, y = random_regression(300, 3, seed=4)
     reg = CVR(C=100.0, mu=0.05, gamma=0.5, hybrid_cap=cap, eps=0.1, sample_size=None, random_state=0,

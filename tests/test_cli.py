@@ -1,4 +1,4 @@
-"""End-to-end tests of the ``corevector`` command line (fastimpl/cli.py) and the data loaders."""
+"""End-to-end tests of the ``corevector`` command line (corevector/cli.py) and the data loaders."""
 import json
 import os
 import pickle
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from fastimpl import cli
-from fastimpl.model_file import load_model
+from corevector import cli
+from corevector.model_file import load_model
 from helpers import engines
 from refimpl import verify
 from refimpl.datasets import checkerboard, load_csv, load_libsvm
@@ -30,7 +30,7 @@ def run_cli_subprocess(*args, cwd=None):
     """The installed console entry point's module, as a user runs it (no PYTHONPATH: the package
     must import from the environment alone)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run([sys.executable, "-m", "fastimpl.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "corevector.cli", *map(str, args)], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=120)
 
 
@@ -324,7 +324,7 @@ def run_with_file_size_limit(limit, *args):
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return subprocess.run([sys.executable, "-m", "fastimpl.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "corevector.cli", *map(str, args)], capture_output=True, text=True,
                           env=env, timeout=120, preexec_fn=limit_files)
 
 
@@ -354,7 +354,7 @@ def test_failed_predict_out_leaves_no_partial_file(data_files, tmp_path):
 
 
 def test_atomic_write_removes_its_temporary_file_on_error(tmp_path):
-    from fastimpl.model_file import atomic_write
+    from corevector.model_file import atomic_write
     target = tmp_path / "f.txt"
     target.write_text("old")
     os.chmod(target, 0o640)
@@ -510,14 +510,14 @@ def test_read_csv_header_rule_and_errors(tmp_path, text, header, result):
 
 
 def test_model_header_round_trip(data_files, tmp_path):
-    import fastimpl
+    import corevector
     model = fit_model(data_files, tmp_path)
     with open(model, "rb") as f:
         header = json.loads(f.readline())
-    assert header == {"format": "corevector-model", "version": 1, "corevector_version": fastimpl.__version__,
+    assert header == {"format": "corevector-model", "version": 1, "corevector_version": corevector.__version__,
                       "estimator": "CVMClassifier", "n_features": 2, "data_format": "csv"}
     est, h = load_model(model)
-    assert h == header and type(est) is fastimpl.CVMClassifier
+    assert h == header and type(est) is corevector.CVMClassifier
     assert est.score(data_files.X, data_files.y) > 0.9
 
 
@@ -650,7 +650,7 @@ def test_libsvm_fit_and_predict_stay_sparse(tmp_path, monkeypatch, estimator):
 
     from sklearn.datasets import dump_svmlight_file
 
-    import fastimpl
+    import corevector
     rng = np.random.default_rng(0)
     m, d = 400, 200_000
     X = sp.random(m, d, density=10 / d, format="csr", random_state=1)
@@ -658,7 +658,7 @@ def test_libsvm_fit_and_predict_stay_sparse(tmp_path, monkeypatch, estimator):
     path = tmp_path / "wide.libsvm"
     dump_svmlight_file(X, y, str(path), zero_based=False)
     seen = []
-    cls = {"cvm": fastimpl.CVMClassifier, "cvr": fastimpl.CVR, "cvdd": fastimpl.CVDD}[estimator]
+    cls = {"cvm": corevector.CVMClassifier, "cvr": corevector.CVR, "cvdd": corevector.CVDD}[estimator]
     for name in ("fit", "predict"):
         orig = getattr(cls, name)
 

@@ -11,7 +11,7 @@ import pytest
 
 from helpers import engine, random_regression
 from oracles import FeatureMap, l2svr
-from fastimpl import CVR
+from corevector import CVR
 from refimpl import cvr
 from refimpl.kernels import kernel_block, make_kernel_spec
 

@@ -4,7 +4,7 @@ import pytest
 from sklearn.svm import SVC
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from fastimpl import CVDD, CVR, MEB, CVMClassifier
+from corevector import CVDD, CVR, MEB, CVMClassifier
 from refimpl.datasets import checkerboard
 
 # Expected failures, each with its reason (passed to parametrize_with_checks).

@@ -88,7 +88,7 @@ def test_kernel_expansion_agrees(kernel, normalize, n_sv, n_x, d, seed):
 @given(seed=st.integers(0, 2**16), n_classes=st.integers(2, 3), kernel=st.sampled_from(["rbf", "poly"]),
        sample_size=st.sampled_from([None, 20]), solver=st.sampled_from(["smo", "active_set", "auto"]))
 def test_estimator_predictions_agree(seed, n_classes, kernel, sample_size, solver):
-    from fastimpl import CVMClassifier
+    from corevector import CVMClassifier
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(90, 2))
     y = rng.integers(0, n_classes, 90)
@@ -117,7 +117,7 @@ def test_parallel_gradient_refresh_is_bit_identical():
     from threadpoolctl import threadpool_limits
 
     from fastimpl import _engine
-    from fastimpl import CVR
+    from corevector import CVR
     rng = np.random.default_rng(3)
     X = rng.uniform(-1, 1, size=(400, 3))
     y = np.sin(3 * X[:, 0]) + X[:, 1] + 0.3 * rng.normal(size=400)

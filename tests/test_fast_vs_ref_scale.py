@@ -66,7 +66,7 @@ def test_full_scans_agree_past_the_block_sizes(formulation, solver):
 
 def test_mmda_engines_agree_past_the_block_sizes():
     """The constrained MEB of MMDA (004) with one previous direction: scans over n > 4,096."""
-    from fastimpl import MMDA
+    from corevector import MMDA
 
     rng = np.random.default_rng(12)
     y = rng.integers(0, 2, N)

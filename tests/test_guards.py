@@ -23,8 +23,8 @@ from sklearn.datasets import make_classification, make_regression
 from sklearn.svm import SVC
 from sklearn.utils._param_validation import InvalidParameterError
 
-from fastimpl import CVDD, CVR, MEB, MMDA, CVMClassifier, ImplicitSurface, SparseSVR
-from fastimpl._validation import EPS_MAX
+from corevector import CVDD, CVR, MEB, MMDA, CVMClassifier, ImplicitSurface, SparseSVR
+from corevector._validation import EPS_MAX
 from refimpl.driver import Ball, d2_threshold
 from refimpl.kernels import beta_heuristic, resolve_gamma
 
@@ -246,7 +246,7 @@ import numpy as np
 from joblib import parallel_backend
 from sklearn.datasets import make_classification, make_regression
 from sklearn.model_selection import cross_val_score
-from fastimpl import CVMClassifier, SparseSVR
+from corevector import CVMClassifier, SparseSVR
 
 X, y = make_classification(3000, 10, random_state=0)      # large enough for the engine's parallel scans
 Xr, yr = make_regression(3000, 10, random_state=0)

@@ -53,7 +53,7 @@ def test_kernel_matrix_is_psd_for_admissible_parameters():
 
 
 def test_verbose_shows_progress(capsys):
-    from fastimpl import CVMClassifier
+    from corevector import CVMClassifier
     from refimpl.datasets import checkerboard
     X, y = checkerboard(3000, random_state=0)
     for impl in ("fast", "ref"):

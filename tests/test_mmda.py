@@ -14,7 +14,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from fastimpl import MMDA
+from corevector import MMDA
 from refimpl import cvm, mmda
 from refimpl.baselines.kfd import fit_kfd, kfd_transform
 from refimpl.baselines.mmda_svm import dense_G, exact_constrained_meb, solve_mmda_qp

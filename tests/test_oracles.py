@@ -239,7 +239,7 @@ def test_engine_hard_meb_matches_primal(kernel, impl):
 @pytest.mark.parametrize("kernel", list(KERNELS))
 @pytest.mark.parametrize("C", C_SVM)
 def test_cvm_classifier_matches_primal(kernel, C, impl):
-    from fastimpl import CVMClassifier
+    from corevector import CVMClassifier
 
     o = two_class_oracle(kernel, C)
     clf = CVMClassifier(C=C, impl=impl, **est_kwargs(kernel)).fit(o["X"], o["y"])
@@ -265,7 +265,7 @@ def test_cvm_classifier_matches_primal(kernel, C, impl):
 @pytest.mark.parametrize("kernel", list(KERNELS))
 @pytest.mark.parametrize("C", C_SVM)
 def test_cvdd_matches_primal(kernel, C, impl):
-    from fastimpl import CVDD
+    from corevector import CVDD
 
     o = one_class_oracle(kernel, C)
     est = CVDD(C=C, impl=impl, **est_kwargs(kernel)).fit(o["X"])
@@ -285,7 +285,7 @@ def test_cvdd_matches_primal(kernel, C, impl):
 
 @pytest.mark.parametrize("kernel", list(KERNELS))
 def test_meb_estimator_matches_primal(kernel, impl):
-    from fastimpl import MEB
+    from corevector import MEB
 
     o = meb_oracle(kernel)
     est = MEB(impl=impl, **est_kwargs(kernel)).fit(o["X"])
@@ -306,7 +306,7 @@ def test_meb_estimator_matches_primal(kernel, impl):
 # ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kernel", list(KERNELS))
 def test_cvr_estimator_matches_primal(kernel, impl):
-    from fastimpl import CVR
+    from corevector import CVR
 
     C, mu = 10.0, 0.5
     X, y, X_new = regression(seed=2)
@@ -335,7 +335,7 @@ def test_cvr_estimator_matches_primal(kernel, impl):
 def test_mmda_matches_primal(kernel, impl):
     """The MMDA features u_q'phi(x) against the directions of 004 eq. (2) solved one after another,
     and each direction's constrained-MEB radius against r*^2 = eta - 1/p_q (eqs. (35), (42))."""
-    from fastimpl import MMDA
+    from corevector import MMDA
 
     C, n_comp = 1.0, 3
     X, y, X_new = classification(seed=3, m=50)
@@ -396,7 +396,7 @@ def test_weighted_problem_block_and_linear_term(formulation, kernel):
 @pytest.mark.parametrize("kernel", ["rbf", "poly"])
 def test_weighted_cvm_classifier_matches_primal(kernel, impl):
     """CVMClassifier(sample_weight=w) solves min ||w||^2 + b^2 - 2 rho + sum_i C w_i xi_i^2 (cvxopt)."""
-    from fastimpl import CVMClassifier
+    from corevector import CVMClassifier
 
     C = 2.0
     X, y, X_new = classification()
@@ -420,7 +420,7 @@ def test_weighted_cvm_classifier_matches_primal(kernel, impl):
 
 @pytest.mark.parametrize("kernel", ["rbf", "poly"])
 def test_weighted_cvdd_matches_primal(kernel, impl):
-    from fastimpl import CVDD
+    from corevector import CVDD
 
     C = 2.0
     X, _, X_new = classification()
@@ -444,7 +444,7 @@ def test_weighted_cvdd_matches_primal(kernel, impl):
 @pytest.mark.parametrize("kernel", ["rbf", "poly"])
 def test_weighted_cvr_matches_primal(kernel, impl):
     """CVR(sample_weight=w): both slacks of point i weigh C w_i / (mu m) (000 eq. (6) weighted)."""
-    from fastimpl import CVR
+    from corevector import CVR
 
     C, mu = 10.0, 0.5
     X, y, X_new = regression(seed=2)

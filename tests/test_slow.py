@@ -11,7 +11,7 @@ pytestmark = pytest.mark.slow
 def test_verify_full_grid_has_no_violation():
     """The (1+eps)^2 bound on the full verification grid (m up to 300, four kernels, eps down to 1e-5,
     four formulations, both implementations) against the exact solver: 2,400 fits."""
-    from fastimpl.cli import main
+    from corevector.cli import main
     assert main(["verify", "--no-progress"]) == 0
 
 
@@ -23,7 +23,7 @@ def test_checkerboard_at_scale(m):
     The core-set bound fails on main at m = 1e5 (1,773 > 1,000) since the default stop became
     'margin'; the engine's defaults are being reworked, so the threshold is left as the paper's
     claim until then (issue 13)."""
-    from fastimpl import CVMClassifier
+    from corevector import CVMClassifier
     from refimpl.datasets import checkerboard
     X, y = checkerboard(m, random_state=1)
     Xt, yt = checkerboard(2000, random_state=2)

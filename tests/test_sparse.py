@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from fastimpl import CVDD, CVR, MEB, MMDA, CVMClassifier, ImplicitSurface, SparseSVR
-from fastimpl.numerics import numerics
+from corevector import CVDD, CVR, MEB, MMDA, CVMClassifier, ImplicitSurface, SparseSVR
+from corevector.numerics import numerics
 from refimpl.kernels import KERNELS, kernel_block, kernel_diag, make_kernel_spec, resolve_gamma
 
 

@@ -36,7 +36,7 @@ from sklearn.svm import SVR, NuSVR
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from fastimpl import SparseSVR
+from corevector import SparseSVR
 from fastimpl import _ssvr as fast
 from refimpl import ssvr as ref
 from refimpl.baselines.exact_svr import epsilon_svr, fit_svr, nu_svr

@@ -1,11 +1,11 @@
 """Implicit surfaces (000_88c8f8810bf6206d.txt Sec. 4.2): file readers/writers (refimpl.mesh_io), the
-multi-scale CVR model on a sphere (refimpl.surface, fastimpl.surface), marching cubes
+multi-scale CVR model on a sphere (refimpl.surface, corevector.surface), marching cubes
 (refimpl.isosurface), rendering (refimpl.render), fast == ref, and input validation."""
 import numpy as np
 import pytest
 from sklearn.utils._param_validation import InvalidParameterError
 
-from fastimpl.surface import ImplicitSurface
+from corevector.surface import ImplicitSurface
 from refimpl import isosurface as iso
 from refimpl import mesh_io
 

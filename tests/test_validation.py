@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sklearn.utils._param_validation import InvalidParameterError
 
-from fastimpl import CVDD, CVR, MEB, MMDA, CVMClassifier, ImplicitSurface, SparseSVR
+from corevector import CVDD, CVR, MEB, MMDA, CVMClassifier, ImplicitSurface, SparseSVR
 
 ESTIMATORS = [CVMClassifier, CVDD, MEB]
 ALL_ESTIMATORS = [CVMClassifier, CVDD, MEB, CVR, MMDA, SparseSVR, ImplicitSurface]
@@ -49,7 +49,7 @@ def test_bad_C(Est, C):
 
 
 def fit_any(est):
-    """Fit any estimator of fastimpl on small data of the kind it takes."""
+    """Fit any estimator of corevector on small data of the kind it takes."""
     X, y = data()
     if isinstance(est, ImplicitSurface):
         return est.fit(np.c_[X, X[:, :1] * X[:, 1:]])

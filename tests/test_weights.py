@@ -20,8 +20,8 @@ import pytest
 from sklearn.metrics import brier_score_loss, log_loss
 from sklearn.svm import SVC
 
-from fastimpl import CVDD, CVR, CVMClassifier
-from fastimpl.estimators import pairwise_coupling
+from corevector import CVDD, CVR, CVMClassifier
+from corevector.probability import pairwise_coupling
 
 TIGHT = dict(eps=1e-9, sample_size=None, stop="margin", random_state=0)
 

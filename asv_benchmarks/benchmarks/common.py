@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 try:  # asv with --python=same imports the package from the current interpreter
-    import fastimpl  # noqa: F401
+    import corevector  # noqa: F401
 except ImportError:  # a plain checkout: use the working tree
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 

@@ -11,7 +11,7 @@ class _CVMOnCheckerboard(CoreSetTracks, EstimatorBenchmark):
     stop = "radius"
 
     def make_estimator(self, impl):
-        from fastimpl import CVMClassifier
+        from corevector import CVMClassifier
         return CVMClassifier(C=C, gamma=GAMMA, eps=EPS, sample_size=SAMPLE_SIZE, random_state=0, impl=impl,
                              stop=self.stop)
 
@@ -48,7 +48,7 @@ class CVMBetaCheckerboard(CoreSetTracks, EstimatorBenchmark):
         return self.prepare_cache()
 
     def make_estimator(self, impl):
-        from fastimpl import CVMClassifier
+        from corevector import CVMClassifier
         return CVMClassifier(C=1e6, gamma="beta", random_state=0, impl=impl)
 
 
@@ -81,7 +81,7 @@ class _CVMOnGaussians(CoreSetTracks, EstimatorBenchmark):
     solver = "auto"
 
     def make_estimator(self, impl):
-        from fastimpl import CVMClassifier
+        from corevector import CVMClassifier
         return CVMClassifier(random_state=0, impl=impl, solver=self.solver)
 
 

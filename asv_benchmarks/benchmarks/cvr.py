@@ -21,7 +21,7 @@ class CVRFriedman1(CoreSetTracks, RegressionTracks, EstimatorBenchmark):
         return self.prepare_cache()
 
     def make_estimator(self, impl):
-        from fastimpl import CVR
+        from corevector import CVR
         return CVR(C=C, mu=MU, eps=EPS, random_state=0, impl=impl)
 
 

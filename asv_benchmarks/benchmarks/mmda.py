@@ -7,7 +7,7 @@ from .common import M_GRID, EstimatorBenchmark
 
 
 class MMDACheckerboard(EstimatorBenchmark):
-    """fastimpl.MMDA with 3 directions; track_n_support counts the expansion points of all features."""
+    """corevector.MMDA with 3 directions; track_n_support counts the expansion points of all features."""
 
     params = (["ref", "fast"], M_GRID)
     max_m = {"ref": 10_000, "fast": 100_000}
@@ -16,7 +16,7 @@ class MMDACheckerboard(EstimatorBenchmark):
         return self.prepare_cache()
 
     def make_estimator(self, impl):
-        from fastimpl import MMDA
+        from corevector import MMDA
         return MMDA(n_components=3, C=1.0, eps=1e-3, random_state=0, impl=impl)
 
     def time_predict(self, cache, impl, m):

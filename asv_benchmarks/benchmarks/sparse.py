@@ -34,7 +34,7 @@ class SparseCSR:
             from sklearn.svm import SVC
             est = SVC(C=C, gamma=self.gamma)
         else:
-            from fastimpl import CVMClassifier
+            from corevector import CVMClassifier
             est = CVMClassifier(C=C, gamma=self.gamma, random_state=0, impl=impl)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=ConvergenceWarning)  # SVC's max_iter notice, if any

@@ -35,7 +35,7 @@ class _SparseSVROnFriedman3(_RegressionTracks, EstimatorBenchmark):
     selection = "srs"
 
     def make_estimator(self, impl):
-        from fastimpl import SparseSVR
+        from corevector import SparseSVR
         return SparseSVR(n_basis=N_BASIS, lam=LAM, epsilon=EPSILON, delta=DELTA, gamma=GAMMA,
                          selection=self.selection, tol=0.0, random_state=0, impl=impl)
 

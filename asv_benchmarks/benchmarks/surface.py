@@ -33,7 +33,7 @@ class BunnySurface:
 
     def setup_cache(self):
         try:
-            from fastimpl.surface import ImplicitSurface
+            from corevector.surface import ImplicitSurface
             return {n: pickle.dumps(ImplicitSurface(random_state=SEED).fit(bunny(n))) for n in self.params[0]}
         except ImportError as exc:  # the data extra (pymeshfix, scikit-image) is not installed
             return {"missing": str(exc)}
@@ -45,7 +45,7 @@ class BunnySurface:
         self.model = pickle.loads(cache[n])
 
     def time_fit(self, cache, n):
-        from fastimpl.surface import ImplicitSurface
+        from corevector.surface import ImplicitSurface
         ImplicitSurface(random_state=SEED).fit(self.points)
 
     def time_mesh(self, cache, n):

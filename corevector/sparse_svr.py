@@ -31,7 +31,7 @@ def _n_jobs(n_jobs):
 
 
 def get_solver(impl):
-    """(ssvr_srs, kernel_expansion) of the chosen implementation (fastimpl.numerics)."""
+    """(ssvr_srs, kernel_expansion) of the chosen implementation (corevector.numerics)."""
     num = numerics(impl)
     return num.ssvr_srs, num.kernel_expansion
 

@@ -12,7 +12,7 @@ Subcommands
     are :mod:`refimpl.verify`.  Exit status 1 on any violation.
 ``fit DATA --model OUT.pkl [options]``
     Fit a CVMClassifier / CVDD / MEB / CVR on a LIBSVM or CSV file and save it as a model file: a
-    versioned JSON header line, then the pickled estimator (:mod:`fastimpl.model_file`).
+    versioned JSON header line, then the pickled estimator (:mod:`corevector.model_file`).
 ``predict MODEL DATA [--out FILE]``
     Predict with a model written by ``fit`` (any other file, e.g. a pickled scikit-learn SVC, is
     refused before it is unpickled).  On stderr: the accuracy (classifier) or RMSE (regressor) when
@@ -57,7 +57,6 @@ import scipy.sparse as sp
 
 PROG = "corevector"
 REPO_ROOT = Path(__file__).resolve().parent.parent
-ESTIMATORS = ("cvm", "cvdd", "meb", "cvr")
 FORMATS = ("libsvm", "csv")
 
 
@@ -365,9 +364,9 @@ _sample_size = _positive(int, {"none": None, "all": None, "full": None})
 
 
 def make_estimator(name, **params):
-    from fastimpl import CVDD, CVR, MEB, CVMClassifier
+    from .registry import CLI_ESTIMATORS
 
-    cls = {"cvm": CVMClassifier, "cvdd": CVDD, "meb": MEB, "cvr": CVR}[name]
+    cls = CLI_ESTIMATORS[name].cls
     params = {k: v for k, v in params.items() if v is not UNSET}
     if name == "meb" and "C" in params:
         raise CLIError("--C does not apply to --estimator meb (the hard MEB has no C)")
@@ -569,7 +568,12 @@ def cmd_bench(args):
 
 # --------------------------------------------------------------------------------------------
 def build_parser():
+    from refimpl.driver import STOPS
+    from refimpl.kernels import KERNELS
+
     from . import __version__
+    from .numerics import IMPLS
+    from .registry import CLI_ESTIMATORS
 
     p = argparse.ArgumentParser(prog=PROG, description="Core Vector Machines: fit, predict, verify, report, bench.")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
@@ -587,7 +591,7 @@ def build_parser():
     v.add_argument("--quick", action="store_true", help="a smaller grid")
     v.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
     v.add_argument("--seed", type=int, default=0, help="first random seed (default 0)")
-    v.add_argument("--impl", choices=("both", "fast", "ref"), default="both")
+    v.add_argument("--impl", choices=("both",) + IMPLS, default="both")
     v.add_argument("--no-progress", action="store_true", help="no progress bar")
     v.set_defaults(func=cmd_verify)
 
@@ -598,17 +602,17 @@ def build_parser():
     _data_file_options(f)
     f.add_argument("--n-features", type=_positive_int, default=None,
                    help="LIBSVM only: the number of features (default: the highest index in the file)")
-    f.add_argument("--estimator", choices=ESTIMATORS, default="cvm")
+    f.add_argument("--estimator", choices=tuple(CLI_ESTIMATORS), default="cvm")
     f.add_argument("--C", type=_positive_float, default=UNSET, help="penalty (cvm, cvdd: default 1; cvr: default 3000 max|y|)")
     f.add_argument("--gamma", type=_gamma, default=UNSET, help="positive number or beta/scale/auto (default beta)")
     f.add_argument("--eps", type=_positive_float, default=UNSET, help="(1+eps) tolerance (default: the estimator's, 1e-2 for cvm and cvr)")
-    f.add_argument("--kernel", choices=("rbf", "laplacian", "poly", "linear"), default=UNSET)
-    f.add_argument("--impl", choices=("fast", "ref"), default=UNSET)
+    f.add_argument("--kernel", choices=KERNELS, default=UNSET)
+    f.add_argument("--impl", choices=IMPLS, default=UNSET)
     f.add_argument("--sample-size", type=_sample_size, default=UNSET,
                    help="candidates per iteration (default 59), or 'none' for full scans")
     f.add_argument("--max-iter", type=_positive_int, default=UNSET)
     f.add_argument("--random-state", type=int, default=UNSET)
-    f.add_argument("--stop", choices=("margin", "radius", "gap", "hybrid"), default=UNSET,
+    f.add_argument("--stop", choices=tuple(STOPS), default=UNSET,
                    help="stopping rule of the core-set loop (default: the estimator's, hybrid for cvm and cvr; radius is the paper's)")
     f.add_argument("--mu", type=_positive_float, default=UNSET, help="CVR's mu (expected error; default C / (50 m))")
     f.set_defaults(func=cmd_fit)

@@ -34,9 +34,10 @@ MAX_HEADER_BYTES = 4096
 
 
 def _estimator_classes():
-    from . import CVDD, CVR, MEB, CVMClassifier
+    """The classes a model file may hold: those of the command line's estimators (corevector.registry)."""
+    from .registry import CLI_ESTIMATORS
 
-    return {cls.__name__: cls for cls in (CVMClassifier, CVDD, MEB, CVR)}
+    return {e.cls.__name__: e.cls for e in CLI_ESTIMATORS.values()}
 
 
 class ModelFileError(ValueError):
@@ -113,7 +114,7 @@ def read_header(f, path="model"):
         header = None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise ModelFileError(f"{path} is not a corevector model file (no '{FORMAT}' header; "
-                             f"models are written by 'corevector fit' or fastimpl.model_file.save_model)")
+                             f"models are written by 'corevector fit' or corevector.model_file.save_model)")
     version = header.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise ModelFileError(f"{path}: invalid model header version {version!r}")

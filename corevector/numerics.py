@@ -33,7 +33,7 @@ class Numerics:
 def numerics(impl: str) -> Numerics:
     """The functions of implementation ``impl``; a clear ValueError for anything else."""
     if impl == "fast":
-        from . import _engine, _mmda, _ssvr
+        from fastimpl import _engine, _mmda, _ssvr
         return Numerics("fast", _engine.fit_meb, _engine.kernel_expansion, _mmda.FastConstrainedOps,
                         _mmda.kernel_matrix, _ssvr.ssvr_srs)
     if impl == "ref":

@@ -1,13 +1,13 @@
 """Implicit-surface modelling with CVR (000_88c8f8810bf6206d.txt, Sec. 4.2): the ``ImplicitSurface`` estimator.
 
 The scheme (one-set f^-1(1), three Laplacian-kernel CVRs fitting successive residuals, marching
-cubes) is documented in :mod:`refimpl.surface`; this module runs it with the :class:`~fastimpl.CVR`
+cubes) is documented in :mod:`refimpl.surface`; this module runs it with the :class:`~corevector.CVR`
 estimator of either implementation and evaluates the model with the engine's parallel kernel
 expansion.  Files are read and written by :mod:`refimpl.mesh_io`, meshes drawn by :mod:`refimpl.render`.
 
 Example::
 
-    from fastimpl.surface import ImplicitSurface
+    from corevector.surface import ImplicitSurface
     from refimpl.mesh_io import load_bunny, write_mesh
     surf = ImplicitSurface(random_state=0).fit(load_bunny())
     verts, faces = surf.mesh(resolution=160)
@@ -29,7 +29,7 @@ from refimpl.meb import make_rng
 from refimpl.progress import Steps
 
 from ._validation import POSITIVE, check_eps, invalid_parameter, shared_constraints, store_params
-from .estimators import CVR
+from .regressor import CVR
 from .numerics import numerics
 
 
@@ -84,16 +84,16 @@ class ImplicitSurface(BaseEstimator):
         every point becomes a support vector).
     eps : float, default 1e-6
         The (1+eps) tolerance of the core-set loop (the paper's value); in (0, 1), and in (0, sqrt(3) - 1)
-        under stop='margin' (:data:`fastimpl._validation.EPS_MAX`).
+        under stop='margin' (:data:`corevector._validation.EPS_MAX`).
     stop : {'radius', 'margin', 'gap'}, default 'radius'
-        The core-set loop's stopping rule (see :class:`~fastimpl.CVR`).  'radius' is the paper's
+        The core-set loop's stopping rule (see :class:`~corevector.CVR`).  'radius' is the paper's
         (1+eps)-ball test, used for the Table 2 reproduction and the defaults above; 'margin' measures
         eps against the margin term only -- far stricter here (the one-set's margin term is small
         against R^2) and several times slower on the bunny.
     sample_size : int or None, default 59
         Random candidates per core-set iteration (the paper's probabilistic speed-up).
     n_confirm : int, default 30
-        Clean samples needed to stop (see :class:`~fastimpl.CVR`).
+        Clean samples needed to stop (see :class:`~corevector.CVR`).
     resolution : int, default 128
         Grid cells along the longest side of the (padded) bounding box for :meth:`mesh` (rounded up
         to a multiple of the narrow band's block on every axis).

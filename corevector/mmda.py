@@ -30,7 +30,7 @@ TRANSFORM_BLOCK = 2048
 
 
 def _numerics(impl, spec):
-    """(ops class, raw kernel block) of the chosen implementation (fastimpl.numerics)."""
+    """(ops class, raw kernel block) of the chosen implementation (corevector.numerics)."""
     num = numerics(impl)
     return num.constrained_ops, (lambda A, B: num.kernel_matrix(spec, A, B))
 
@@ -54,7 +54,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         The L2-SVM's penalty (the paper uses C = 1).
     eps : float, default=1e-3
         The (1+eps) tolerance of the core-set loop (the paper's Sec. V value); in (0, 1), and in
-        (0, sqrt(3) - 1) under stop='margin' (:data:`fastimpl._validation.EPS_MAX`).
+        (0, sqrt(3) - 1) under stop='margin' (:data:`corevector._validation.EPS_MAX`).
     kernel : {'rbf', 'laplacian', 'poly', 'linear'}, default='rbf'
     gamma : float or {'beta', 'scale', 'auto'}, default='beta'
         Kernel coefficient; 'beta' is the paper's 1/beta, beta the mean squared pairwise distance.

@@ -1,0 +1,196 @@
+"""What every estimator over the core-set engine shares: :class:`CoreVectorBase` (its parameters, the
+engine call, the fitted diagnostics, kernel expansions for prediction), the shared parameter
+documentation, and the per-point weight helpers.
+
+Thin Python classes in the style of ``sklearn/svm/_base.py``: validate (scikit-learn's
+``_parameter_constraints``, :mod:`corevector._validation`), build the MEB problem of the formulation
+(:mod:`refimpl.cvm`, :mod:`refimpl.cvr`), run the core-set loop on the numerics of the chosen
+implementation (:func:`corevector.numerics.numerics`: ``impl='fast'`` Cython, ``impl='ref'`` NumPy), and
+recover the model.  Every fitted estimator reports what its fit achieved: ``core_set_``, ``n_iter_``,
+``radius_``, ``rho_``, ``certified_ratio_`` (r_cert^2 / R_tau^2 from a full scan, see :mod:`refimpl.meb`),
+``kkt_gap_`` and a per-iteration ``history_``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import _check_sample_weight
+
+from refimpl.driver import HYBRID_NU
+
+from ._validation import CORE_CONSTRAINTS, check_eps, checked_kernel_spec
+from .numerics import numerics
+from refimpl.meb import validate_engine_params
+
+def _classes(y):
+    """np.unique(y), through a bincount for integer labels of a small range (np.unique hashes every label:
+    ~25 ms at m = 1e6, a tenth of a whole 1M-point fit; the bincount ~3 ms)."""
+    if y.dtype.kind in "iu" and y.size:
+        lo, hi = int(y.min()), int(y.max())
+        if hi - lo < 1 << 16:
+            return (np.flatnonzero(np.bincount((y - lo).astype(np.intp, copy=False))) + lo).astype(y.dtype)
+    return np.unique(y)
+
+
+def _signs(positive):
+    """int8 signs: +1 where ``positive``, -1 elsewhere (no int64/float64 temporaries of length m)."""
+    out = np.asarray(positive, dtype=bool).view(np.int8) * np.int8(2)  # 0/1 -> 0/2, one byte a point
+    out -= 1
+    return out
+
+
+def _point_weights(X, sample_weight, factor=None):
+    """w_i = factor_i * sample_weight_i (scikit-learn's C_i = C class_weight[y_i] sample_weight_i), checked
+    as scikit-learn checks sample weights; None when no weight was given.  A ValueError names
+    ``sample_weight`` (negative, non-finite, wrong length, all zero)."""
+    if sample_weight is None and factor is None:
+        return None
+    try:
+        w = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True, copy=True)
+    except ValueError as exc:
+        raise ValueError(exc.args[0] if "sample_weight" in str(exc) else f"sample_weight: {exc}") from None
+    if factor is not None:
+        w *= factor
+    if not np.all(np.isfinite(w)):
+        raise ValueError("sample_weight (times class_weight) must be finite")
+    if not np.any(w > 0):
+        raise ValueError("sample_weight (times class_weight) must be positive for at least one sample")
+    return w
+
+
+def _drop_zero_weights(w):
+    """The rows of positive weight (None: all rows): a point of weight 0 has no slack penalty, and is
+    left out of the fit as LIBSVM leaves it out -- the fit is exactly the fit without it."""
+    if w is None or np.all(w > 0):
+        return None
+    return np.flatnonzero(w > 0)
+
+
+def _take(members, local):
+    """Training-set indices of a pair's local indices (``members`` None: the pair is the whole set)."""
+    return local if members is None else members[local]
+
+
+
+_DOC = """
+    eps : float, default={eps}
+        Tolerance of the core-set loop's stop rule (001 Sec. 4): the paper's (1+eps) ball test under
+        'radius' and 'hybrid', the fraction ((1+eps)^2 - 1) of the margin term under 'margin', LIBSVM's
+        tolerance relative to the margin under 'gap'.  Must lie in (0, 1), and in (0, sqrt(3) - 1) under
+        'margin', beyond which the test passes misclassified points (:data:`corevector._validation.EPS_MAX`).
+    kernel : {{'rbf', 'laplacian', 'poly', 'linear'}}, default='rbf'
+    gamma : float or {{'scale', 'beta', 'auto'}}, default='{gamma}'
+        Kernel coefficient: 'scale' is scikit-learn's 1 / (d Var(X)); 'beta' is the papers' 1/beta with
+        beta the mean squared pairwise distance (1/beta = 'scale' / 2 on standardised data).
+    degree, coef0 : polynomial kernel options.
+    normalize : bool, default=False
+        Use k(x,y)/sqrt(k(x,x)k(y,y)), which gives any kernel a constant diagonal.
+    sample_size : int or None, default=59
+        Random candidates per iteration (the probabilistic speed-up, 001 Sec. 4.1.2); None scans all
+        points, which is what the (1+eps)^2 guarantee needs.
+    n_confirm : int, default=100
+        (Beyond the paper) with sampling, stop only after 1 + n_confirm consecutive clean samples
+        (about 6,000 draws: at most ~0.05% of the training points fail the test, at 95% confidence);
+        0 is the paper's rule.  Once the draws would cover every point, one full scan replaces them.
+    max_iter : int, default=100000
+        Bound on the core-set loop's iterations; a ConvergenceWarning says when it stops the fit.
+    tol : float or None, default=None
+        Inner QP stopping gap; None follows the stop rule (:func:`refimpl.driver.inner_tolerance`).
+    solver : {{'auto', 'active_set', 'smo'}}, default='auto'
+        'auto': the batched loop (every violator of a sample joins the core set, the core-set QP solved
+        as far as the outer gap asks, finished before the loop may stop), with the exact active-set
+        method while the support is small and SMO beyond (:func:`refimpl.meb.auto_max_free`).  'smo'
+        is the paper's algorithm (one core vector per iteration, warm-started SMO, 001 Sec. 4.1.4);
+        'active_set' the same loop with the exact active-set Newton method.
+    stop : {{'hybrid', 'margin', 'radius', 'gap'}}, default='{stop}'
+        The test that ends the core-set loop (:data:`refimpl.driver.STOPS`): 'radius' is the paper's
+        (1+eps) ball test; 'margin' measures eps against the margin term instead of the whole radius
+        (Loosli & Canu 2007); 'gap' is LIBSVM's maximal-violating-pair test; 'hybrid' is the paper's test
+        never looser than "the functional margin of every sampled point is at least 0" (for the two-class
+        CVM: every sampled training point is classified correctly).  Every fit reports
+        ``certified_ratio_`` and ``kkt_gap_`` whatever the rule.
+    cache_size : float, default=200
+        Megabytes for all the memory the core set holds (fast implementation): the cache of the core-set
+        QP's kernel rows, the active set's Cholesky factor and the stores of the core and support
+        vectors; the last two evict cached rows as they grow.
+    certify : bool, default=True
+        Run the final full scan that certifies the fit: ``certified_ratio_`` = (r_cert / R)^2.  It is
+        the only O(m) step of a sampled fit; ``False`` skips it (``certified_ratio_`` is then nan).
+    random_state : None, int, RandomState or Generator
+    impl : {{'fast', 'ref'}}, default='fast'
+        The Cython engine or the readable NumPy reference (same core set, same model).
+    verbose : bool, default=False
+        Show a progress bar during the fit.
+"""
+
+
+def _doc(**defaults):
+    return _DOC.format(**defaults)
+
+
+class CoreVectorBase(BaseEstimator):
+    """What every estimator over the core-set engine shares: its parameters and their checks, the
+    engine call, the fitted diagnostics, and kernel expansions for prediction."""
+
+    #: the cap of stop='hybrid' (refimpl.driver.d2_threshold): 1 for the L2-SVMs (a sampled point passes
+    #: only if it is on the right side of the margin's half-way mark, i.e. classified correctly)
+    HYBRID_NU = HYBRID_NU
+
+    _parameter_constraints: dict = dict(CORE_CONSTRAINTS)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # CSR input for fit and predict (issue 15); other formats become CSR
+        return tags
+
+    def _check_fit_params(self, n_samples):
+        check_eps(self, self.eps, self.stop)
+        validate_engine_params(self.eps, self.sample_size, self.max_iter, self.tol, max(n_samples, 2),
+                               self.n_confirm, self.solver, self.stop)
+
+    def _kernel_spec(self, X):
+        return checked_kernel_spec(X, self.kernel, self.gamma, self.degree, self.coef0, self.normalize)
+
+    def _run(self, problem, random_state=None, label=None):
+        """The core-set loop on ``problem`` with this estimator's options (one engine call for all)."""
+        return numerics(self.impl).fit_meb(
+            problem, float(self.eps), sample_size=self.sample_size, max_iter=self.max_iter, tol=self.tol,
+            random_state=self.random_state if random_state is None else random_state,
+            n_confirm=self.n_confirm, solver=self.solver, stop=self.stop, certify=self.certify,
+            cache_size=int(self.cache_size * 2**20), verbose=self.verbose, hybrid_nu=self._hybrid_nu(),
+            label=label or f"{type(self).__name__} ({self.impl})")
+
+    def _hybrid_nu(self):
+        return self.HYBRID_NU
+
+    def _expansion(self, X, SV, coef):
+        # the support vectors take the layout of X (they are few): CSR against CSR, dense against dense
+        if sp.issparse(X) and not sp.issparse(SV):
+            SV = sp.csr_matrix(SV)
+        elif not sp.issparse(X) and sp.issparse(SV):
+            SV = SV.toarray()
+        return numerics(self.impl).kernel_expansion(self.kernel_spec_, SV, coef, X)
+
+    @staticmethod
+    def _diagnostics(result):
+        return dict(core_set=result.core_set, n_iter=result.n_iter,
+                    radius=float(np.sqrt(max(result.radius2, 0.0))), certified_ratio=result.certified_ratio,
+                    history=result.history, converged=result.converged,
+                    kernel_evaluations=result.kernel_evaluations, kkt_gap=result.kkt_gap,
+                    margin_scale=result.margin_scale)
+
+    def _set_diagnostics(self, result):
+        """The fitted diagnostics of a single-ball estimator (core set, radius, certificate, history)."""
+        diag = self._diagnostics(result)
+        self.core_set_ = diag["core_set"]
+        self.n_iter_ = diag["n_iter"]
+        self.radius_ = diag["radius"]
+        self.certified_ratio_ = diag["certified_ratio"]
+        # r_cert covers every training point; it is the radius the fitted ball is used with
+        self.certified_radius_ = float(np.sqrt(result.r_cert2)) if np.isfinite(result.r_cert2) else self.radius_
+        self.history_ = diag["history"]
+        self.converged_ = diag["converged"]
+        self.kernel_evaluations_ = diag["kernel_evaluations"]
+        self.kkt_gap_ = diag["kkt_gap"]
+

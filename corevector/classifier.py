@@ -1,0 +1,241 @@
+"""CVMClassifier: the two-class L2-SVM as a minimum enclosing ball (001), multi-class one-vs-one as LIBSVM."""
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import ClassifierMixin, _fit_context
+from sklearn.utils._param_validation import StrOptions
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from refimpl import cvm
+from refimpl.driver import make_rng
+
+from ._base import CoreVectorBase, _classes, _doc, _drop_zero_weights, _point_weights, _signs, _take
+from ._validation import POSITIVE, store_params
+from .probability import MIN_PROB, PROBABILITY_FOLDS, class_probabilities, cross_validated_sigmoid
+
+__all__ = ["CVMClassifier"]
+
+
+class CVMClassifier(ClassifierMixin, CoreVectorBase):
+    """Core Vector Machine: the two-class L2-SVM solved as an MEB (001_1b97d3ee98da12aa.txt, eqs. (8)-(11)).
+
+    Multi-class problems are split one-vs-one as LIBSVM does; each pair is a separate CVM.
+
+    Weights (scikit-learn's and LIBSVM's semantics): point i gets the slack penalty
+    C_i = C * class_weight[y_i] * sample_weight_i in the primal min ||w||^2 + b^2 - 2 rho + sum C_i xi_i^2,
+    i.e. the ridge 1/C on K~'s diagonal becomes 1/C_i (:mod:`refimpl.cvm`).  Points of weight 0 are left
+    out of the fit, equal weights w are C w exactly, and since duplicated points share their slack at the
+    optimum, an integer weight k is the point repeated k times (in the primal; the core-set fit reaches
+    either to its eps).
+
+    Probabilities (``probability=True``), as LIBSVM does: each pair's decision values are computed by a
+    5-fold cross-validation of that pair's CVM (shuffled folds drawn from ``random_state``, weights kept),
+    a sigmoid P(a | f) = 1 / (1 + exp(A f + B)) is fitted to them by Platt's method with Lin et al.'s
+    targets (scikit-learn's ``sklearn.calibration._sigmoid_calibration``), and for more than two classes
+    the pairwise probabilities are coupled as LIBSVM's ``multiclass_probability`` does (Wu, Lin & Weng
+    2004, method 2), here by solving its linear system directly.  As in LIBSVM, ``predict`` still uses
+    the decision values, so it can disagree with the argmax of ``predict_proba`` near ties.
+
+    Parameters
+    ----------
+    C : float, default=1.0
+    class_weight : dict, 'balanced' or None, default=None
+        Multiplies C for the points of each class (scikit-learn's SVC); 'balanced' uses
+        n_samples / (n_classes * np.bincount(y)).
+    probability : bool, default=False
+        Fit Platt's sigmoids on internal 5-fold cross-validation (5 extra fits per pair) for
+        ``predict_proba``/``predict_log_proba``.""" + _doc(eps="1e-2", gamma="scale", stop="hybrid") + """
+    Attributes
+    ----------
+    classes_ : class labels.
+    support_, support_vectors_ : all support vectors (alpha > 0), indices in training order.
+    dual_coef_ : (n_pairs, n_SV) alpha_i y_i per pair (zeros where a vector is not in the pair).
+    intercept_ : (n_pairs,) b = sum alpha_i y_i of each pair (eq. (11)).
+    rho_, radius_, certified_ratio_, n_iter_ : per pair (scalars for binary problems).
+    dual_objective_ : -rho_, the optimal value of the dual (9) reached.
+    core_set_ : indices of the core vectors (all pairs); history_ : per pair (a dict for binary).
+    class_weight_ : (n_classes,) the class weights used (ones without ``class_weight``).
+    probA_, probB_ : (n_pairs,) Platt's sigmoid per pair, P(first class of the pair | f) =
+        1 / (1 + exp(probA_ f + probB_)) with f the pair's internal decision value (``probability=True``;
+        empty arrays otherwise, as scikit-learn's SVC).
+    """
+
+    _parameter_constraints: dict = {**CoreVectorBase._parameter_constraints, "C": [POSITIVE],
+                                    "class_weight": [dict, StrOptions({"balanced"}), None],
+                                    "probability": ["boolean"]}
+    #: folds of Platt's cross-validation and the clipping of pairwise probabilities (corevector.probability)
+    PROBABILITY_FOLDS = PROBABILITY_FOLDS
+    MIN_PROB = MIN_PROB
+
+    def __init__(self, *, C=1.0, class_weight=None, probability=False, eps=1e-2, kernel="rbf", gamma="scale",
+                 degree=3, coef0=0.0, normalize=False, sample_size=59, n_confirm=100, max_iter=100_000, tol=None,
+                 solver="auto", stop="hybrid", cache_size=200, certify=True, random_state=None, impl="fast",
+                 verbose=False):
+        store_params(self, locals())
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit on (X, y); ``sample_weight`` w_i gives point i the slack penalty C_i = C class_weight[y_i] w_i
+        (points of weight 0 are left out, as LIBSVM leaves them out)."""
+        X, y = validate_data(self, X, y, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2)
+        if y.dtype.kind not in "biu":  # integer labels are classes by nature: spare a pass over m labels
+            check_classification_targets(y)
+        self._check_fit_params(X.shape[0])
+        self.classes_ = _classes(y)
+        if len(self.classes_) < 2:
+            raise ValueError(f"y has only one class ({self.classes_[0]!r}); CVMClassifier needs at least 2")
+        w, kept = self._weights(X, y, sample_weight)
+        if kept is not None:
+            X, y, w = X[kept], y[kept], w[kept]
+        # The kernel width is resolved once on the whole training set so that every pair shares it.
+        self.kernel_spec_ = self._kernel_spec(X)
+        # one seed per pair, drawn from random_state, so that ref and fast see identical draws; the
+        # cross-validation seeds of probability=True come after them, so the model does not depend on it
+        rng = make_rng(self.random_state)
+        pairs = [(a, b) for a in range(len(self.classes_)) for b in range(a + 1, len(self.classes_))]
+        seeds = [int(rng.integers(0, 2**31 - 1)) for _ in pairs]
+        fits = [self._fit_pair(X, y, w, a, b, seed) for (a, b), seed in zip(pairs, seeds)]
+        self._set_fitted(X, fits, kept)
+        self.probA_, self.probB_ = np.empty(0), np.empty(0)
+        if self.probability:
+            cv_seeds = [int(rng.integers(0, 2**31 - 1)) for _ in pairs]
+            platt = [self._platt_pair(X, y, w, a, b, seed) for (a, b), seed in zip(pairs, cv_seeds)]
+            self.probA_ = np.array([ab[0] for ab in platt])
+            self.probB_ = np.array([ab[1] for ab in platt])
+        return self
+
+    def _weights(self, X, y, sample_weight):
+        """(w, kept): the per-point weights class_weight[y_i] * sample_weight_i (None: all 1) and the rows
+        of positive weight (None: all); sets ``class_weight_``."""
+        from sklearn.utils.class_weight import compute_class_weight
+
+        if self.class_weight is None:  # compute_class_weight would hash all m labels again (22 ms at 1M)
+            self.class_weight_ = np.ones(len(self.classes_))
+        else:
+            self.class_weight_ = compute_class_weight(self.class_weight, classes=self.classes_, y=y)
+        factor = None if self.class_weight is None else self.class_weight_[np.searchsorted(self.classes_, y)]
+        w = _point_weights(X, sample_weight, factor)
+        kept = _drop_zero_weights(w)
+        if kept is not None:
+            left = np.unique(y[kept])
+            if len(left) < len(self.classes_):
+                gone = [c for c in self.classes_ if c not in set(left.tolist())]
+                raise ValueError(f"sample_weight (times class_weight) is 0 for every point of class(es) {gone!r}: "
+                                 "CVMClassifier needs points of positive weight in every class")
+        return w, kept
+
+    def _pair_data(self, X, y, w, a, b):
+        """(members, X_pair, y_pm, w_pair) of the pair a (positive, as in LIBSVM) against b."""
+        if len(self.classes_) == 2:  # no subset copy of X and 1 byte a point: a fit's extra memory stays small
+            return None, X, _signs(y == self.classes_[a]), w
+        idx = np.flatnonzero((y == self.classes_[a]) | (y == self.classes_[b]))
+        return idx, X[idx], _signs(y[idx] == self.classes_[a]), None if w is None else w[idx]
+
+    def _fit_pair(self, X, y, w, a, b, seed):
+        """The binary CVM of classes a (positive, as in LIBSVM) against b: (pair, members, result, model)."""
+        idx, Xp, y_pm, wp = self._pair_data(X, y, w, a, b)
+        label = f"CVMClassifier ({self.impl}) {self.classes_[a]!r} vs {self.classes_[b]!r}"
+        return ((a, b), idx) + self._solve_binary(Xp, y_pm, wp, seed, label)
+
+    def _solve_binary(self, X, y_pm, w, seed, label):
+        """(result, model) of the two-class CVM on (X, y_pm) with weights w (None: all 1)."""
+        problem = cvm.two_class_problem(X, y_pm, self.kernel_spec_, float(self.C), w)
+        result = self._run(problem, seed, label=label)
+        return result, cvm.recover(problem, result, float(self.C), "two_class")
+
+    def _platt_pair(self, X, y, w, a, b, seed):
+        """(A, B) of the pair's sigmoid P(a | f) = 1 / (1 + exp(A f + B)), fitted to the decision values of a
+        cross-validation of the pair's CVM (:func:`corevector.probability.cross_validated_sigmoid`)."""
+        _, Xp, y_pm, wp = self._pair_data(X, y, w, a, b)
+
+        def fold_decisions(train, test, fold_seed, k):
+            label = f"CVMClassifier ({self.impl}) {self.classes_[a]!r} vs {self.classes_[b]!r} CV {k + 1}"
+            _, model = self._solve_binary(Xp[train], y_pm[train], None if wp is None else wp[train], fold_seed,
+                                          label)
+            return self._expansion(Xp[test], Xp[train[model.support]], model.coef) + model.intercept
+
+        return cross_validated_sigmoid(fold_decisions, y_pm, seed, self.PROBABILITY_FOLDS)
+
+    def _set_fitted(self, X, fits, kept=None):
+        pairs, members, results, models = (list(t) for t in zip(*fits))
+        support = np.unique(np.concatenate([_take(m, mod.support) for m, mod in zip(members, models)]))
+        pos = {s: k for k, s in enumerate(support)}
+        dual = np.zeros((len(pairs), len(support)))
+        for p, (m, mod) in enumerate(zip(members, models)):
+            dual[p, [pos[s] for s in _take(m, mod.support)]] = mod.coef
+        self.pairs_ = pairs
+        self.support_ = support if kept is None else kept[support]  # indices into the training set as given
+        self.support_vectors_ = X[support]
+        self.dual_coef_ = dual
+        self.intercept_ = np.array([mod.intercept for mod in models])
+        self.core_set_ = np.unique(np.concatenate([_take(m, r.core_set) for m, r in zip(members, results)]))
+        if kept is not None:
+            self.core_set_ = kept[self.core_set_]
+        binary = len(pairs) == 1
+        diags = [self._diagnostics(r) for r in results]
+
+        def per_pair(key):
+            vals = [d[key] for d in diags]
+            return vals[0] if binary else (vals if key == "history" else np.array(vals))
+
+        for key in ("n_iter", "radius", "certified_ratio", "history", "converged", "kernel_evaluations", "kkt_gap"):
+            setattr(self, key + "_", per_pair(key))
+        self.rho_ = models[0].rho if binary else np.array([m.rho for m in models])
+        self.dual_objective_ = -self.rho_  # the dual (9) of 001: max -alpha'K~alpha, per pair
+        self.xi_ = models[0].xi if binary else [m.xi for m in models]
+
+    def _pair_decisions(self, X):
+        """(n, n_pairs) values f_ab(x) = sum alpha_i y_i k(x_i, x) + b; positive favours the first class."""
+        out = np.empty((X.shape[0], len(self.pairs_)))
+        for p in range(len(self.pairs_)):
+            nz = np.flatnonzero(self.dual_coef_[p])
+            out[:, p] = self._expansion(X, self.support_vectors_[nz], self.dual_coef_[p, nz]) + self.intercept_[p]
+        return out
+
+    def decision_function(self, X):
+        """Binary: f(x), positive for ``classes_[1]`` (sklearn's convention). Multi-class: (n, n_classes)
+        one-vs-one votes plus normalised confidences, as sklearn's SVC with decision_function_shape='ovr'."""
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", reset=False)
+        dec = self._pair_decisions(X)
+        if len(self.classes_) == 2:
+            return -dec[:, 0]
+        n_classes = len(self.classes_)
+        votes = np.zeros((X.shape[0], n_classes))
+        conf = np.zeros((X.shape[0], n_classes))
+        for p, (a, b) in enumerate(self.pairs_):
+            votes[:, a] += dec[:, p] > 0
+            votes[:, b] += dec[:, p] <= 0
+            conf[:, a] += dec[:, p]
+            conf[:, b] -= dec[:, p]
+        # confidences only break ties between equal vote counts (as sklearn's _ovr_decision_function)
+        return votes + conf / (3.0 * (np.abs(conf) + 1.0))
+
+    def predict(self, X):
+        dec = self.decision_function(X)
+        if len(self.classes_) == 2:
+            return self.classes_[(dec > 0).astype(int)]
+        return self.classes_[np.argmax(dec, axis=1)]
+
+    def _check_proba(self):
+        if not self.probability:
+            raise AttributeError("predict_proba is not available when probability=False")
+        return True
+
+    @available_if(_check_proba)
+    def predict_proba(self, X):
+        """(n, n_classes) class probabilities from Platt's sigmoids (binary) coupled pairwise as LIBSVM
+        does (multi-class); see the class docstring."""
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", reset=False)
+        return class_probabilities(self._pair_decisions(X), self.probA_, self.probB_, self.pairs_,
+                                   len(self.classes_), self.MIN_PROB)
+
+    @available_if(_check_proba)
+    def predict_log_proba(self, X):
+        """The logarithm of :meth:`predict_proba`."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
