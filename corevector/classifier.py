@@ -79,7 +79,7 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
     def fit(self, X, y, sample_weight=None):
         """Fit on (X, y); ``sample_weight`` w_i gives point i the slack penalty C_i = C class_weight[y_i] w_i
         (points of weight 0 are left out, as LIBSVM leaves them out)."""
-        X, y = validate_data(self, X, y, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2)
+        X, y = self._validated(X, y, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2)
         if y.dtype.kind not in "biu":  # integer labels are classes by nature: spare a pass over m labels
             check_classification_targets(y)
         self._check_fit_params(X.shape[0])
