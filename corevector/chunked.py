@@ -150,6 +150,44 @@ def _take_block(block, local):
     return np.asarray(block)[local]
 
 
+#: attempts of a scan or fetch whose workers were lost (Dask recomputes their blocks; what was scattered
+#: to them is scattered again) before the fit stops with a RuntimeError
+ATTEMPTS = 3
+
+
+class _Ref:
+    """An object scattered to the workers, kept here too, so that it can be scattered again when the
+    worker holding it is lost."""
+
+    def __init__(self, obj, future):
+        self.obj, self.future = obj, future
+
+
+def _resolve(x):
+    if isinstance(x, _Ref):
+        return x.future
+    if isinstance(x, tuple):
+        return tuple(_resolve(e) for e in x)
+    return x
+
+
+def _refs(x):
+    if isinstance(x, _Ref):
+        yield x
+    elif isinstance(x, tuple):
+        for e in x:
+            yield from _refs(e)
+
+
+def _lost_workers(exc) -> bool:
+    """True for the failures a lost worker causes (cancelled futures, lost dependencies, killed workers)."""
+    import asyncio
+    import concurrent.futures
+    if isinstance(exc, (asyncio.CancelledError, concurrent.futures.CancelledError)):
+        return True
+    return type(exc).__module__.split(".")[0] == "distributed"
+
+
 class _DaskSource:
     """A Dask array: every block computed where its data are (persisted partitions, or chunks read from
     their store by the worker), on a distributed client when one runs, else on the local scheduler."""
@@ -164,10 +202,25 @@ class _DaskSource:
         self.bounds = np.r_[0, np.cumsum(darr.chunks[0])].astype(np.int64)
         self.blocks = darr.to_delayed().ravel() if darr.ndim == 2 else darr.to_delayed()
         self.is_dask = True
+        self._refs = []
 
-    def _compute(self, tasks):
+    def _compute(self, build):
+        """Compute the tasks ``build()`` makes; when workers are lost meanwhile, scatter what they held again
+        and retry (Dask recomputes lost blocks from their graph), then give up with a clear error."""
         import dask
-        return list(dask.compute(*tasks))
+        for attempt in range(ATTEMPTS):
+            try:
+                return list(dask.compute(*build()))
+            except Exception as exc:  # noqa: BLE001 -- only lost-worker failures are retried
+                if not _lost_workers(exc):
+                    raise
+                if attempt == ATTEMPTS - 1:
+                    raise RuntimeError(f"the Dask cluster lost workers during the fit and {ATTEMPTS} attempts to "
+                                       "recompute the lost blocks failed; no model was fitted") from exc
+                client = distributed_client()
+                for ref in self._refs:
+                    if client is not None and ref.future.status != "finished":
+                        ref.future = client.scatter([ref.obj], hash=False)[0]
 
     def read(self, b):
         return np.asarray(self.blocks[b].compute())
@@ -177,13 +230,17 @@ class _DaskSource:
         client = distributed_client()
         if client is None:
             return objs
-        return client.scatter(list(objs), hash=False)
+        refs = [_Ref(o, f) for o, f in zip(objs, client.scatter(list(objs), hash=False))]
+        self._refs.extend(refs)
+        return refs
 
     def _shared(self, shared):
         import dask
         client = distributed_client()
         if client is not None:  # sent once to every worker, whatever the number of blocks
-            return client.scatter(shared, broadcast=True, hash=False)
+            ref = _Ref(shared, client.scatter([shared], broadcast=True, hash=False)[0])
+            self._refs.append(ref)
+            return ref
         return dask.delayed(shared, name="corevector-shared-" + uuid.uuid4().hex, traverse=False)
 
     def take(self, rows):
@@ -192,17 +249,21 @@ class _DaskSource:
             return np.zeros((0,) + self.shape[1:], dtype=self.dtype)
         which = np.searchsorted(self.bounds, rows, side="right") - 1
         cuts = np.flatnonzero(np.diff(which)) + 1
-        tasks = []
-        for part in np.split(np.arange(len(rows)), cuts):
-            b = int(which[part[0]])
-            tasks.append(dask.delayed(_take_block, pure=True)(self.blocks[b], rows[part] - self.bounds[b]))
-        return np.concatenate(self._compute(tasks))
+        parts = [(int(which[p[0]]), rows[p] - self.bounds[int(which[p[0]])])
+                 for p in np.split(np.arange(len(rows)), cuts)]
+        return np.concatenate(self._compute(
+            lambda: [dask.delayed(_take_block, pure=True)(self.blocks[b], loc) for b, loc in parts]))
 
     def map(self, fn, shared, per_block, blocks):
         import dask
         sh = self._shared(shared)
-        tasks = [dask.delayed(fn, pure=False)(self.blocks[b], sh, pb) for b, pb in zip(blocks, per_block)]
-        return self._compute(tasks)
+        try:
+            return self._compute(lambda: [dask.delayed(fn, pure=False)(self.blocks[b], _resolve(sh), _resolve(pb))
+                                          for b, pb in zip(blocks, per_block)])
+        finally:
+            if isinstance(sh, _Ref):  # the scan's broadcast is done with
+                self._refs.remove(sh)
+                sh.future.release()
 
 
 def _source(X):

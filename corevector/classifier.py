@@ -13,6 +13,7 @@ from refimpl.driver import make_rng
 
 from ._base import CoreVectorBase, _classes, _doc, _drop_zero_weights, _point_weights, _signs, _take
 from ._validation import POSITIVE, store_params
+from .distributed import run_tasks
 from .probability import MIN_PROB, PROBABILITY_FOLDS, class_probabilities, cross_validated_sigmoid
 
 __all__ = ["CVMClassifier"]
@@ -96,12 +97,14 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
         rng = make_rng(self.random_state)
         pairs = [(a, b) for a in range(len(self.classes_)) for b in range(a + 1, len(self.classes_))]
         seeds = [int(rng.integers(0, 2**31 - 1)) for _ in pairs]
-        fits = [self._fit_pair(X, y, w, a, b, seed) for (a, b), seed in zip(pairs, seeds)]
+        # separate tasks on a running dask.distributed client (corevector.distributed), else one after another
+        fits = run_tasks(self._fit_pair, [(a, b, seed) for (a, b), seed in zip(pairs, seeds)], shared=(X, y, w))
         self._set_fitted(X, fits, kept)
         self.probA_, self.probB_ = np.empty(0), np.empty(0)
         if self.probability:
             cv_seeds = [int(rng.integers(0, 2**31 - 1)) for _ in pairs]
-            platt = [self._platt_pair(X, y, w, a, b, seed) for (a, b), seed in zip(pairs, cv_seeds)]
+            platt = run_tasks(self._platt_pair, [(a, b, seed) for (a, b), seed in zip(pairs, cv_seeds)],
+                              shared=(X, y, w))
             self.probA_ = np.array([ab[0] for ab in platt])
             self.probB_ = np.array([ab[1] for ab in platt])
         return self
