@@ -292,7 +292,7 @@ class ChunkedRows:
         self.source = source
         self.rows = None if rows is None else np.asarray(rows, dtype=np.int64)
         m = source.shape[0] if self.rows is None else len(self.rows)
-        self.shape = (int(m), int(source.shape[1]))
+        self.shape = (int(m), int(source.shape[1]) if len(source.shape) > 1 else 0)
         self._stats = stats
         self._plan = None
 
