@@ -183,7 +183,12 @@ class CoreVectorBase(BaseEstimator):
         super().__init_subclass__(**kwargs)
         for name in cls._PER_ROW + ("fit", "score"):
             method = cls.__dict__.get(name, getattr(cls, name, None) if name == "score" else None)
-            if method is not None and not getattr(method, "chunk_aware", False):
+            if method is None or getattr(method, "chunk_aware", False):
+                continue
+            if hasattr(method, "check") and hasattr(method, "fn"):  # sklearn's available_if (predict_proba)
+                from sklearn.utils.metaestimators import available_if
+                setattr(cls, name, available_if(method.check)(_chunk_aware(name, method.fn)))
+            else:
                 setattr(cls, name, _chunk_aware(name, method))
 
     def _validated(self, X, *args, **kwargs):

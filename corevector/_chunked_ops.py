@@ -206,7 +206,7 @@ class ChunkedMEBOps:
         if len(rows):
             vals = self.X.take(rows)
             self.stats["extra_fetch_rows"] += len(rows)
-            self.stats["fetch_bytes"] += vals.nbytes
+            self.stats["fetch_bytes"] += len(rows) * self.d * self.X.source.dtype.itemsize
             for r, v in zip(rows.tolist(), vals):
                 self._alloc(r, v)
 
@@ -237,14 +237,9 @@ class ChunkedMEBOps:
         self._ahead()
         return _Draws(rng, self)
 
-    def _fetch_window(self, values):
-        rows = np.unique(self._rows(values))
-        held = np.fromiter((r in self.slot_of for r in rows.tolist()), dtype=bool, count=len(rows))
-        need = rows[~held]
-        return rows, need, self.X.take(need) if len(need) else np.zeros((0, self.d))
-
     def _ahead(self):
-        """Start fetching the next window of draws (in the background) if none is on its way."""
+        """Start fetching the next window of draws (in the background) if none is on its way.  Rows held
+        already are claimed for the window now, so that nothing releases them before it lands."""
         if self.pending is not None or self.stream is None:
             return
         size = self.window
@@ -253,27 +248,34 @@ class ChunkedMEBOps:
         self.horizon = end
         self.last_window = size
         self.window = min(2 * self.window, self.window_max)
-        self.pending = (start, end, self.pool.submit(self._fetch_window, values))
+        rows = np.unique(self._rows(values))
+        need = []
+        for r in rows.tolist():
+            q = self.slot_of.get(r)
+            if q is None:
+                need.append(r)
+            else:
+                self.refs[q] += 1
+        need = np.array(need, dtype=np.int64)
+        fut = self.pool.submit(self.X.take, need) if len(need) else None
+        self.pending = (start, end, rows, need, fut)
 
     def _land(self, wait):
         """Install the window on its way (waiting for it if ``wait``); True if one was installed."""
         if self.pending is None:
             return False
-        start, end, fut = self.pending
-        if not wait and not fut.done():
+        start, end, rows, need, fut = self.pending
+        if fut is not None and not wait and not fut.done():
             return False
-        rows, need, vals = fut.result()
+        vals = fut.result() if fut is not None else np.zeros((0, self.d))
         self.pending = None
         self.stats["fetch_rounds"] += 1
         self.stats["fetch_rows"] += len(need)
-        self.stats["fetch_bytes"] += int(vals.nbytes)
-        # rows fetched for this window that an earlier window or the core set took meanwhile keep their slot
-        fetched = dict(zip(need.tolist(), vals))
-        values = [fetched.get(r) for r in rows.tolist()]
-        for r, v in zip(rows.tolist(), values):
-            q = self.slot_of.get(r)
+        self.stats["fetch_bytes"] += len(need) * self.d * self.X.source.dtype.itemsize  # as sent
+        for r, v in zip(need.tolist(), vals):
+            q = self.slot_of.get(r)  # a row another path fetched meanwhile keeps its slot
             if q is None:
-                q = self._alloc(r, v if v is not None else self.X.take([r])[0])
+                q = self._alloc(r, v)
             self.refs[q] += 1
         self.windows.append((start, end, rows))
         return True

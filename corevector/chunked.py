@@ -203,6 +203,8 @@ class _DaskSource:
         self.blocks = darr.to_delayed().ravel() if darr.ndim == 2 else darr.to_delayed()
         self.is_dask = True
         self._refs = []
+        # the client running now (threads the fit starts, e.g. its reads ahead, use it too)
+        self.client = distributed_client()
 
     def _compute(self, build):
         """Compute the tasks ``build()`` makes; when workers are lost meanwhile, scatter what they held again
@@ -210,14 +212,14 @@ class _DaskSource:
         import dask
         for attempt in range(ATTEMPTS):
             try:
-                return list(dask.compute(*build()))
+                return list(dask.compute(*build(), **({} if self.client is None else {"scheduler": self.client})))
             except Exception as exc:  # noqa: BLE001 -- only lost-worker failures are retried
                 if not _lost_workers(exc):
                     raise
                 if attempt == ATTEMPTS - 1:
                     raise RuntimeError(f"the Dask cluster lost workers during the fit and {ATTEMPTS} attempts to "
                                        "recompute the lost blocks failed; no model was fitted") from exc
-                client = distributed_client()
+                client = self.client
                 for ref in self._refs:
                     if client is not None and ref.future.status != "finished":
                         ref.future = client.scatter([ref.obj], hash=False)[0]
@@ -227,7 +229,7 @@ class _DaskSource:
 
     def scatter(self, objs):
         """Per-block objects sent to the workers once (a fit's labels and weights), or kept as they are."""
-        client = distributed_client()
+        client = self.client
         if client is None:
             return objs
         refs = [_Ref(o, f) for o, f in zip(objs, client.scatter(list(objs), hash=False))]
@@ -236,7 +238,7 @@ class _DaskSource:
 
     def _shared(self, shared):
         import dask
-        client = distributed_client()
+        client = self.client
         if client is not None:  # sent once to every worker, whatever the number of blocks
             ref = _Ref(shared, client.scatter([shared], broadcast=True, hash=False)[0])
             self._refs.append(ref)
