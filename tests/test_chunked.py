@@ -199,3 +199,20 @@ def test_large_views_are_not_read_whole(stores, monkeypatch):
     with pytest.raises(TypeError, match="would be read whole"):
         np.asarray(Xc)
     assert np.array_equal(Xc.take([5, 1, 5]), np.asarray(stores["zarr"])[[5, 1, 5]].astype(np.float64))
+
+
+def test_generator_is_seeded_and_written_by_chunks(tmp_path):
+    """corevector.infinite: rows depend on (seed, batch) only, labels are the source images' labels, pixels
+    stay in [0, 1]."""
+    from corevector import infinite
+    try:
+        images, labels = infinite.source_images()
+    except ValueError:
+        pytest.skip("Fashion-MNIST (Debian's dataset-fashion-mnist) is not available")
+    root = infinite.write_zarr(tmp_path / "g.zarr", 300, seed=3, chunk_rows=50, shard_rows=100)
+    X, y = np.asarray(root["X"]), np.asarray(root["y"])
+    again, y2 = infinite.deformed(images, labels, 100, 100, 3)
+    assert np.array_equal(X[100:200], again) and np.array_equal(y[100:200], y2)
+    src = np.random.default_rng([3, 100]).integers(0, len(images), size=100)
+    assert np.array_equal(y2, labels[src]) and X.dtype == np.float32 and 0 <= X.min() and X.max() <= 1
+    assert not np.array_equal(X[100:200], images[src].reshape(100, 784))  # deformed, not copied
