@@ -117,7 +117,8 @@ class ChunkedMEBOps:
         self.mirror = bool(problem.mirror)
         self.c0 = problem.constant_term or 0.0
         row_bytes = 8 * max(d, 1)
-        self.window_max = max(1024, min(WINDOW_BYTES // row_bytes, 1 << 18))
+        # never much more than the data: a window of draws from m rows holds at most m of them
+        self.window_max = max(1024, min(WINDOW_BYTES // row_bytes, 1 << 18, self.n // 4))
         self.cap = cap = int(min(self.m, CORE_ROWS + 3 * self.window_max))
         # lazily allocated (untouched pages cost no memory): only the slots in use are ever written
         self.buf = np.zeros((cap, d))
@@ -161,7 +162,7 @@ class ChunkedMEBOps:
         self.last_window = self.window
         self.pool = ThreadPoolExecutor(max_workers=1)
         self.extra = X.per_block((problem.sign, problem.offset, problem.point_diag))
-        self.stats = dict(impl=self.impl, m=self.m, n=self.n, d=d, fetch_rounds=0, fetch_rows=0, fetch_bytes=0,
+        self.stats = dict(impl=self.impl, m=self.m, n=self.n, d=d, draws=0, fetch_rounds=0, fetch_rows=0, fetch_bytes=0,
                           sync_waits=0, extra_fetch_rows=0, scans=0, scan_blocks=0, scan_bytes=0)
         STATS.append(self.stats)
 
@@ -192,6 +193,26 @@ class ChunkedMEBOps:
         self.slot_of[r] = q
         self.row_of[q] = r
         return q
+
+    def _alloc_many(self, rows, values):
+        """Slots for the rows (none held yet), filled with their values: vectorised _alloc."""
+        k = len(rows)
+        if k > len(self.free):
+            raise RuntimeError(f"the core set and the draws read ahead need more than {self.cap} rows on the client "
+                               "(corevector._chunked_ops.CORE_ROWS); the fit's core set is unusually large: "
+                               "a smaller C or a larger eps keeps it smaller")
+        qs = np.array(self.free[len(self.free) - k:][::-1], dtype=np.int64)
+        del self.free[len(self.free) - k:]
+        self.buf[qs] = values
+        if self.lsign is not None:
+            self.lsign[qs] = self.problem.sign[rows]
+        if self.loffset is not None:
+            self.loffset[qs] = self.problem.offset[rows]
+        if self.lpdiag is not None:
+            self.lpdiag[qs] = self.problem.point_diag[rows]
+        self.slot_of.update(zip(rows.tolist(), qs.tolist()))
+        self.row_of[qs] = rows
+        return qs
 
     def _release(self, q):
         if self.refs[q] == 0 and not self.pinned[q]:
@@ -249,14 +270,9 @@ class ChunkedMEBOps:
         self.last_window = size
         self.window = min(2 * self.window, self.window_max)
         rows = np.unique(self._rows(values))
-        need = []
-        for r in rows.tolist():
-            q = self.slot_of.get(r)
-            if q is None:
-                need.append(r)
-            else:
-                self.refs[q] += 1
-        need = np.array(need, dtype=np.int64)
+        qs = np.fromiter((self.slot_of.get(r, -1) for r in rows.tolist()), dtype=np.int64, count=len(rows))
+        self.refs[qs[qs >= 0]] += 1
+        need = rows[qs < 0]
         fut = self.pool.submit(self.X.take, need) if len(need) else None
         self.pending = (start, end, rows, need, fut)
 
@@ -272,11 +288,12 @@ class ChunkedMEBOps:
         self.stats["fetch_rounds"] += 1
         self.stats["fetch_rows"] += len(need)
         self.stats["fetch_bytes"] += len(need) * self.d * self.X.source.dtype.itemsize  # as sent
-        for r, v in zip(need.tolist(), vals):
-            q = self.slot_of.get(r)  # a row another path fetched meanwhile keeps its slot
-            if q is None:
-                q = self._alloc(r, v)
-            self.refs[q] += 1
+        # a row another path fetched meanwhile keeps its slot
+        qs = np.fromiter((self.slot_of.get(r, -1) for r in need.tolist()), dtype=np.int64, count=len(need))
+        new = qs < 0
+        if new.any():
+            qs[new] = self._alloc_many(need[new], vals[new])
+        self.refs[qs] += 1
         self.windows.append((start, end, rows))
         return True
 
@@ -284,13 +301,17 @@ class ChunkedMEBOps:
         """The driver drew ``values`` (stream positions pos .. pos + len): their rows must be held now."""
         start = self.pos
         self.pos += len(values)
+        self.stats["draws"] += 1
         # windows wholly before this draw are done with: their rows go (core vectors keep theirs)
         while self.windows and self.windows[0][1] <= start:
             _, _, rows = self.windows.pop(0)
-            for r in rows.tolist():
-                q = self.slot_of[r]
-                self.refs[q] -= 1
-                self._release(q)
+            qs = np.fromiter((self.slot_of[r] for r in rows.tolist()), dtype=np.int64, count=len(rows))
+            self.refs[qs] -= 1
+            gone = qs[(self.refs[qs] == 0) & ~self.pinned[qs]]
+            for r in self.row_of[gone].tolist():
+                del self.slot_of[r]
+            self.row_of[gone] = -1
+            self.free.extend(gone.tolist())
         self._land(wait=False)
         while self._covered() < self.pos:
             if self.pending is None:

@@ -160,7 +160,8 @@ def test_rows_fetched_per_iteration_do_not_grow_with_m(tmp_path):
         del _chunked_ops.STATS[:]
         est = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(z, y)
         st = _chunked_ops.STATS[-1]
-        assert st["fetch_rounds"] <= 10 and st["extra_fetch_rows"] <= 64 * 4
+        # one round trip serves many draws (the driver's calls), and no row is fetched alone
+        assert 5 * st["fetch_rounds"] <= st["draws"] and st["extra_fetch_rows"] <= 64 * 4
         stats.append((st["fetch_bytes"], est.n_iter_, st["scan_bytes"] / max(st["scan_blocks"], 1)))
     # bytes per block of a full scan: a few hundred, whatever the block's rows
     assert all(per_block < 4096 for *_, per_block in stats)
