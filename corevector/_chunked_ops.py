@@ -51,7 +51,8 @@ __all__ = ["ChunkedMEBOps", "fit_meb", "STATS"]
 
 #: the first window of draws read ahead (stream positions); it doubles up to WINDOW_BYTES of rows
 WINDOW_START = 8192
-#: the largest window of draws read ahead, in bytes of float64 rows
+#: the largest window of draws read ahead: positions, and bytes of float64 rows
+WINDOW_MAX = 1 << 15
 WINDOW_BYTES = 64 * 2**20
 #: rows of the buffer kept for core vectors beyond the windows in flight
 CORE_ROWS = 1 << 16
@@ -118,7 +119,7 @@ class ChunkedMEBOps:
         self.c0 = problem.constant_term or 0.0
         row_bytes = 8 * max(d, 1)
         # never much more than the data: a window of draws from m rows holds at most m of them
-        self.window_max = max(1024, min(WINDOW_BYTES // row_bytes, 1 << 18, self.n // 4))
+        self.window_max = max(1024, min(WINDOW_BYTES // row_bytes, WINDOW_MAX, self.n // 4))
         self.cap = cap = int(min(self.m, CORE_ROWS + 3 * self.window_max))
         # lazily allocated (untouched pages cost no memory): only the slots in use are ever written
         self.buf = np.zeros((cap, d))
@@ -235,10 +236,11 @@ class ChunkedMEBOps:
         """Local indices (slots, mirrored) of the augmented points zs; their rows are fetched if not held."""
         zs = np.asarray(zs, dtype=np.int64)
         rows = self._rows(zs)
-        missing = [r for r in rows.tolist() if r not in self.slot_of]
-        if missing:
-            self._fetch(missing)
-        q = np.fromiter((self.slot_of[r] for r in rows.tolist()), dtype=np.int64, count=len(rows))
+        get = self.slot_of.get
+        q = np.fromiter((get(r, -1) for r in rows.tolist()), dtype=np.int64, count=len(rows))
+        if (q < 0).any():
+            self._fetch(rows[q < 0])
+            q = np.fromiter((get(r) for r in rows.tolist()), dtype=np.int64, count=len(rows))
         if pin:
             self.pinned[q] = True
         return q + self.cap * (zs >= self.m) if self.mirror else q

@@ -39,6 +39,8 @@ __all__ = ["needs_chunked", "ChunkedRows", "validate", "kernel_spec", "apply", "
 MATERIALIZE_BYTES = 256 * 2**20
 #: rows per block of a local source (memmap, zarr, HDF5): about this many bytes as float64
 BLOCK_BYTES = 16 * 2**20
+#: a block function sees at most this many rows at once (float64 temporaries stay small whatever the chunks)
+SUB_ROWS = 1 << 16
 
 EXTRA_MESSAGE = ("Dask inputs need the optional dependencies of corevector's 'dask' extra: "
                  "pip install 'corevector[dask]' (dask, distributed, zarr, h5py)")
@@ -371,7 +373,8 @@ class ChunkedRows:
         extra = [None] * len(plan) if extra is None else extra
         per_block = [(int(self.source.bounds[b]) if pidx is None else None, pidx, pos, e)
                      for (b, pidx, pos), e in zip(plan, extra)]
-        return self.source.map(_on_rows(fn), shared, per_block, [b for b, _, _ in plan])
+        parts = self.source.map(_on_rows(fn), shared, per_block, [b for b, _, _ in plan])
+        return [r for part in parts for r in part]
 
     def per_block(self, arrays):
         """Per-block slices of per-row arrays of the view (None entries stay None), scattered to the workers
@@ -412,13 +415,28 @@ class _on_rows:
         self.fn = fn
 
     def __call__(self, block, shared, pb):
+        """fn on slices of at most SUB_ROWS rows (float64 one slice at a time): a list of results."""
         start, pidx, pos, extra = pb
         block = np.asarray(block)
         if pos is not None:
             block = block[pos]
         else:
             pidx = np.arange(start, start + block.shape[0], dtype=np.int64)
-        return self.fn(_as_float(block), shared, (pidx, extra))
+        out = []
+        for a in range(0, max(block.shape[0], 1), SUB_ROWS):
+            sl = slice(a, a + SUB_ROWS)
+            ex = extra if extra is None else _slice_extra(extra, sl)
+            out.append(self.fn(_as_float(block[sl]), shared, (pidx[sl], ex)))
+        return out
+
+
+def _slice_extra(extra, sl):
+    """Per-row arrays of a block (tuples of arrays, None entries) cut to the slice ``sl`` of its rows."""
+    if isinstance(extra, tuple):
+        return tuple(_slice_extra(e, sl) for e in extra)
+    if isinstance(extra, np.ndarray):
+        return extra[sl]
+    return extra
 
 
 def _block_stats(X, _shared, pb):

@@ -74,9 +74,12 @@ def _rss(key):
 
 
 def _worker_usage():
+    """(CPU seconds, resident high-water mark) of a worker process (VmHWM: ru_maxrss carries over exec)."""
     import resource
     r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime, r.ru_maxrss * 1024
+    with open("/proc/self/status") as f:
+        hwm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+    return r.ru_utime + r.ru_stime, hwm
 
 
 def run_one(kind, m, folder):
