@@ -37,7 +37,7 @@ REPEATS = 3
 KINDS = ("memory", "memmap", "zarr", "dask")
 WORKERS, WORKER_MEMORY = 2, "1GB"
 TIMEOUT = {"tiny": 300, "quick": 900, "full": 3600}
-COLUMNS = ["input", "m", "fit_time", "fit_cpu_time", "load", "rss_growth_mb", "x_mb", "worker_peak_mb", "core_set",
+COLUMNS = ["input", "m", "chunk_rows", "workers", "fit_time", "fit_cpu_time", "load", "rss_growth_mb", "x_mb", "worker_peak_mb", "core_set",
            "accuracy", "certified_ratio", "row_bytes_per_iter", "scan_bytes_per_block", "fetch_rounds",
            "scan_evals_per_s"]
 
@@ -48,8 +48,9 @@ def data_files(folder: Path, m: int, chunk_rows=CHUNK_ROWS):
     import zarr
 
     folder.mkdir(parents=True, exist_ok=True)
-    zpath, npath = folder / f"cb{m}.zarr", folder / f"cb{m}_f32.npy"
-    ypath = folder / f"cb{m}_y.npy"
+    tag = "" if chunk_rows == CHUNK_ROWS else f"_c{chunk_rows}"
+    zpath, npath = folder / f"cb{m}{tag}.zarr", folder / f"cb{m}{tag}_f32.npy"
+    ypath = folder / f"cb{m}{tag}_y.npy"
     if not (zpath.exists() and npath.exists() and ypath.exists()):
         z = zarr.open_array(str(zpath), mode="w", shape=(m, 2), chunks=(min(chunk_rows, m), 2), dtype="f8")
         mm = np.lib.format.open_memmap(str(npath), mode="w+", dtype=np.float32, shape=(m, 2))
@@ -82,14 +83,14 @@ def _worker_usage():
     return r.ru_utime + r.ru_stime, hwm
 
 
-def run_one(kind, m, folder):
+def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
     """One measurement in this (fresh) process; returns a dict of the columns."""
     import warnings
 
     from corevector import CVMClassifier, _chunked_ops
     from refimpl.datasets import checkerboard
     warnings.simplefilter("ignore")
-    zpath, npath, ypath = data_files(Path(folder), m)
+    zpath, npath, ypath = data_files(Path(folder), m, chunk_rows)
     y = np.load(ypath)
     Xt, yt = checkerboard(2000, random_state=1)
     client = None
@@ -102,7 +103,7 @@ def run_one(kind, m, folder):
         X = zarr.open_array(str(zpath), mode="r")
         if kind == "dask":
             from distributed import Client, LocalCluster
-            client = Client(LocalCluster(n_workers=WORKERS, threads_per_worker=1, memory_limit=WORKER_MEMORY,
+            client = Client(LocalCluster(n_workers=workers, threads_per_worker=1, memory_limit=WORKER_MEMORY,
                                          dashboard_address=None, silence_logs=50))
             client.run(lambda: __import__("corevector._chunked_ops"))  # a running cluster has the library loaded
     load = os.getloadavg()[0]
@@ -123,7 +124,7 @@ def run_one(kind, m, folder):
         dec = dec.compute()
     scan = time.perf_counter() - t1
     n_iter = max(int(est.n_iter_), 1)
-    out = dict(input=kind, m=m, fit_time=wall, fit_cpu_time=cpu, load=load, rss_growth_mb=growth / 2**20,
+    out = dict(input=kind, m=m, chunk_rows=chunk_rows, workers=workers if kind == "dask" else 0, fit_time=wall, fit_cpu_time=cpu, load=load, rss_growth_mb=growth / 2**20,
                x_mb=m * 2 * 8 / 2**20, worker_peak_mb=max((v[1] for v in w1.values()), default=0) / 2**20,
                core_set=int(est.core_set_.size), accuracy=float(est.score(Xt, yt)),
                certified_ratio=float(est.certified_ratio_),
@@ -137,11 +138,12 @@ def run_one(kind, m, folder):
     return out
 
 
-def measure(kind, m, folder, timeout, repeats=REPEATS):
+def measure(kind, m, folder, timeout, repeats=REPEATS, chunk_rows=CHUNK_ROWS, workers=WORKERS):
     """Medians of ``repeats`` fresh processes (the other columns from the first)."""
     runs = []
     for _ in range(repeats):
-        cmd = [sys.executable, "-m", "reports.chunked", "--one", kind, str(m), str(folder)]
+        cmd = [sys.executable, "-m", "reports.chunked", "--one", kind, str(m), str(folder), str(chunk_rows),
+               str(workers)]
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                              cwd=Path(__file__).resolve().parent.parent)
         line = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
@@ -171,6 +173,20 @@ def chunked(ctx: Context) -> ExperimentResult:
     return ExperimentResult(outputs=["chunked.csv"], summary_md=to_markdown(df[cols]))
 
 
+def sweep(folder, m=1_000_000, chunks=(62_500, 250_000, 1_000_000), workers=(1, 2), repeats=1, timeout=900):
+    """Chunk rows and workers against each other on the Dask path at one m (README's trade-offs)."""
+    rows = []
+    for c in chunks:
+        data_files(Path(folder), m, c)
+        for w in workers:
+            rows.append(measure("dask", m, folder, timeout, repeats, c, w))
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--one"]:
-        print(json.dumps(run_one(sys.argv[2], int(sys.argv[3]), sys.argv[4])), flush=True)
+        args = sys.argv[2:]
+        print(json.dumps(run_one(args[0], int(args[1]), args[2], *(int(a) for a in args[3:]))), flush=True)
+    elif sys.argv[1:2] == ["--sweep"]:
+        sweep(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 1_000_000)
