@@ -163,9 +163,10 @@ class ChunkedMEBOps:
         self.last_window = self.window
         self.pool = ThreadPoolExecutor(max_workers=1)
         self.extra = X.per_block((problem.sign, problem.offset, problem.point_diag))
-        self.stats = dict(impl=self.impl, m=self.m, n=self.n, d=d, draws=0, fetch_rounds=0, fetch_rows=0, fetch_bytes=0,
+        self.stats = dict(impl=self.impl, m=self.m, n=self.n, d=d, draws=0, positions=0, fetch_rounds=0, fetch_rows=0, fetch_bytes=0,
                           sync_waits=0, extra_fetch_rows=0, scans=0, scan_blocks=0, scan_bytes=0)
         STATS.append(self.stats)
+        del STATS[:-100]
 
     def __del__(self):
         pool = getattr(self, "pool", None)
@@ -304,6 +305,7 @@ class ChunkedMEBOps:
         start = self.pos
         self.pos += len(values)
         self.stats["draws"] += 1
+        self.stats["positions"] = self.pos
         # windows wholly before this draw are done with: their rows go (core vectors keep theirs)
         while self.windows and self.windows[0][1] <= start:
             _, _, rows = self.windows.pop(0)

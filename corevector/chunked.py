@@ -383,7 +383,7 @@ class ChunkedRows:
         for b, pidx, _ in self.plan():
             if pidx is None:
                 lo, hi = self.source.bounds[b], self.source.bounds[b + 1]
-                out.append(tuple(None if a is None else np.ascontiguousarray(a[lo:hi]) for a in arrays))
+                out.append(tuple(None if a is None else a[lo:hi] for a in arrays))  # views: no copy here
             else:
                 out.append(tuple(None if a is None else np.ascontiguousarray(a[pidx]) for a in arrays))
         return self.source.scatter(out)
