@@ -52,7 +52,7 @@ __all__ = ["ChunkedMEBOps", "fit_meb", "STATS"]
 #: the first window of draws read ahead (stream positions); it doubles up to WINDOW_BYTES of rows
 WINDOW_START = 8192
 #: the largest window of draws read ahead: positions, and bytes of float64 rows
-WINDOW_MAX = 1 << 15
+WINDOW_MAX = 1 << 16
 WINDOW_BYTES = 64 * 2**20
 #: rows of the buffer kept for core vectors beyond the windows in flight
 CORE_ROWS = 1 << 16

@@ -137,9 +137,13 @@ class _LocalSource:
         """Rows (sorted, unique source indices) in the source's dtype."""
         if len(rows) == 0:
             return np.zeros((0,) + self.shape[1:], dtype=self.dtype)
-        if is_zarr(self.arr):
-            return np.asarray(self.arr.get_orthogonal_selection((rows, slice(None))))
-        return np.asarray(self.arr[rows])
+        if isinstance(self.arr, np.ndarray):
+            return np.asarray(self.arr[rows])
+        # zarr and HDF5: one block at a time (zarr would otherwise read every chunk concurrently)
+        which = np.searchsorted(self.bounds, rows, side="right") - 1
+        cuts = np.flatnonzero(np.diff(which)) + 1
+        return np.concatenate([self.read(int(which[p[0]]))[rows[p] - self.bounds[int(which[p[0]])]]
+                               for p in np.split(np.arange(len(rows)), cuts)])
 
     def map(self, fn, shared, per_block, blocks):
         return [fn(self.read(b), shared, pb) for b, pb in zip(blocks, per_block)]
