@@ -126,12 +126,11 @@ class ChunkedMEBOps:
         self.lsign = None if problem.sign is None else np.zeros(cap, dtype=np.int8)
         self.loffset = None if problem.offset is None else np.zeros(cap)
         self.lpdiag = None if problem.point_diag is None else np.zeros(cap)
-        st = X.stats
         if d <= 16 and cap >= 2:
             # FastMEBOps centres its screens on the bounding box of its X, taken once, now: the box of every
             # input (the unused slots are zeros, so the box also holds 0; a larger box only loosens the
             # screens' bounds -- decisions stay the exact path's)
-            self.buf[0], self.buf[1] = st["min"], st["max"]
+            self.buf[0], self.buf[1] = X.box
         if self.loffset is not None:  # its bound on the finishing round-off reads the largest |offset| now
             self.loffset[0] = float(np.max(np.abs(problem.offset)))
         if self.lpdiag is not None:

@@ -303,6 +303,7 @@ class ChunkedRows:
         self.shape = (int(m), int(source.shape[1]) if len(source.shape) > 1 else 0)
         self._stats = stats
         self._plan = None
+        self._box = None
 
     @classmethod
     def of(cls, X):
@@ -330,7 +331,9 @@ class ChunkedRows:
         key = np.asarray(key)
         if key.dtype == bool:
             key = np.flatnonzero(key)
-        return ChunkedRows(self.source, self._source_rows(key.astype(np.int64)))
+        view = ChunkedRows(self.source, self._source_rows(key.astype(np.int64)))
+        view._box = self.box if self._stats is not None or self._box is not None else None
+        return view
 
     def take(self, idx) -> np.ndarray:
         """The rows ``idx`` of the view as a float64 array (read from where they are)."""
@@ -399,6 +402,14 @@ class ChunkedRows:
             parts = self.map_blocks(_block_stats, None)
             self._stats = _merge_stats(parts, self.shape[1])
         return self._stats
+
+    @property
+    def box(self):
+        """(lowest, highest) value of every column: of the rows of the view, or of a view it was cut from
+        (a box that holds them: what the engines' screens need, without another pass)."""
+        if self._box is not None:
+            return self._box
+        return self.stats["min"], self.stats["max"]
 
     def kernel_diag(self, spec) -> np.ndarray:
         """k(x, x) of every row of the view (refimpl.kernels.kernel_diag), from one chunked pass; a constant
