@@ -129,6 +129,22 @@ def _doc(**defaults):
     return _DOC.format(**defaults)
 
 
+#: where a class docstring takes the parameters every core-set estimator shares (:func:`shared_doc`)
+SHARED_PARAMETERS = "%SHARED_PARAMETERS%"
+
+
+def shared_doc(**defaults):
+    """Class decorator: put the shared parameters' documentation, with this class's defaults, at the
+    SHARED_PARAMETERS mark of its docstring.  (A docstring built with ``+`` is an expression, not a
+    docstring: the class's ``__doc__`` was None and ``help()`` showed the mixin's.)"""
+    def decorate(cls):
+        if SHARED_PARAMETERS not in (cls.__doc__ or ""):
+            raise ValueError(f"{cls.__name__}'s docstring has no {SHARED_PARAMETERS} mark")
+        cls.__doc__ = cls.__doc__.replace(SHARED_PARAMETERS, _doc(**defaults).strip("\n").lstrip())
+        return cls
+    return decorate
+
+
 class CoreVectorBase(BaseEstimator):
     """What every estimator over the core-set engine shares: its parameters and their checks, the
     engine call, the fitted diagnostics, and kernel expansions for prediction."""

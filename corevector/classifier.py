@@ -11,13 +11,14 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from refimpl import cvm
 from refimpl.driver import make_rng
 
-from ._base import CoreVectorBase, _classes, _doc, _drop_zero_weights, _point_weights, _signs, _take
+from ._base import CoreVectorBase, _classes, shared_doc, _drop_zero_weights, _point_weights, _signs, _take
 from ._validation import POSITIVE, store_params
 from .probability import MIN_PROB, PROBABILITY_FOLDS, class_probabilities, cross_validated_sigmoid
 
 __all__ = ["CVMClassifier"]
 
 
+@shared_doc(eps="1e-2", gamma="scale", stop="hybrid")
 class CVMClassifier(ClassifierMixin, CoreVectorBase):
     """Core Vector Machine: the two-class L2-SVM solved as an MEB (001_1b97d3ee98da12aa.txt, eqs. (8)-(11)).
 
@@ -46,7 +47,8 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
         n_samples / (n_classes * np.bincount(y)).
     probability : bool, default=False
         Fit Platt's sigmoids on internal 5-fold cross-validation (5 extra fits per pair) for
-        ``predict_proba``/``predict_log_proba``.""" + _doc(eps="1e-2", gamma="scale", stop="hybrid") + """
+        ``predict_proba``/``predict_log_proba``.
+    %SHARED_PARAMETERS%
     Attributes
     ----------
     classes_ : class labels.

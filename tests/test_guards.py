@@ -123,9 +123,9 @@ def test_kernel_values_float64_cannot_hold_are_an_error(make, scale):
 
 @pytest.mark.parametrize("k", [-1000, 995])
 def test_cvr_predictions_scale_with_the_targets(k):
-    """Eq. (6) is homogeneous: with C = 3000 max|y| and mu = C / (50 m) ('auto'), scaling y by s scales w, b,
-    xi and epsbar by s, so CVR on y * s predicts s times CVR on y -- bit for bit for s a power of two, here
-    s = 2^-1000 ~ 1e-301 and 2^995 ~ 1e299 (on y * 1e300 CVR used to predict around 1932)."""
+    """normalize_y fits (y - mean) / std, the same problem for y * s, and maps the model back: CVR on y * s
+    predicts s times CVR on y -- bit for bit for s a power of two, here s = 2^-1000 ~ 1e-301 and 2^995 ~ 1e299
+    (on y * 1e300 CVR used to predict around 1932)."""
     X, y = regression()
     base = CVR(random_state=0).fit(X, y).predict(X)
     s = 2.0 ** k
@@ -134,13 +134,21 @@ def test_cvr_predictions_scale_with_the_targets(k):
     assert 1.0 - np.mean((pred / s - y) ** 2) / np.var(y) > 0.9
 
 
-@pytest.mark.parametrize("scale,match", [(1e306, "C = 3000 max|y|"), (1e-320, "subnormal")])
-def test_cvr_targets_float64_cannot_fit_are_an_error(scale, match):
-    """Beyond ~6e304, C = 3000 max|y| overflows; below ~2.2e-308 the targets are subnormal: a ValueError
-    that says to rescale y (the run used to end at max_iter with NaN predictions)."""
+def test_cvr_targets_near_the_float64_limits():
+    """y * 1e306: the normalised targets are those of y, so CVR either predicts 1e306 times its predictions on y
+    (within rounding) or, where the coefficients in the targets' units overflow, says so; below ~2.2e-308 the
+    targets are subnormal: a ValueError that says to rescale y (the run used to end at max_iter with NaN
+    predictions)."""
     X, y = regression()
-    with pytest.raises(ValueError, match=match):
-        CVR(random_state=0).fit(X, y * scale)
+    base = CVR(random_state=0).fit(X, y).predict(X)
+    try:
+        pred = CVR(random_state=0).fit(X, y * 1e306).predict(X)
+    except ValueError as exc:
+        assert "float64 cannot hold" in str(exc)
+    else:
+        np.testing.assert_allclose(pred / 1e306, base, rtol=1e-9, atol=1e-9 * np.abs(base).max())
+    with pytest.raises(ValueError, match="subnormal"):
+        CVR(random_state=0).fit(X, y * 1e-320)
 
 
 def test_cvr_explicit_C_that_overflows_the_engine_names_C():
