@@ -98,6 +98,8 @@ def c_functions(path):
         keep.append("" if is_pp else line)
     found, depth, start, stmt_start = [], 0, None, None
     for n, line in enumerate(keep):
+        if depth == 0 and not line.strip():
+            stmt_start = None  # a blank line at file level ends a statement (macro invocations have no ';')
         for ch in line:
             if depth == 0 and stmt_start is None and not ch.isspace():
                 stmt_start = n
