@@ -226,7 +226,7 @@ CV_T256 static double cv_radial_dot_avx2(const double *C, ptrdiff_t ld, ptrdiff_
 /* Screening kernel: the fused sum of cv_radial_dot with exp evaluated in single precision (twice the
  * lanes, half the polynomial); distances and the weighted sum stay in double.  The scans use it only to
  * rule candidates out: whatever may reach a threshold is computed again by cv_radial_dot, so no result
- * depends on it (see FastMEBOps._screen_err).  Error per term, k = exp(a) in (0, 1]:
+ * depends on it (see _Screens.err in _screens.pxi).  Error per term, k = exp(a) in (0, 1]:
  *   - rounding a to float: |exp(a_f) - exp(a)| <= exp(a) |a| 2^-24 (1 + 2^-20) <= 2^-24 / e;
  *   - float exp of a_f >= -87: Cody-Waite reduction |r| <= ln2/2, degree-6 Taylor polynomial
  *     (truncation < 1.7e-7 relative) in float arithmetic, a few 2^-24 relative;
