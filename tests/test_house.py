@@ -24,10 +24,10 @@ COMPILED_SUFFIXES = (".pyx", ".pxi", ".h", ".c")
 
 
 def sources(suffixes):
-    """The committed files of fastimpl/ with these suffixes (all of them outside a git checkout, less
+    """The files of fastimpl/ git tracks or would track, with these suffixes (outside a git checkout: all, less
     the .c files Cython generates next to their .pyx)."""
     try:
-        out = subprocess.run(["git", "ls-files", "fastimpl"], cwd=ROOT, capture_output=True, text=True,
+        out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "fastimpl"], cwd=ROOT, capture_output=True, text=True,
                              check=True).stdout.split()
         files = [ROOT / f for f in out]
     except (OSError, subprocess.CalledProcessError):
@@ -144,8 +144,8 @@ def test_the_checks_see_the_sources():
     files = sources(COMPILED_SUFFIXES)
     names = {p.name for p in files}
     assert {"_engine.pyx", "_rows.pxi", "_simd.h"} <= names
-    engine = {name for name, _, _ in cython_functions(PACKAGE / "_engine.pyx")}
-    assert {"__init__", "solve", "kernel_expansion"} <= engine
+    cython = {name for p in files if p.suffix in (".pyx", ".pxi") for name, _, _ in cython_functions(p)}
+    assert {"__init__", "solve", "qrow", "kernel_expansion", "smo_solve", "active_set_solve"} <= cython
     assert "cv_simd_level" in {name for name, _, _ in c_functions(PACKAGE / "_simd.h")}
 
 
