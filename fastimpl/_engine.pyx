@@ -52,9 +52,6 @@ from refimpl.meb import smo_step_bound
 
 cnp.import_array()
 
-
-cnp.import_array()
-
 include "_tolerances.pxi"   # TAU, TIE, PIVOT_RTOL of refimpl.simplex_qp
 # below this many kernel evaluations a scan runs serially: thread start-up would cost more
 cdef Py_ssize_t PARALLEL_MIN_WORK = 20000
