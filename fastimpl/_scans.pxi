@@ -33,11 +33,15 @@ cdef class _Support:
         owned_free(&self.own)
 
     cdef void reserve(self, Py_ssize_t n) except *:
+        cdef Py_ssize_t cap
+        cdef double* p
         if n > self.cap:
-            self.cap = max(2 * self.cap, n, 64)
-            self.coef = <double*> realloc(self.coef, self.cap * sizeof(double))
-            if self.coef == NULL:
+            cap = max(2 * self.cap, n, 64)
+            p = <double*> realloc(self.coef, cap * sizeof(double))
+            if p == NULL:  # the old buffer stays owned (and freed by owned_free)
                 raise MemoryError("support arrays")
+            self.coef = p
+            self.cap = cap
         self.store.reserve(n)
 
 
