@@ -1,8 +1,8 @@
-"""House rules for the sources of ``fastimpl/`` (issue 23): no file over 700 lines, no function over 80.
+"""House rules for the sources of ``fastimpl/`` and ``corevector/`` (issue 23): no file over 700 lines, no
+function over 80.
 
 Checked: the committed Cython and C sources (``.pyx``, ``.pxi``, ``.h``, ``.c``; generated ``.c`` files
-are not committed and not checked).  The Python files are only reported for now
-(``test_python_sources_report`` is an expected failure that lists them), until their split lands.
+are not committed and not checked) and the Python files of both packages.
 
 Function lengths count every line from the definition to the last line of its body (docstring, comments
 and blank lines inside included): Cython ``def``/``cdef``/``cpdef`` functions and methods by indentation,
@@ -14,24 +14,25 @@ import re
 import subprocess
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "fastimpl"
+PACKAGES = ("fastimpl", "corevector")
 MAX_FILE_LINES = 700
 MAX_FUNCTION_LINES = 80
 COMPILED_SUFFIXES = (".pyx", ".pxi", ".h", ".c")
 
 
 def sources(suffixes):
-    """The files of fastimpl/ git tracks or would track, with these suffixes (outside a git checkout: all, less
-    the .c files Cython generates next to their .pyx)."""
+    """The files of fastimpl/ and corevector/ git tracks or would track, with these suffixes (outside a git
+    checkout: all, less the .c files Cython generates next to their .pyx)."""
     try:
-        out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "fastimpl"], cwd=ROOT, capture_output=True, text=True,
-                             check=True).stdout.split()
+        out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", *PACKAGES], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.split()
         files = [ROOT / f for f in out]
     except (OSError, subprocess.CalledProcessError):
-        files = [p for p in PACKAGE.iterdir() if not (p.suffix == ".c" and p.with_suffix(".pyx").exists())]
+        files = [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*")
+                 if not (p.suffix == ".c" and p.with_suffix(".pyx").exists())]
     return sorted(p for p in files if p.suffix in suffixes and p.is_file())
 
 
@@ -155,9 +156,9 @@ def test_compiled_sources_keep_to_the_house_limits():
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.xfail(reason="the Python files of fastimpl/ are being split by other changes; listed, not enforced",
-                   strict=False)
-def test_python_sources_report():
-    """The same limits for fastimpl/*.py: a listed report (run with -rx to see the list)."""
-    bad = violations(sources((".py",)))
+def test_python_sources_keep_to_the_house_limits():
+    """The same limits for the Python files of fastimpl/ and corevector/."""
+    files = sources((".py",))
+    assert {"cli.py", "regressor.py", "_openmp.py"} <= {p.name for p in files}
+    bad = violations(files)
     assert not bad, "\n".join(bad)
