@@ -16,7 +16,7 @@ __all__ = ["MEB", "CVDD"]
 
 @shared_doc(eps="1e-6", gamma="scale", stop="radius")
 class MEB(OutlierMixin, CoreVectorBase):
-    """Minimum enclosing ball in feature space = hard-margin SVDD (001_1b97d3ee98da12aa.txt, eqs. (1)-(3)).
+    """Minimum enclosing ball in feature space = hard-margin SVDD ([001], eqs. (1)-(3)).
 
     ``predict`` returns +1 for points inside the fitted ball and -1 outside; the ball used is the
     certified one (radius ``certified_radius_`` = r_cert, which encloses every training point), and

@@ -20,7 +20,7 @@ __all__ = ["CVMClassifier"]
 
 @shared_doc(eps="1e-2", gamma="scale", stop="hybrid")
 class CVMClassifier(ClassifierMixin, CoreVectorBase):
-    """Core Vector Machine: the two-class L2-SVM solved as an MEB (001_1b97d3ee98da12aa.txt, eqs. (8)-(11)).
+    """Core Vector Machine: the two-class L2-SVM solved as an MEB ([001], eqs. (8)-(11)).
 
     Multi-class problems are split one-vs-one as LIBSVM does; each pair is a separate CVM.
 

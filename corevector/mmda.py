@@ -1,4 +1,4 @@
-"""The MMDA transformer: maximum margin discriminant features by core vectors (004_41bfd2b98060112a.txt).
+"""The MMDA transformer: maximum margin discriminant features by core vectors ([004]).
 
 A thin scikit-learn estimator over :mod:`refimpl.mmda`: validate, resolve the kernel once on the
 whole training set, extract ``n_components`` orthonormal directions per one-vs-all binary problem
@@ -36,7 +36,7 @@ def _numerics(impl, spec):
 
 
 class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
-    """Maximum margin discriminant analysis features, MMDA(CVM) (004_41bfd2b98060112a.txt, Secs. II and IV).
+    """Maximum margin discriminant analysis features, MMDA(CVM) ([004], Secs. II and IV).
 
     Each binary problem (one per class against the rest; a single one for two classes) gives
     ``n_components`` directions u_1, u_2, ...: u_1 is the normalised weight vector of the L2-SVM (1),

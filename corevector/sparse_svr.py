@@ -1,4 +1,4 @@
-"""SparseSVR: SSVR-SRS sparse support vector regression built in the primal (002_e1ad84299eaaf4ed.txt).
+"""SparseSVR: SSVR-SRS sparse support vector regression built in the primal ([002]).
 
 A thin scikit-learn estimator over the SSVR-SRS loop :func:`refimpl.ssvr.ssvr_srs`, run with the
 NumPy numerics (``impl='ref'``) or with the C numerics of :func:`fastimpl._ssvr.ssvr_srs`

@@ -1,6 +1,6 @@
 """The core-set loop of the CVM papers, written once for every formulation and both implementations.
 
-001_1b97d3ee98da12aa.txt, Sec. 4 (and 000_88c8f8810bf6206d.txt Sec. 3, 004_41bfd2b98060112a.txt Alg. 1):
+[001], Sec. 4 (and [000] Sec. 3, [004] Alg. 1):
 
     1. Initialise S_0, c_0, R_0                                          (Sec. 4.1.1)
     2. Terminate if no phi~(z) lies outside the stop rule's ball          (Sec. 4.1.2, eq. (12))

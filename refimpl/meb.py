@@ -1,4 +1,4 @@
-"""The core-set MEB engine: Badoiu-Clarkson with the CVM refinements (001_1b97d3ee98da12aa.txt, Sec. 4).
+"""The core-set MEB engine: Badoiu-Clarkson with the CVM refinements ([001], Sec. 4).
 
 The loop itself (steps 1-5 of Sec. 4: initialisation, the (1+eps) test on a sample, the furthest
 point, the warm-started core-set QP) is :func:`refimpl.driver.run_core_set_loop`, shared by every
@@ -6,7 +6,7 @@ formulation and both implementations.  This module holds the reference *numerics
 the augmented-point problem of :mod:`refimpl.problem` (:class:`MEBOps`, readable NumPy) and
 :func:`fit_meb`, which runs the loop on them and packages an :class:`MEBResult`.
 
-Distances use eq. (12) (plus Delta, 000_88c8f8810bf6206d.txt eq. (13)) and touch only kernel
+Distances use eq. (12) (plus Delta, [000] eq. (13)) and touch only kernel
 rows against the core set; no n x n matrix is ever formed.  With ``sample_size`` (default 59,
 the probabilistic speed-up of Sec. 4.1.2) steps 2-3 look at a random sample only; with
 ``sample_size=None`` they scan all n points.

@@ -1,7 +1,6 @@
 """Long checks (marked slow): excluded from the default suite, run by `bash run.sh report --full`
 and by `bash run.sh test -m slow`.  The part of the verification grid that fits the CI budget
 runs in the default suite (test_verify.py); the full grid, with its m = 300 problems, runs here."""
-import numpy as np
 import pytest
 
 pytestmark = pytest.mark.slow
