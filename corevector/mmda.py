@@ -20,7 +20,7 @@ from refimpl import mmda as ref_mmda
 from refimpl.baselines.mmda_svm import SOLVERS as QP_SOLVERS
 from refimpl.progress import Steps
 
-from ._validation import (POSITIVE, check_eps, checked_kernel_spec, invalid_parameter, shared_constraints,
+from ._validation import (plain, POSITIVE, check_eps, checked_kernel_spec, invalid_parameter, shared_constraints,
                           store_params)
 from .numerics import numerics
 
@@ -130,7 +130,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise invalid_parameter(self, "n_components", f"at most n_samples={X.shape[0]}", self.n_components)
         classes = np.unique(y)
         if len(classes) < 2:
-            raise ValueError(f"y has only one class ({classes[0]!r}); MMDA needs at least 2")
+            raise ValueError(f"y has only one class ({plain(classes[0])!r}); MMDA needs at least 2")
         spec = checked_kernel_spec(X, self.kernel, self.gamma, self.degree, self.coef0, self.normalize)
         ops_class, _ = _numerics(self.impl, spec)
         if self.method == "cvm":
