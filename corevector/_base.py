@@ -12,6 +12,11 @@ recover the model.  Every fitted estimator reports what its fit achieved: ``core
 """
 from __future__ import annotations
 
+import re
+import warnings
+from collections import defaultdict
+from contextlib import contextmanager
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
@@ -163,6 +168,52 @@ def _doc(**defaults):
     return _DOC.format(**defaults)
 
 
+class WarningsOncePerFit:
+    """Collects the warnings of a fit's sub-fits (one-vs-one pairs, cross-validation folds) and re-emits each
+    kind once, saying in how many sub-fits it arose: CVMClassifier(stop='radius', C=1e4) on the 10 digits
+    raised 43 ConvergenceWarnings, one per pair.  Two messages are of one kind when they differ only in their
+    numbers; the first one is shown.
+
+    Use ``with collector.part(name): ...`` around each sub-fit, then ``collector.emit(total, what)``."""
+
+    def __init__(self):
+        self._seen = defaultdict(list)  # (category, template) -> [(message, part name)]
+
+    @contextmanager
+    def part(self, name):
+        with warnings.catch_warnings(record=True) as records:
+            warnings.simplefilter("always")
+            yield
+        for r in records:
+            message = str(r.message)
+            self._seen[(r.category, re.sub(r"\d+(?:\.\d*)?(?:e[-+]?\d+)?", "#", message))].append((message, name))
+
+    def emit(self, total, what="pairs"):
+        for (category, _), hits in self._seen.items():
+            message, first = hits[0]
+            if total > 1:
+                parts = list(dict.fromkeys(name for _, name in hits))
+                message += f" [{len(parts)} of {total} {what}, first {first}]"
+            warnings.warn(message, category, stacklevel=4)
+        self._seen.clear()
+
+
+#: where a class docstring takes the parameters every core-set estimator shares (:func:`shared_doc`)
+SHARED_PARAMETERS = "%SHARED_PARAMETERS%"
+
+
+def shared_doc(**defaults):
+    """Class decorator: put the shared parameters' documentation, with this class's defaults, at the
+    SHARED_PARAMETERS mark of its docstring.  (A docstring built with ``+`` is an expression, not a
+    docstring: the class's ``__doc__`` was None and ``help()`` showed the mixin's.)"""
+    def decorate(cls):
+        if SHARED_PARAMETERS not in (cls.__doc__ or ""):
+            raise ValueError(f"{cls.__name__}'s docstring has no {SHARED_PARAMETERS} mark")
+        cls.__doc__ = cls.__doc__.replace(SHARED_PARAMETERS, _doc(**defaults).strip("\n").lstrip())
+        return cls
+    return decorate
+
+
 class CoreVectorBase(BaseEstimator):
     """What every estimator over the core-set engine shares: its parameters and their checks, the
     engine call, the fitted diagnostics, and kernel expansions for prediction."""
@@ -223,7 +274,17 @@ class CoreVectorBase(BaseEstimator):
             random_state=self.random_state if random_state is None else random_state,
             n_confirm=self.n_confirm, solver=self.solver, stop=self.stop, certify=self.certify,
             cache_size=int(self.cache_size * 2**20), verbose=self.verbose, hybrid_nu=self._hybrid_nu(),
-            label=label or f"{type(self).__name__} ({self.impl})")
+            label=label or f"{type(self).__name__} ({self.impl})", stall_hint=self._stall_hint())
+
+    def _stall_hint(self):
+        """What the user can change when the core-set loop stalls at float64's resolution (refimpl.driver.Stall):
+        for the estimators with a C, a C so large that the margin shrinks to rounding on data that are not
+        separable."""
+        C = getattr(self, "C", None)
+        if not isinstance(C, (int, float)):
+            return ""
+        return (f"; C={float(C):g} is likely too large for these data: on data that are not separable the "
+                "L2-SVM's margin shrinks as 1/C, so lower C")
 
     def _hybrid_nu(self):
         return self.HYBRID_NU

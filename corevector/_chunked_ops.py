@@ -494,6 +494,28 @@ def _ridge_of_core(z, sh, cdiag):
     return hit, calpha[p] * cdiag
 
 
+def _ref_d2(X, z, s, cd, offset, raw, sh):
+    """d^2 - c0 of the candidates z by the reference's arithmetic (refimpl.meb.MEBOps._dist2: blocks of
+    REF_BLOCK rows, MEBProblem.block, then the shifted linear term)."""
+    from refimpl.kernels import kernel_block
+    spec, lb = sh["spec"], sh["lb"]
+    Ka = np.zeros(len(z))
+    for a in range(0, len(z) if len(sh["svcoef"]) else 0, REF_BLOCK):
+        sl = slice(a, a + REF_BLOCK)
+        K = kernel_block(spec, X[sl], sh["SV"]) + lb
+        K *= np.outer(s[sl], sh["s_sv"])
+        if sh["diag_add"] or sh["has_pdiag"]:
+            K += cd[sl, None] * (z[sl, None] == sh["core_sv"][None, :])
+        Ka[sl] = K @ sh["alpha_sv"]
+    if sh["has_delta"]:
+        ld = s * offset if sh["has_offset"] else np.zeros(len(z))
+    elif spec.constant_diagonal:
+        ld = np.zeros(len(z))
+    else:
+        ld = raw + lb + cd
+    return sh["marg"] - 2.0 * Ka + ld
+
+
 def _scan_block(X, sh, pb):
     """One block's part of a full scan: for each half (CVR's mirrored points are the second), the largest
     d^2 - c0, the candidates within 2 TIE of it (lowest indices first), and the k largest beyond ``over``."""
@@ -511,7 +533,7 @@ def _scan_block(X, sh, pb):
             from refimpl.kernels import kernel_diag
             raw = kernel_diag(spec, X)
     else:
-        from refimpl.kernels import kernel_block, kernel_diag
+        from refimpl.kernels import kernel_diag
         raw = kernel_diag(spec, X)
     out = dict(vmax=-np.inf, band_z=[], band_v=[], band_cut=False, top_z=[], top_v=[])
     over, k, c0 = sh["over"], sh["k"], sh["c0"]
@@ -532,21 +554,7 @@ def _scan_block(X, sh, pb):
                 ld = raw + lb + cd
             v = sh["marg"] - 2.0 * kal + ld
         else:
-            Ka = np.zeros(len(z))
-            for a in range(0, len(z) if nsv else 0, REF_BLOCK):  # refimpl.meb.MEBOps.scan's blocks and block()
-                sl = slice(a, a + REF_BLOCK)
-                K = kernel_block(spec, X[sl], sh["SV"]) + lb
-                K *= np.outer(s[sl], sh["s_sv"])
-                if sh["diag_add"] or sh["has_pdiag"]:
-                    K += cd[sl, None] * (z[sl, None] == sh["core_sv"][None, :])
-                Ka[sl] = K @ sh["alpha_sv"]
-            if sh["has_delta"]:
-                ld = s * offset if sh["has_offset"] else np.zeros(len(z))
-            elif spec.constant_diagonal:
-                ld = np.zeros(len(z))
-            else:
-                ld = raw + lb + cd
-            v = sh["marg"] - 2.0 * Ka + ld
+            v = _ref_d2(X, z, s, cd, offset, raw, sh)
         vals_all.append(v)
         z_all.append(z)
     for z, v in zip(z_all, vals_all):

@@ -8,21 +8,23 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from refimpl import cvm
 from refimpl.kernels import kernel_diag
 
-from ._base import CoreVectorBase, _doc, _drop_zero_weights, _point_weights
+from ._base import CoreVectorBase, shared_doc, _drop_zero_weights, _point_weights
 from ._validation import POSITIVE, store_params
 
 __all__ = ["MEB", "CVDD"]
 
 
+@shared_doc(eps="1e-6", gamma="scale", stop="radius")
 class MEB(OutlierMixin, CoreVectorBase):
-    """Minimum enclosing ball in feature space = hard-margin SVDD (001_1b97d3ee98da12aa.txt, eqs. (1)-(3)).
+    """Minimum enclosing ball in feature space = hard-margin SVDD ([001], eqs. (1)-(3)).
 
     ``predict`` returns +1 for points inside the fitted ball and -1 outside; the ball used is the
     certified one (radius ``certified_radius_`` = r_cert, which encloses every training point), and
     ``decision_function`` is r_cert^2 - ||c - phi(x)||^2.
 
     Parameters
-    ----------""" + _doc(eps="1e-6", gamma="scale", stop="radius") + """
+    ----------
+    %SHARED_PARAMETERS%
     Attributes
     ----------
     center_coef_ : weights alpha of the support vectors; center c = sum alpha_i phi(sv_i).
@@ -95,6 +97,7 @@ class MEB(OutlierMixin, CoreVectorBase):
         return np.where(dec >= -self.MEMBERSHIP_RTOL * self.certified_radius_ ** 2, 1, -1)
 
 
+@shared_doc(eps="1e-4", gamma="scale", stop="margin")
 class CVDD(MEB):
     """Core Vector Data Description: one-class L2-SVM novelty detection (001 Sec. 3.2.1, eq. (7)).
 
@@ -108,7 +111,9 @@ class CVDD(MEB):
 
     Parameters
     ----------
-    C : float, default=1.0""" + _doc(eps="1e-4", gamma="scale", stop="margin")
+    C : float, default=1.0
+    %SHARED_PARAMETERS%
+    """
 
     _parameter_constraints: dict = {**CoreVectorBase._parameter_constraints, "C": [POSITIVE]}
 

@@ -9,6 +9,8 @@ every task gets the seed it would have had in the loop.
 """
 from __future__ import annotations
 
+import contextlib
+
 from . import chunked
 
 __all__ = ["run_tasks"]
@@ -26,13 +28,18 @@ def _on_worker() -> bool:
         return False
 
 
-def run_tasks(fn, tasks, shared=()):
+def run_tasks(fn, tasks, shared=(), each=None):
     """``[fn(*shared, *args) for args in tasks]``, as separate tasks on a running distributed client when
-    there is more than one (see the module docstring)."""
+    there is more than one (see the module docstring).  ``each(args)``: a context each call runs in here
+    (e.g. the collection of its warnings); tasks on workers leave their warnings in the workers' logs."""
     tasks = [tuple(t) for t in tasks]
     client = chunked.distributed_client()
     if client is None or len(tasks) < 2 or _on_worker() or any(chunked.needs_chunked(a) for a in shared):
-        return [fn(*shared, *args) for args in tasks]
+        out = []
+        for args in tasks:
+            with (each(args) if each is not None else contextlib.nullcontext()):
+                out.append(fn(*shared, *args))
+        return out
     big = client.scatter(list(shared), broadcast=False, hash=False) if shared else []
     futures = [client.submit(fn, *big, *args, pure=False) for args in tasks]
     return client.gather(futures)

@@ -45,12 +45,8 @@ def source_images(split="train"):
         os.environ["COREVECTOR_FASHION_MNIST"] = str(folder)
     try:
         X, y = load_dataset("fashion_mnist")
-    except ValueError:
-        from reports.mmda import ensure_fashion_mnist
-
-        if not ensure_fashion_mnist():
-            raise
-        X, y = load_dataset("fashion_mnist")
+    except ValueError as exc:
+        raise ValueError(f"{exc}; `python -m reports.run --only mmda` unpacks it without root") from None
     sl = slice(0, 60000) if split == "train" else slice(60000, 70000)
     return X[sl].reshape(-1, 28, 28).astype(np.float32), y[sl].astype(np.int8)
 

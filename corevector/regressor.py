@@ -1,100 +1,128 @@
 """CVR: the L2-SVR as a center-constrained minimum enclosing ball (000)."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from sklearn.base import RegressorMixin, _fit_context
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from refimpl import cvr
 
-from ._base import CoreVectorBase, _doc, _drop_zero_weights, _point_weights
+from ._base import CoreVectorBase, _drop_zero_weights, _point_weights, shared_doc
 from ._validation import POSITIVE, invalid_parameter, store_params
 
 __all__ = ["CVR"]
 
 
+@shared_doc(eps="1e-2", gamma="beta", stop="hybrid")
 class CVR(RegressorMixin, CoreVectorBase):
-    """Core Vector Regression: the L2-SVR solved as a center-constrained MEB (000_88c8f8810bf6206d.txt).
+    """Core Vector Regression: the L2-SVR solved as a center-constrained MEB ([000]).
 
-    Solves the primal (000 eq. (6))
+    Solves the primal of [000] eq. (6), written with the C of scikit-learn's and LIBLINEAR's squared-loss
+    SVR (a per-point weight against (1/2) ||w||^2),
 
-        min ||w||^2 + b^2 + C/(mu m) sum (xi_i^2 + xi*_i^2) + 2 C epsbar
+        min (1/2)(||w||^2 + b^2) + C sum_i w_i (xi_i^2 + xi*_i^2) + 2 C mu M epsbar,   M = sum_i w_i (m unweighted)
+        s.t. y_i - (w'phi(x_i) + b) <= epsbar + xi_i,  (w'phi(x_i) + b) - y_i <= epsbar + xi*_i,
 
-    (bias penalised, squared slacks, tube width epsbar learned) through its dual (7) as an MEB of
-    2m augmented points (eqs. (8), (15)); see :mod:`refimpl.cvr`.  ``predict(x) = w'phi(x) + b``.
+    through its dual (7) as an MEB of 2m augmented points (eqs. (8), (15)); see :mod:`refimpl.cvr`.  It is
+    the paper's problem with C_paper = 2 C mu M (whose C_paper / (mu m) is 2 C; ``tube_weight_`` reports it).
+    ``predict(x) = w'phi(x) + b``.  mu is the expected error: at the optimum mean(xi + xi*) = mu (eq. (9)),
+    as nu in nu-SVR sets the fraction of points outside the tube.
 
-    Because b is penalised, targets far from 0 cost a larger b; that is the paper's model (and
-    what makes the implicit-surface "one-set" f(x) = 1 well posed, Sec. 4.2).
+    Targets of any location and scale: with ``normalize_y=True`` (default) the engine fits
+    (y - mean y) / std y (weighted by ``sample_weight``), and the model is mapped back (predictions, tube,
+    slacks and coefficients in the targets' units).  The paper's model penalises the bias b, so targets far
+    from 0 (prices, temperatures in kelvin) cost a large b and the fit degrades without it: y + 1000 gave
+    R^2 = -1.7 on sin data where SVR gives 0.98 (issue 27).  ``normalize_y=False`` is the paper's model on
+    the raw targets (what the implicit surfaces' one-set f(x) = 1 needs).
+
+    The tube is never degenerate: a tube width epsbar < 0 (every point a support vector, both slacks
+    active) means mu exceeds the fit's own error.  With ``mu='auto'`` the fit then lowers mu just below
+    the error that degenerate fit measured and refits (and raises mu when the tube holds nearly every
+    point, epsbar > MU_RATIO_MAX mu, a minimax fit), at most MU_REFITS times; with a given mu a
+    ConvergenceWarning names ``mu``.  A tube weight 2 C mu M beyond TUBE_WEIGHT_MAX times max|y'| cannot be
+    resolved in float64 by the MEB form (the targets enter K~ through 2 y / C_paper against its O(1)
+    diagonal): C is then lowered to that bound and a ConvergenceWarning names ``C`` (C_ is the value used;
+    there the fitted function no longer depends on C: C = 1e8 and 1e10 give the same model).
 
     Parameters
     ----------
-    C : float or "auto", default="auto"
-        Weight of the tube width and the slacks against ||w||^2 + b^2 (eq. (6)).  Scaling the targets
-        by s is the same as dividing the tube's weight by s, so C must grow with the targets' scale:
-        "auto" sets C = C_RATIO max|y| (C_RATIO = 3000), LibCVM's rule C = s_ratio max|y| with the ratio
-        chosen by measurement (README, "Defaults").  The paper tunes C and mu on a small subset
-        (Sec. 4.1), as ``reports/cvr.py`` does.
+    C : float, default=25.0
+        Weight of each point's squared slacks against (1/2)(||w||^2 + b^2), as in scikit-learn's
+        ``LinearSVR(loss='squared_epsilon_insensitive')``; it does not depend on the targets' units.  25
+        (the paper's C / (mu m) = 50) was chosen by measurement (README, "Defaults").
     mu : float or "auto", default="auto"
-        Expected error: mu = sum (xi_i + xi*_i) / m at the optimum (analogous to nu in nu-SVR), in the
-        targets' units.  "auto": mu = C / (SLACK_WEIGHT m), SLACK_WEIGHT = 50, so that every point's
-        squared slack weighs C / (mu m) = 50 against ||w||^2 + b^2, as LIBSVM's per-point C does: fixed
-        as m grows, and independent of the targets' scale (chosen by measurement, README "Defaults";
-        a mu proportional to max|y|, LibCVM's mu_ratio, was 24% worse than a tuned SVR on abalone).
+        Expected error mean(xi + xi*) at the optimum, in the targets' units.  "auto" starts from
+        mu = min(TUBE_RATIO max|y'| / (2 C M), MU_MAX_AUTO) (y' the normalised targets: the tube weight
+        C_paper = 6000 max|y'| unless that mu exceeds the targets' standard deviation) and corrects it as
+        described above.
+    normalize_y : bool, default=True
+        Fit the standardised targets (see above); False fits the paper's model on the raw targets.
     hybrid_cap : float > 0, default=1.0
         With stop='hybrid', a sampled point outside the core set passes only if |y - f(x)| <=
         (1 + hybrid_cap) epsbar (the cap nu of ``refimpl.driver.d2_threshold``; the radius test applies as
-        well).  Smaller: a tighter fit with more core vectors.  Friedman #1, m = 1e5 (README, "Defaults"):
-        1.0 gives RMSE 1.079 in ~11 s; 0.3 with mu = C / (30 m) 1.034 in ~100 s, where a tuned SVR has
-        1.020 in 2,355 s.
+        well).  Smaller: a tighter fit with more core vectors.
 
-    Targets of any scale: the MEB of eqs. (8), (15) depends on y only through y / C and mu m / C, and the
-    model is C times its solution, so with C and mu "auto" the engine solves the problem of y / max|y|
-    whatever the targets' units, and scaling y by s scales the predictions by s (eq. (6) is homogeneous:
-    w, b, xi and epsbar scale with y when C and mu do).  A fit whose C = 3000 max|y|, (2/C) max|y| or
-    fitted coefficients float64 cannot hold (max|y| above ~6e304, or subnormal targets below ~2.2e-308)
-    is a ValueError: divide y by a constant and multiply the predictions by it.
-
-    ``fit(X, y, sample_weight=w)`` weighs both slacks of point i by C w_i / (mu m) (the ridge mu m / C_i on
-    both of its augmented points); points of weight 0 are left out (C and mu 'auto' are then resolved on
-    the others), and with mu='auto' an integer weight k is the point repeated k times (in the primal).""" + _doc(
-        eps="1e-2", gamma="beta", stop="hybrid") + """
+    ``fit(X, y, sample_weight=w)`` weighs both slacks of point i by C w_i; points of weight 0 are left out,
+    and an integer weight k is the point repeated k times (the same primal, M counting the copies).
+    %SHARED_PARAMETERS%
     Attributes
     ----------
     support_, support_vectors_ : training rows with lambda_i != lambda*_i, and their inputs.
-    dual_coef_ : (1, n_SV) beta_i = C (lambda_i - lambda*_i); w = sum beta_i phi(x_i) (eq. (9)).
-    intercept_ : (1,) b = C sum (lambda_i - lambda*_i).
-    C_, mu_ : the C and mu the fit used (resolved from "auto").
-    epsilon_bar_ : the tube width of eq. (10).
-    xi_, xi_star_ : slacks lambda_i mu m and lambda*_i mu m of the support rows (eq. (9)).
-    eta_ : the constant of eq. (15); radius_^2 - eta_ is the dual objective (7) reached.
+    dual_coef_ : (1, n_SV) beta_i = C_paper (lambda_i - lambda*_i) in the targets' units (eq. (9)).
+    intercept_ : (1,) b in the targets' units (with normalize_y, the targets' mean plus the scaled bias).
+    C_, mu_ : the C and mu the fit used (mu_ in the targets' units).
+    tube_weight_ : the paper's C of eq. (6), C_ mu_ M, in the targets' units.
+    y_mean_, y_scale_ : the normalisation of the targets (0 and 1 when normalize_y=False).
+    epsilon_bar_ : the tube width of eq. (10), in the targets' units.
+    xi_, xi_star_ : slacks of the support rows (eq. (9)), in the targets' units.
+    eta_ : the constant of eq. (15); radius_^2 - eta_ is the dual objective (7) reached (normalised units).
+    n_mu_refits_ : how many times mu='auto' refitted.
     core_set_ : indices of the core vectors among the 2m augmented points (i < m: lambda_i,
         i >= m: lambda*_{i-m}).
     radius_, certified_radius_, certified_ratio_, n_iter_, history_, converged_,
-    kernel_evaluations_, dual_objective_ : as for :class:`CVMClassifier`.
+    kernel_evaluations_, dual_objective_ : as for :class:`CVMClassifier` (in the engine's normalised units).
     """
 
     _parameter_constraints: dict = {**CoreVectorBase._parameter_constraints,
-                                    "C": [POSITIVE, StrOptions({"auto"})], "mu": [POSITIVE, StrOptions({"auto"})],
-                                    "hybrid_cap": [POSITIVE]}
-    #: C = "auto": C_RATIO max|y| (LibCVM's rule); mu = "auto": C / (SLACK_WEIGHT m) (README, "Defaults")
-    C_RATIO = 3000.0
-    SLACK_WEIGHT = 50.0
+                                    "C": [POSITIVE], "mu": [POSITIVE, StrOptions({"auto"})],
+                                    "normalize_y": ["boolean"], "hybrid_cap": [POSITIVE]}
+    #: mu = "auto" starts from the tube weight 2 C mu M = TUBE_RATIO max|y'| (LibCVM's C = s_ratio max|y|)
+    TUBE_RATIO = 6000.0
+    #: ... at most MU_MAX_AUTO (a tenth of the normalised targets' spread)
+    MU_MAX_AUTO = 1.0
+    #: mu = "auto" refits while epsbar < 0 or epsbar > MU_RATIO_MAX mu, at most MU_REFITS times
+    MU_RATIO_MAX = 20.0
+    MU_REFITS = 4
+    #: after a degenerate fit (epsbar < 0), mu = MU_DEGENERATE_FRACTION times its mean |y - f|: epsbar >= 0
+    #: needs mu below that error, and the largest such mu keeps the fit closest to the degenerate one
+    MU_DEGENERATE_FRACTION = 0.7
+    #: the largest tube weight 2 C mu M, relative to max|y'|, that the MEB form resolves in float64
+    TUBE_WEIGHT_MAX = 1e8
 
-    def __init__(self, *, C="auto", mu="auto", hybrid_cap=1.0, eps=1e-2, kernel="rbf", gamma="beta", degree=3,
-                 coef0=0.0, normalize=False, sample_size=59, n_confirm=100, max_iter=100_000, tol=None,
-                 solver="auto", stop="hybrid", cache_size=200, certify=True, random_state=None, impl="fast",
-                 verbose=False):
+    def __init__(self, *, C=25.0, mu="auto", normalize_y=True, hybrid_cap=1.0, eps=1e-2, kernel="rbf",
+                 gamma="beta", degree=3, coef0=0.0, normalize=False, sample_size=59, n_confirm=100,
+                 max_iter=100_000, tol=None, solver="auto", stop="hybrid", cache_size=200, certify=True,
+                 random_state=None, impl="fast", verbose=False):
         store_params(self, locals())
+
+    @classmethod
+    def from_paper(cls, C, mu, m, **params):
+        """The CVR of the paper's (C, mu) of [000] eq. (6) on ``m`` unweighted training points and the raw
+        targets: ``CVR(C=C / (2 mu m), mu=mu, normalize_y=False, **params)`` (the paper tunes C and mu on a
+        subset and keeps them as m grows, Sec. 4.1, so its per-point weight C / (mu m) depends on m)."""
+        return cls(C=C / (2.0 * mu * m), mu=mu, normalize_y=False, **params)
 
     def _hybrid_nu(self):
         return float(self.hybrid_cap)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
-        """Fit on (X, y); ``sample_weight`` w_i gives both slacks of point i the weight C w_i / (mu m)
-        instead of C / (mu m) (points of weight 0 are left out; with mu='auto', mu m = C / SLACK_WEIGHT
-        whatever m, so an integer weight k is the point repeated k times, in the primal)."""
+        """Fit on (X, y); ``sample_weight`` w_i gives both slacks of point i the weight C w_i (points of
+        weight 0 are left out; an integer weight k is the point repeated k times, in the primal)."""
         X, y = self._validated(X, y, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2,
                              y_numeric=True)
         w = _point_weights(X, sample_weight)
@@ -104,8 +132,8 @@ class CVR(RegressorMixin, CoreVectorBase):
             raise ValueError(f"sample_weight is positive for {len(yk)} sample; CVR needs 2")
         if np.ptp(yk) == 0:
             where = "" if kept is None else " where sample_weight > 0"
-            raise ValueError(f"y is constant ({yk[0]!r}){where}: nothing to regress (an implicit surface's one-set "
-                             "targets are fitted by refimpl/corevector.surface, which expects them)")
+            raise ValueError(f"y is constant ({float(yk[0])!r}){where}: nothing to regress (an implicit "
+                             "surface's one-set targets are fitted by corevector.surface, which expects them)")
         self._fit(Xk, yk, wk)
         if kept is not None:  # indices into the training set as given (core set: i < m lambda_i, i >= m lambda*_i)
             m, mk, z = X.shape[0], len(kept), self.core_set_
@@ -114,60 +142,152 @@ class CVR(RegressorMixin, CoreVectorBase):
         return self
 
     def _fit(self, X, y, weights=None):
-        """Fit on validated (X, y) with positive ``weights`` (None: all 1); constant targets allowed (the
-        one-set of 000 Sec. 4.2)."""
+        """Fit on validated (X, y) with positive ``weights`` (None: all 1); constant targets allowed with
+        normalize_y=False (the one-set of 000 Sec. 4.2)."""
         self._validate_params()
         self._check_fit_params(X.shape[0])
         self.n_features_in_ = X.shape[1]
         self.kernel_spec_ = self._kernel_spec(X)
-        scale = float(np.max(np.abs(y))) or 1.0  # max|y| = 0 only for the all-zero one-set
+        loc, scale = _target_normalisation(y, weights) if self.normalize_y else (0.0, 1.0)
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            yn = (y - loc) / scale if self.normalize_y else y
+        top = float(np.max(np.abs(yn))) or 1.0  # max|y'| = 0 only for the all-zero one-set
+        M = float(X.shape[0] if weights is None else np.sum(weights))
+        C = float(self.C)
+        auto = self.mu == "auto"
         with np.errstate(over="ignore", under="ignore"):
-            C = self.C_RATIO * scale if self.C == "auto" else float(self.C)
-            mu = C / (self.SLACK_WEIGHT * X.shape[0]) if self.mu == "auto" else float(self.mu)
-        self._check_target_scale(scale, C, mu, X.shape[0])
-        self.C_, self.mu_ = C, mu
-        problem = cvr.cvr_problem(X, y, self.kernel_spec_, C, mu, weights)
+            mu = min(self.TUBE_RATIO * top / (2 * C * M), self.MU_MAX_AUTO) if auto else float(self.mu) / scale
+        C, mu, fit = self._fit_tube(X, yn, weights, mu, M, top) if auto else self._fit_once(X, yn, weights, mu, M, top)
+        problem, result, model = fit
+        if C < float(self.C):
+            warnings.warn(f"CVR: C={float(self.C):g} with mu={mu * scale:.3g} and {M:g} points puts the tube weight "
+                          f"2 C mu M above {self.TUBE_WEIGHT_MAX:g} max|y'|, beyond what float64 resolves in the MEB "
+                          f"form; fitted with C={C:.3g} (C_), where the fitted function no longer depends on C. "
+                          "Pass a smaller C to silence this", ConvergenceWarning, stacklevel=3)
+        if model.epsilon_bar < 0:
+            what = ("mu='auto' did not reach a tube of positive width in "
+                    f"{self.MU_REFITS} refits" if auto else f"mu={self.mu!r} exceeds the fit's mean error")
+            warnings.warn(f"CVR: degenerate tube, epsilon_bar = {model.epsilon_bar * scale:.3g} < 0 (every point is a "
+                          f"support vector with both slacks active): {what}; lower mu (or leave it 'auto')",
+                          ConvergenceWarning, stacklevel=3)
+        self._set_fitted(X, problem, result, model, loc, scale, C, mu, M)
+        return self
+
+    def _fit_once(self, X, yn, weights, mu, M, top):
+        """(C, mu, (problem, result, model)) of the fit at this mu, C lowered where float64 needs it."""
+        self.n_mu_refits_ = 0
+        C = min(float(self.C), self.TUBE_WEIGHT_MAX * top / (2 * mu * M))
+        return C, mu, self._solve(X, yn, weights, C, mu, M, top)
+
+    def _fit_tube(self, X, yn, weights, mu, M, top):
+        """mu='auto': fits from this mu until the tube has a width 0 <= epsbar <= MU_RATIO_MAX mu, at most
+        MU_REFITS refits, mu kept between the largest mu known too small (a tube holding nearly every point)
+        and the smallest known too large (epsbar < 0).  The last fit of positive tube width is kept."""
+        too_small, too_large, kept = 0.0, np.inf, None
+        for refit in range(self.MU_REFITS + 1):
+            C, mu, fit = self._fit_once(X, yn, weights, mu, M, top)
+            self.n_mu_refits_ = refit
+            ebar = fit[2].epsilon_bar
+            if ebar >= 0:
+                kept = (C, mu, fit, refit)
+                if ebar <= self.MU_RATIO_MAX * mu:
+                    break
+                # the tube holds nearly every point (a minimax fit): aim at a quarter of its width
+                too_small = mu
+                mu = min(ebar / 4, np.sqrt(mu * too_large))
+            else:
+                # mu exceeds the fit's error, which the degenerate fit measures (both slacks active,
+                # xi - xi* = 2 (y - f)): aim just below it
+                too_large = mu
+                err = self._mean_error(fit[2], weights, mu)
+                mu = max(self.MU_DEGENERATE_FRACTION * err, np.sqrt(mu * too_small) if too_small else mu / 64)
+                mu = min(mu, too_large / 1.25)
+        if kept is not None and fit[2].epsilon_bar < 0:
+            C, mu, fit, self.n_mu_refits_ = kept
+        return C, mu, fit
+
+    @staticmethod
+    def _mean_error(model, weights, mu):
+        """mean |y - f| of a degenerate fit (every point a support vector, xi - xi* = 2 (y - f)), weighted as
+        the fit is (a point of weight k counts k times, as its k copies would)."""
+        if not model.xi.size:
+            return mu / 2
+        err = np.abs(model.xi - model.xi_star) / 2
+        return float(np.average(err, weights=None if weights is None else weights[model.support]))
+
+    def _solve(self, X, yn, weights, C, mu, M, top):
+        """(problem, result, model) of one engine run: the paper's (C_paper, mu_paper) = (2 C mu M, mu M / m)."""
+        C_paper, mu_paper = 2 * C * mu * M, mu * M / X.shape[0]
+        self._check_target_scale(top, C_paper, mu_paper, X.shape[0])
+        problem = cvr.cvr_problem(X, yn, self.kernel_spec_, C_paper, mu_paper, weights)
         result = self._run(problem)
         with np.errstate(over="ignore", invalid="ignore"):
-            model = cvr.recover(problem, result, y, C)
+            model = cvr.recover(problem, result, yn, C_paper)
         if not (np.all(np.isfinite(model.coef)) and np.isfinite(model.intercept)):
-            raise ValueError(f"the fitted coefficients of CVR overflow float64 (max|y| = {scale:.3g}, C = {C:.3g}): "
-                             "divide y by a constant and multiply the predictions by it")
+            raise ValueError(f"the fitted coefficients of CVR overflow float64 (max|y'| = {top:.3g}, "
+                             f"C mu M = {C_paper:.3g}): lower C")
+        return problem, result, model
+
+    def _set_fitted(self, X, problem, result, model, loc, scale, C, mu, M):
+        """The fitted attributes, mapped back to the targets' units."""
         self._set_diagnostics(result)
         self.support_ = model.support
         self.support_vectors_ = X[model.support]
-        self.dual_coef_ = model.coef[None, :]
-        self.intercept_ = np.array([model.intercept])
-        self.epsilon_bar_ = model.epsilon_bar
-        self.xi_ = model.xi
-        self.xi_star_ = model.xi_star
+        with np.errstate(over="ignore", invalid="ignore"):
+            self.dual_coef_ = (model.coef * scale)[None, :]
+            self.intercept_ = np.array([model.intercept * scale + loc])
+        if not (np.all(np.isfinite(self.dual_coef_)) and np.all(np.isfinite(self.intercept_))):
+            raise ValueError(f"y is of a scale float64 cannot hold for CVR: the fitted coefficients in the targets' "
+                             f"units overflow (std y = {scale:.3g}); divide y by a constant and multiply the "
+                             "predictions by it")
+        self.C_, self.mu_ = C, mu * scale
+        self.tube_weight_ = 2 * C * mu * M * scale
+        self.y_mean_, self.y_scale_ = loc, scale
+        self.epsilon_bar_ = model.epsilon_bar * scale
+        self.xi_ = model.xi * scale
+        self.xi_star_ = model.xi_star * scale
         self.eta_ = float(problem.eta)
         self.dual_objective_ = model.dual_objective
-        return self
 
     def _check_target_scale(self, scale, C, mu, m):
-        """ValueError for targets float64 cannot fit with this C and mu (see the class docstring): the
-        engine's offsets (2/C) y and diagonal mu m / C, and C itself, must be normal floats."""
+        """ValueError for targets float64 cannot fit with this (paper's) C and mu: the engine's offsets
+        (2/C) y and diagonal mu m / C, and C itself, must be normal floats."""
         tiny, big = np.finfo(np.float64).tiny, np.finfo(np.float64).max
         if scale < tiny:
             raise ValueError(f"y is of a scale float64 cannot hold: max|y| = {scale:.3g} is subnormal (below "
                              f"{tiny:.3g}), so the targets carry too few bits; multiply y by a constant and "
-                             "divide the predictions by it")
+                             "divide the predictions by it (or leave normalize_y=True)")
         if not tiny <= C <= big:
-            raise ValueError(f"y is of a scale float64 cannot hold for CVR: C = {self.C_RATIO:g} max|y| = {C:.3g} "
-                             f"with max|y| = {scale:.3g}; divide y by a constant and multiply the predictions "
-                             "by it (C and mu 'auto' scale with y, so the model is the same)")
+            raise invalid_parameter(self, "C", f"such that the tube weight C mu m = {C:.3g} is a normal float", self.C)
         with np.errstate(over="ignore", under="ignore"):
             offset, diag = 2.0 * scale / C, mu * m / C
         if not tiny <= offset <= big:
-            raise invalid_parameter(self, "C", f"such that 2 max|y| / C = {offset:.3g} is a normal float "
+            raise invalid_parameter(self, "C", f"such that 2 max|y| / (C mu m) = {offset:.3g} is a normal float "
                                     f"(max|y| = {scale:.3g})", self.C)
-        if not tiny <= diag <= big:
-            raise invalid_parameter(self, "mu", f"such that mu m / C = {diag:.3g} is a normal float "
-                                    f"(m = {m}, C = {C:.3g})", self.mu)
+        # the engine multiplies diagonal entries together (QP steps): the ridge 1/C must stay below sqrt(max)
+        if not tiny <= diag <= np.sqrt(big):
+            raise invalid_parameter(self, "C", f"such that the ridge 1 / C = {diag:.3g} is a normal float below "
+                                    f"{np.sqrt(big):.3g}", self.C)
 
     def predict(self, X):
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", reset=False)
         return self._expansion(X, self.support_vectors_, self.dual_coef_[0]) + self.intercept_[0]
 
+
+def _target_normalisation(y, weights=None):
+    """(mean, std) of the targets, weighted by ``weights``; computed on y / max|y| so that targets near the
+    float64 limits neither overflow nor lose their spread (y + 1e300 still has the std of y)."""
+    top = float(np.max(np.abs(y)))
+    if not np.isfinite(top) or top == 0.0:
+        raise ValueError(f"y must be finite and not all zero (max|y| = {top!r})")
+    if top < np.finfo(np.float64).tiny:
+        raise ValueError(f"y is of a scale float64 cannot hold: max|y| = {top:.3g} is subnormal (below "
+                         f"{np.finfo(np.float64).tiny:.3g}), so the targets carry too few bits; multiply y by a "
+                         "constant and divide the predictions by it")
+    u = y / top
+    mean = float(np.average(u, weights=weights))
+    std = float(np.sqrt(np.average((u - mean) ** 2, weights=weights)))
+    if std == 0.0:
+        raise ValueError(f"y is constant ({float(y[0])!r}): nothing to regress")
+    return mean * top, std * top

@@ -1,4 +1,4 @@
-"""Implicit-surface modelling with CVR (000_88c8f8810bf6206d.txt, Sec. 4.2): the ``ImplicitSurface`` estimator.
+"""Implicit-surface modelling with CVR ([000], Sec. 4.2): the ``ImplicitSurface`` estimator.
 
 The scheme (one-set f^-1(1), three Laplacian-kernel CVRs fitting successive residuals, marching
 cubes) is documented in :mod:`refimpl.surface`; this module runs it with the :class:`~corevector.CVR`
@@ -147,9 +147,10 @@ class ImplicitSurface(BaseEstimator):
         # adds every violator of a sample at once, which on these Laplacian levels gave 1.5-1.7x the core
         # vectors for the same support vectors and 6.7x the CPU time (10,000 bunny points: 14.7 s against
         # 2.2 s; the 50,000-point fit took 149-165 s instead of the ~25 s measured before issue 12's engine)
-        cvr = CVR(C=C, mu=mu, eps=self.eps, stop=self.stop, kernel="laplacian", gamma=1.0 / sigma,
-                  sample_size=self.sample_size, n_confirm=self.n_confirm, random_state=random_state,
-                  solver="smo", impl=self.impl)
+        # C and mu are the paper's (000 eq. (6)) on the raw targets
+        cvr = CVR.from_paper(C, mu, X.shape[0], eps=self.eps, stop=self.stop, kernel="laplacian", gamma=1.0 / sigma,
+                             sample_size=self.sample_size, n_confirm=self.n_confirm, random_state=random_state,
+                             solver="smo", impl=self.impl)
         # CVR.fit rejects constant targets; the one-set targets y = 1 are this formulation's point
         # (the penalised bias rules out w = 0, b = 0), so call the validated-input entry point
         cvr._fit(X, y)

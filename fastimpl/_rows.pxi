@@ -201,7 +201,7 @@ cdef class _PointStore:
         self.ptr[0] = 0
 
     cdef inline Py_ssize_t nbytes(self) noexcept nogil:
-        """Bytes the store holds (its capacity): charged to the core-set cache's budget by FastMEBOps."""
+        """Bytes the store holds (its capacity): charged to the core-set cache's budget (_RowCache.held)."""
         cdef Py_ssize_t b = self.cap * 2 * sizeof(double)                     # sq, rd
         if self.csr:
             return b + (self.cap + 1) * sizeof(Py_ssize_t) + self.nzcap * (sizeof(int) + sizeof(double))
@@ -423,7 +423,7 @@ cdef class _PointStore:
         roundings of the Taylor path (every one relative to sum |w|, _taylor.h: the n-term sums of the
         moments, 3 per degree in their powers and 2 per degree in the evaluation, the scaled distances to
         the centre and their exp's, amplified by |u'|^2 / 2 <= gamma R^2) and those of the exact path's terms
-        (its distances of up to 4 R^2 into the exp; its sum is charged by the caller, FastMEBOps._screen_err)."""
+        (its distances of up to 4 R^2 into the exp; its sum is charged by the caller, _Screens.err in _screens.pxi)."""
         cdef double chain = self.n + 8.0 * self.tp + 6.0 * self.d + 4.0 * (self.d + 1) * self.tgr2 + 16.0
         return self.ttrunc + 1.1 * DBL_EPSILON * (chain + 8.0 * (self.d + 1) * self.tgr2 + 8.0)
 

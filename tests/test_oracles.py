@@ -311,11 +311,13 @@ def test_cvr_estimator_matches_primal(kernel, impl):
     C, mu = 10.0, 0.5
     X, y, X_new = regression(seed=2)
     o = cached(("cvr", kernel), lambda: l2svr(fmap(kernel, X)(X), y, C, mu))
-    est = CVR(C=C, mu=mu, impl=impl, tol=1e-14, **est_kwargs(kernel)).fit(X, y)
+    # the paper's (C, mu) of eq. (6) on the raw targets: CVR's C is C / (2 mu m), normalize_y=False
+    est = CVR(C=C / (2 * mu * M), mu=mu, normalize_y=False, impl=impl, tol=1e-14, **est_kwargs(kernel)).fit(X, y)
     K = sk_kernel(kernel, X, X, **KERNELS[kernel])
     eta = np.max(np.diag(K) + 1.0 + mu * M / C + (2.0 / C) * np.abs(y))   # 000 eq. (15), written out
     r2 = o["p"] / C ** 2 + eta                                             # Property 3
     assert est.eta_ == pytest.approx(eta, rel=1e-12)
+    assert est.tube_weight_ == pytest.approx(C, rel=1e-12)      # the paper's C, reported back
     assert est.radius_ ** 2 == pytest.approx(r2, rel=1e-6)
     assert est.dual_objective_ == pytest.approx(o["p"] / C ** 2, rel=1e-5)
     scale = 1 + np.abs(y).max()
@@ -443,14 +445,16 @@ def test_weighted_cvdd_matches_primal(kernel, impl):
 
 @pytest.mark.parametrize("kernel", ["rbf", "poly"])
 def test_weighted_cvr_matches_primal(kernel, impl):
-    """CVR(sample_weight=w): both slacks of point i weigh C w_i / (mu m) (000 eq. (6) weighted)."""
+    """CVR(sample_weight=w): both slacks of point i weigh C w_i / (mu m) (000 eq. (6) weighted, with the paper's
+    C and mu: CVR's C is C / (2 mu m) and its paper's C 2 C' mu' M, M = sum w, so mu' = mu m / M)."""
     from corevector import CVR
 
     C, mu = 10.0, 0.5
     X, y, X_new = regression(seed=2)
     w = _weights(M, seed=7)
     o = cached(("cvr_w", kernel), lambda: l2svr(fmap(kernel, X)(X), y, C, mu, weights=w))
-    est = CVR(C=C, mu=mu, impl=impl, tol=1e-14, **est_kwargs(kernel)).fit(X, y, sample_weight=w)
+    est = CVR(C=C / (2 * mu * M), mu=mu * M / w.sum(), normalize_y=False, impl=impl, tol=1e-14,
+              **est_kwargs(kernel)).fit(X, y, sample_weight=w)
     K = sk_kernel(kernel, X, X, **KERNELS[kernel])
     eta = np.max(np.diag(K) + 1.0 + mu * M / (C * w) + (2.0 / C) * np.abs(y))
     assert est.eta_ == pytest.approx(eta, rel=1e-12)

@@ -84,8 +84,8 @@ def test_unit_weights_are_no_weights(name, impl):
 @pytest.mark.parametrize("impl", ["fast", "ref"])
 def test_uniform_weights_are_c_rescaled(impl):
     """sample_weight = k everywhere is C k: the same MEB problem, so the same model bit for bit (the
-    classifier and CVDD); for CVR, whose C also sets the tube and the offsets, k scales the slack
-    weight C / (mu m), i.e. it is mu / k."""
+    classifier and CVDD); for CVR too: its primal ||w||^2 + b^2 + C sum w_i (xi_i^2 + xi*_i^2) + 2 C mu M epsbar
+    with M = sum w is that of C k when every w_i = k."""
     X, y = _data()
     for k in (0.25, 3.0):
         _same_model(CVMClassifier(C=2.0 * k, random_state=0, impl=impl).fit(X, y),
@@ -93,7 +93,7 @@ def test_uniform_weights_are_c_rescaled(impl):
         _same_model(CVDD(C=2.0 * k, random_state=0, impl=impl).fit(X),
                     CVDD(C=2.0, random_state=0, impl=impl).fit(X, sample_weight=np.full(len(X), k)))
         Xr, yr = _reg()
-        a = CVR(C=5.0, mu=0.4 / k, random_state=0, impl=impl).fit(Xr, yr)
+        a = CVR(C=5.0 * k, mu=0.4, random_state=0, impl=impl).fit(Xr, yr)
         b = CVR(C=5.0, mu=0.4, random_state=0, impl=impl).fit(Xr, yr, sample_weight=np.full(len(Xr), k))
         np.testing.assert_array_equal(a.support_, b.support_)
         np.testing.assert_allclose(a.predict(Xr), b.predict(Xr), rtol=1e-9, atol=1e-9)

@@ -20,9 +20,13 @@ class CVRFriedman1(CoreSetTracks, RegressionTracks, EstimatorBenchmark):
     def setup_cache(self):
         return self.prepare_cache()
 
+    def fit(self, impl, X, y):
+        self._m = X.shape[0]  # the paper's (C, mu) fix the per-point weight C / (mu m) only with m known
+        return super().fit(impl, X, y)
+
     def make_estimator(self, impl):
         from corevector import CVR
-        return CVR(C=C, mu=MU, eps=EPS, random_state=0, impl=impl)
+        return CVR.from_paper(C, MU, self._m, eps=EPS, random_state=0, impl=impl)
 
 
 class SVRFriedman1(RegressionTracks, EstimatorBenchmark):

@@ -1,0 +1,407 @@
+# The scans of the core-set loop (fastimpl._engine; 001 eq. (12)): distances from the ball's centre to
+# candidates, and what the driver reads off them.
+#
+# * furthest_point: the initialisation's argmax of ||phi~(z) - phi~(z_l)||^2 + Delta_l over a sample;
+# * scan_sample: d^2 of a sample of candidates and its furthest one (the sampled iterations);
+# * scan_all: every augmented point in chunks of SCAN_CHUNK -- the furthest one, and the top-k beyond a
+#   threshold (the violators of the confirmations and the certificate); CVR's mirrored halves share each
+#   input's kernel row.
+#
+# Each candidate costs sum_t alpha_t s_t k(x_t, x) over the support, packed by pack_support into
+# _Support (its store, _rows.pxi, computes the sums: SIMD on coordinates, BLAS GEMM in blocks of
+# GEMM_BLOCK candidates from d = 16 on, sparse-dense for CSR input), then _finish_d2 turns it into
+# d^2 - c0.  On the coordinate path the sums may run through a screen first (_screens.pxi).  Scans run
+# under nogil, in parallel over chunks of candidates (OpenMP prange) where the work pays for the threads.
+
+@cython.final
+cdef class _Support:
+    """The support (alpha > 0) packed for the scans: its points and their coefficients alpha_t s_t."""
+    cdef _PointStore store          # coordinates (or CSR rows) of the support vectors
+    cdef double* coef               # alpha_t s_t
+    cdef Py_ssize_t n, cap
+    cdef double csum                # sum_t alpha_t s_t
+    cdef double cabs                # sum_t |alpha_t s_t| (the screening kernel's error scale)
+    cdef bint dirty                 # alpha changed since the last pack
+    cdef _Owned own
+
+    def __cinit__(self):
+        owned_add(&self.own, <void**> &self.coef, 0)
+        self.store = _PointStore()
+        self.dirty = True
+
+    def __dealloc__(self):
+        owned_free(&self.own)
+
+    cdef void reserve(self, Py_ssize_t n) except *:
+        cdef Py_ssize_t cap
+        cdef double* p
+        if n > self.cap:
+            cap = max(2 * self.cap, n, 64)
+            p = <double*> realloc(self.coef, cap * sizeof(double))
+            if p == NULL:  # the old buffer stays owned (and freed by owned_free)
+                raise MemoryError("support arrays")
+            self.coef = p
+            self.cap = cap
+        self.store.reserve(n)
+
+
+cdef inline void _topk_insert(double* vals, Py_ssize_t* keys, Py_ssize_t* cnt, Py_ssize_t k, double v,
+                              Py_ssize_t z) noexcept nogil:
+    """Keep the k largest (v, z) -- larger v first, ties to the lower z -- in vals/keys[0:cnt]."""
+    cdef Py_ssize_t p = cnt[0]
+    if p == k:
+        if v < vals[k - 1] or (v == vals[k - 1] and z > keys[k - 1]):
+            return
+        p = k - 1
+    else:
+        cnt[0] = p + 1
+    while p > 0 and (vals[p - 1] < v or (vals[p - 1] == v and keys[p - 1] > z)):
+        vals[p] = vals[p - 1]
+        keys[p] = keys[p - 1]
+        p -= 1
+    vals[p] = v
+    keys[p] = z
+
+
+cdef object furthest_point(FastMEBOps ops, Py_ssize_t z, idx):
+    """Initialisation: argmax over idx of ||phi~(z) - phi~(z_l)||^2 + Delta_l (refimpl.driver.initial_pair)."""
+    cdef cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] a = np.ascontiguousarray(idx, dtype=np.intp)
+    cdef Py_ssize_t cnt = a.shape[0], p, l, best = -1
+    cdef double daz = ops.rawdiag(z), dal, v, best_v = -INFINITY, kzz, sz = ops.zsign(z), sl, kv
+    cdef const double* xz = NULL
+    cdef Py_ssize_t q
+    with nogil:
+        kzz = k_diag(&ops.K, daz) + ops.label_bias + ops.cdiag(z)
+        if ops.sparse:
+            xz = ops._dense_input(ops.pz(z), ops.xd)
+        for p in range(cnt):
+            l = a[p]
+            dal = ops.rawdiag(l)
+            sl = ops.zsign(l)
+            if ops.sparse:
+                q = ops.pz(l)
+                kv = csr_dot_dense(xz, ops.Xind, ops.Xval, ops.Xptr[q], ops.Xptr[q + 1])
+                dots_to_kernel(&ops.K, &kv, 1, ops.Xsq[ops.pz(z)], &ops.Xsq[q], daz, &dal)
+            else:
+                kv = k_eval(&ops.K, &ops.X[ops.pz(z), 0], &ops.X[ops.pz(l), 0], daz, dal)
+            v = sz * sl * (kv + ops.label_bias)
+            if l == z:
+                v += ops.cdiag(z)
+            v = kzz - 2.0 * v + (ops.point_ldiag(l, dal) + ops.c0)
+            if v > best_v:
+                best_v = v
+                best = l
+        if ops.sparse:
+            ops._release_input(ops.pz(z), ops.xd)
+    ops.n_eval += cnt
+    return best
+
+
+cdef void pack_support(FastMEBOps ops) except *:
+    """The support (alpha > 0) packed for the scans: coordinates and alpha_t s_t."""
+    cdef _Support sup = ops.sup
+    cdef Py_ssize_t t, k = 0, nsv = ops.count_support()
+    sup.reserve(nsv)
+    sup.store.n = 0
+    sup.csum = 0.0
+    sup.cabs = 0.0
+    for t in range(ops.size):
+        if ops.alpha[t] > 0:
+            ops._put_input(sup.store, k, ops.pz(ops.S[t]))
+            sup.coef[k] = ops.alpha[t] * ops.Ss[t]
+            sup.csum += sup.coef[k]
+            sup.cabs += fabs(sup.coef[k])
+            k += 1
+    sup.n = nsv
+    sup.dirty = False
+    sup.store.tvalid = False  # new weights (the puts above cleared it too)
+    ops.screens.new_support()
+
+
+cdef inline double _finish_d2(FastMEBOps ops, Py_ssize_t z, double ka, double marg) noexcept nogil:
+    """d^2(z) - c0 from ka = sum_t alpha_t s_t k(x_t, x_z): marg - 2 (K~alpha)_z + l_z - c0."""
+    cdef double kal = ops.zsign(z) * (ka + ops.label_bias * ops.sup.csum)
+    cdef Py_ssize_t p
+    if ops.diag_add != 0.0 or ops.pdiag != NULL:
+        p = _bsearch(ops.czs, ops.size, z)
+        if p >= 0:
+            kal += ops.alpha[ops.czp[p]] * ops.cdiag(z)
+    return marg - 2.0 * kal + ops.point_ldiag(z, ops.rawdiag(z))
+
+
+cdef void _kalpha(FastMEBOps ops, Py_ssize_t lo, Py_ssize_t hi, const Py_ssize_t* idx, double* out,
+                  double* buf) noexcept nogil:
+    """out[p - lo] = sum_t alpha_t s_t k(x_t, x_p(z)) for the candidates z = idx[p] (idx NULL: the
+    input rows p themselves), p in [lo, hi).  ``buf`` holds GEMM_BLOCK x nsv (BLAS path) or nsv
+    values, plus GEMM_BLOCK x (d + 2) for gathered candidates."""
+    cdef Py_ssize_t p, q, b, nb, e, d = ops.d, nsv = ops.sup.n
+    cdef double* xs
+    cdef double* xsq
+    cdef double* xrd
+    cdef const double* x
+    cdef double* xd
+    if ops.sparse:
+        # buf: nsv kernel values, then a d-vector for the candidates' scattered rows
+        xd = &buf[nsv + 1]
+        memset(xd, 0, d * sizeof(double))
+        for p in range(lo, hi):
+            q = ops.pz(idx[p]) if idx != NULL else p
+            x = ops._dense_input(q, xd)
+            ops.sup.store.row(0, nsv, x, ops.Xsq[q], ops.Xrd[q], buf)
+            out[p - lo] = cv_dot4(ops.sup.coef, buf, nsv)
+            ops._release_input(q, xd)
+        return
+    if ops.sup.store.blas:
+        xs = &buf[GEMM_BLOCK * nsv]
+        xsq = &xs[GEMM_BLOCK * d]
+        xrd = &xsq[GEMM_BLOCK]
+        p = lo
+        while p < hi:
+            nb = min(GEMM_BLOCK, hi - p)
+            for b in range(nb):
+                q = ops.pz(idx[p + b]) if idx != NULL else p + b
+                memcpy(&xs[b * d], &ops.X[q, 0], d * sizeof(double))
+                xsq[b] = point_sq(&xs[b * d], d)
+                xrd[b] = point_rawdiag(&ops.K, &xs[b * d])
+            ops.sup.store.block(xs, nb, d, xsq, xrd, 0, nsv, buf, nsv)
+            for b in range(nb):
+                out[p + b - lo] = cv_dot4(ops.sup.coef, &buf[b * nsv], nsv)
+            p += nb
+        return
+    for p in range(lo, hi):
+        q = ops.pz(idx[p]) if idx != NULL else p
+        x = &ops.X[q, 0]
+        out[p - lo] = ops.sup.store.weighted(x, 0.0, point_rawdiag(&ops.K, x), ops.sup.coef, buf)
+
+
+cdef inline void _kalpha_any(FastMEBOps ops, Py_ssize_t lo, Py_ssize_t hi, const Py_ssize_t* idx, double* out,
+                             double* buf, int screen) noexcept nogil:
+    """_kalpha, through the screen ``screen`` (SCREEN_*; the screens run on the coordinate path only)."""
+    cdef Py_ssize_t p, b, nb
+    cdef Py_ssize_t rows[64]
+    if screen == SCREEN_NONE:
+        _kalpha(ops, lo, hi, idx, out, buf)
+    elif screen == SCREEN_FLOAT:
+        for p in range(lo, hi):
+            out[p - lo] = ops.sup.store.weighted_screen(&ops.X[ops.pz(idx[p]) if idx != NULL else p, 0],
+                                                        ops.sup.coef)
+    elif idx == NULL:
+        ops.sup.store.taylor_sum(&ops.X[lo, 0], ops.d, NULL, hi - lo, out)
+    else:
+        p = lo
+        while p < hi:
+            nb = min(64, hi - p)
+            for b in range(nb):
+                rows[b] = ops.pz(idx[p + b])
+            ops.sup.store.taylor_sum(&ops.X[0, 0], ops.d, rows, nb, &out[p - lo])
+            p += nb
+
+
+cdef inline double _exact_ka(FastMEBOps ops, Py_ssize_t q) noexcept nogil:
+    """sum_t alpha_t s_t k(x_t, x_q) in double (the coordinate path: no scratch needed)."""
+    cdef const double* x = &ops.X[q, 0]
+    return ops.sup.store.weighted(x, 0.0, point_rawdiag(&ops.K, x), ops.sup.coef, NULL)
+
+
+cdef Py_ssize_t _bufsize(FastMEBOps ops) noexcept nogil:
+    if ops.sparse:
+        return ops.sup.n + 1 + ops.d
+    if ops.sup.store.blas:
+        return GEMM_BLOCK * ops.sup.n + GEMM_BLOCK * (ops.d + 2) + 1
+    return ops.sup.n + 1
+
+
+cdef object scan_sample(FastMEBOps ops, cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] idx, double d2_over):
+    """d^2 of the sampled candidates idx and the first within a relative TIE of their maximum."""
+    cdef Py_ssize_t cnt = idx.shape[0], p, nchunk, c, lo, hi, chunk = 16
+    cdef cnp.ndarray[double, ndim=1, mode="c"] d2 = np.empty(cnt)
+    cdef int screen = ops.screens.choose(ops.sup.store, ops.sup.n, cnt, True)
+    cdef double marg = ops.margin(), best = -INFINITY, thr, floor
+    cdef double err = ops.screens.err(screen, marg, ops.sup.store, ops.sup.n, ops.sup.cabs, ops.label_bias)
+    cdef double* buf
+    cdef Py_ssize_t bufsize = _bufsize(ops)
+    cdef const Py_ssize_t* ip = &idx[0] if cnt > 0 else NULL
+    cdef double* out = &d2[0] if cnt > 0 else NULL
+    cdef Py_ssize_t again = 0
+    with nogil:
+        ops.screens.count_off()
+        ops.screens.prepare(screen, ops.sup.store, ops.sup.coef)
+        nchunk = (cnt + chunk - 1) // chunk
+        if cnt * (ops.sup.store.tnt if screen == SCREEN_TAYLOR else ops.sup.n) < SCAN_PARALLEL_MIN_WORK \
+                or nchunk == 1 or ops.sup.store.blas:
+            buf = <double*> malloc(bufsize * sizeof(double))
+            _kalpha_any(ops, 0, cnt, ip, out, buf, screen)
+            free(buf)
+        else:
+            for c in prange(nchunk, schedule="dynamic"):
+                lo = c * chunk
+                hi = min(lo + chunk, cnt)
+                buf = <double*> malloc(bufsize * sizeof(double))
+                _kalpha_any(ops, lo, hi, ip, &out[lo], buf, screen)
+                free(buf)
+        for p in range(cnt):
+            out[p] = _finish_d2(ops, ip[p], out[p], marg)
+            if out[p] > best:
+                best = out[p]
+        if screen != SCREEN_NONE:
+            # exact again wherever d^2 may reach the maximum's TIE band or d2_over (see _Screens.err)
+            floor = ops.screens.floor(best, err, d2_over - ops.c0, ops.c0)
+            best = -INFINITY
+            for p in range(cnt):
+                if not (out[p] < floor):  # (a screened NaN is computed again too)
+                    out[p] = _finish_d2(ops, ip[p], _exact_ka(ops, ops.pz(ip[p])), marg)
+                    again += 1
+                    if out[p] > best:
+                        best = out[p]
+            if 2 * again > cnt:
+                ops.screens.off[screen] = SCREEN_RETRY
+    ops.n_eval += cnt * ops.sup.n
+    thr = best - TIE * (fabs(best) + fabs(ops.c0))
+    for p in range(cnt):
+        if d2[p] >= thr:
+            break
+    return Scan(int(idx[p]), best + ops.c0, sample_d2=d2 + ops.c0)
+
+
+cdef void _chunk_d2(FastMEBOps ops, Py_ssize_t c, double marg, double* vals, double* buf) noexcept nogil:
+    """d^2 - c0 of the augmented points of chunk c of input rows, vals[h * SCAN_CHUNK + (p - lo)] for
+    the half h (0: z = p; 1, mirrored: z = p + m): one kernel row per input serves both."""
+    cdef Py_ssize_t lo = c * SCAN_CHUNK, hi = min(lo + SCAN_CHUNK, ops.m), p
+    _kalpha(ops, lo, hi, NULL, vals, buf)
+    if ops.mirror:
+        for p in range(lo, hi):
+            vals[SCAN_CHUNK + p - lo] = _finish_d2(ops, p + ops.m, vals[p - lo], marg)
+    for p in range(lo, hi):
+        vals[p - lo] = _finish_d2(ops, p, vals[p - lo], marg)
+
+
+cdef Py_ssize_t _chunk_d2_screened(FastMEBOps ops, Py_ssize_t c, double marg, int screen, double err,
+                                   double over, double* vals) noexcept nogil:
+    """_chunk_d2 through the screen ``screen``: every value that may reach its half's TIE band of the
+    chunk's maximum, or ``over``, is exact; the others are screened values certainly below both, so
+    the chunk's maximum, its first candidate within TIE and its candidates beyond ``over`` are the
+    exact path's.  Returns how many candidates were computed again in double."""
+    cdef Py_ssize_t lo = c * SCAN_CHUNK, hi = min(lo + SCAN_CHUNK, ops.m), p, h, again = 0
+    cdef Py_ssize_t halves = 2 if ops.mirror else 1
+    cdef double ka, vmax[2]
+    cdef double floor[2]
+    vmax[0] = -INFINITY
+    vmax[1] = -INFINITY
+    _kalpha_any(ops, lo, hi, NULL, vals, NULL, screen)
+    for p in range(lo, hi):
+        ka = vals[p - lo]
+        vals[p - lo] = _finish_d2(ops, p, ka, marg)
+        vmax[0] = max(vmax[0], vals[p - lo])
+        if ops.mirror:
+            vals[SCAN_CHUNK + p - lo] = _finish_d2(ops, p + ops.m, ka, marg)
+            vmax[1] = max(vmax[1], vals[SCAN_CHUNK + p - lo])
+    for h in range(halves):
+        floor[h] = ops.screens.floor(vmax[h], err, over, ops.c0)
+    if halves == 1:
+        floor[1] = INFINITY
+    for p in range(lo, hi):
+        if not (vals[p - lo] < floor[0]) or (ops.mirror and not (vals[SCAN_CHUNK + p - lo] < floor[1])):
+            ka = _exact_ka(ops, p)
+            vals[p - lo] = _finish_d2(ops, p, ka, marg)
+            if ops.mirror:
+                vals[SCAN_CHUNK + p - lo] = _finish_d2(ops, p + ops.m, ka, marg)
+            again += 1
+    return again
+
+
+cdef void _scan_chunks(FastMEBOps ops, Py_ssize_t nchunk, Py_ssize_t k, Py_ssize_t kk, double marg, int screen,
+                       double err, double over, Py_ssize_t bufsize, double* cmax, double* tv, Py_ssize_t* tz,
+                       Py_ssize_t* tc) noexcept nogil:
+    """The chunks of a full scan, in parallel: each one's maximum per half (cmax[h * nchunk + c]) and its
+    top-k beyond ``over`` (tv, tz: kk entries per chunk, tc[c] of them used)."""
+    cdef Py_ssize_t c, h, p, lo, hi, halves = 2 if ops.mirror else 1
+    cdef double v
+    cdef double* vals
+    cdef double* buf
+    for c in prange(nchunk, schedule="dynamic",
+                    use_threads_if=ops.m * ops.sup.n >= PARALLEL_MIN_WORK and nchunk > 1 and not ops.sup.store.blas):
+        vals = <double*> malloc((2 * SCAN_CHUNK + bufsize) * sizeof(double))
+        buf = &vals[2 * SCAN_CHUNK]
+        lo = c * SCAN_CHUNK
+        hi = min(lo + SCAN_CHUNK, ops.m)
+        if screen != SCREEN_NONE and ops.screens.full_on:
+            if 2 * _chunk_d2_screened(ops, c, marg, screen, err, over if k > 0 else INFINITY, vals) > hi - lo:
+                ops.screens.full_on = 0
+        else:
+            _chunk_d2(ops, c, marg, vals, buf)
+        tc[c] = 0
+        for h in range(halves):
+            v = -INFINITY
+            for p in range(lo, hi):
+                if vals[h * SCAN_CHUNK + p - lo] > v:
+                    v = vals[h * SCAN_CHUNK + p - lo]
+                if k > 0 and vals[h * SCAN_CHUNK + p - lo] > over:
+                    _topk_insert(&tv[c * kk], &tz[c * kk], &tc[c], k, vals[h * SCAN_CHUNK + p - lo],
+                                 p + h * ops.m)
+            cmax[h * nchunk + c] = v
+        free(vals)
+
+
+cdef Py_ssize_t _first_within(FastMEBOps ops, Py_ssize_t nchunk, const double* cmax, double thr, double marg,
+                              Py_ssize_t bufsize) noexcept nogil:
+    """The first augmented point (in index order: the first half, then the mirrored one) with d^2 - c0
+    >= thr: the first chunk whose maximum reaches thr, computed again."""
+    cdef Py_ssize_t c, h, p, lo, hi, first = -1, bc = -1, bh = 0, halves = 2 if ops.mirror else 1
+    cdef double* vals
+    for h in range(halves):
+        for c in range(nchunk):
+            if cmax[h * nchunk + c] >= thr and bc < 0:
+                bc = c
+                bh = h
+    if bc < 0:
+        bc = 0
+    vals = <double*> malloc((2 * SCAN_CHUNK + bufsize) * sizeof(double))
+    _chunk_d2(ops, bc, marg, vals, &vals[2 * SCAN_CHUNK])
+    lo = bc * SCAN_CHUNK
+    hi = min(lo + SCAN_CHUNK, ops.m)
+    for p in range(lo, hi):
+        if vals[bh * SCAN_CHUNK + p - lo] >= thr:
+            first = p + bh * ops.m
+            break
+    free(vals)
+    return first
+
+
+cdef object scan_all(FastMEBOps ops, Py_ssize_t k, double d2_over):
+    """A full scan: the furthest augmented point (the first within a relative TIE of the maximum) and the
+    top-k beyond d2_over (refimpl.meb.MEBOps.scan with idx None)."""
+    cdef Py_ssize_t nchunk = (ops.m + SCAN_CHUNK - 1) // SCAN_CHUNK, halves = 2 if ops.mirror else 1
+    cdef Py_ssize_t c, p, kk = max(k, 1), first = -1
+    cdef double marg = ops.margin(), best = -INFINITY, thr, over = d2_over - ops.c0
+    cdef int screen = ops.screens.choose(ops.sup.store, ops.sup.n, ops.m, False)
+    cdef double err = ops.screens.err(screen, marg, ops.sup.store, ops.sup.n, ops.sup.cabs, ops.label_bias)
+    cdef Py_ssize_t bufsize = _bufsize(ops)
+    ops.screens.full_on = 1  # every full scan tries screening again
+    cdef double* cmax = <double*> malloc(nchunk * halves * sizeof(double))
+    cdef double* tv = <double*> malloc(nchunk * kk * sizeof(double))
+    cdef Py_ssize_t* tz = <Py_ssize_t*> malloc(nchunk * kk * sizeof(Py_ssize_t))
+    cdef Py_ssize_t* tc = <Py_ssize_t*> malloc(nchunk * sizeof(Py_ssize_t))
+    if cmax == NULL or tv == NULL or tz == NULL or tc == NULL:
+        free(cmax); free(tv); free(tz); free(tc)
+        raise MemoryError("scan buffers")
+    with nogil:
+        ops.screens.prepare(screen, ops.sup.store, ops.sup.coef)
+        _scan_chunks(ops, nchunk, k, kk, marg, screen, err, over, bufsize, cmax, tv, tz, tc)
+        for c in range(nchunk * halves):
+            if cmax[c] > best:
+                best = cmax[c]
+        thr = best - TIE * (fabs(best) + fabs(ops.c0))
+        first = _first_within(ops, nchunk, cmax, thr, marg, bufsize)
+    ops.n_eval += ops.m * ops.sup.n
+    top_v = []
+    top_z = []
+    if k > 0:
+        for c in range(nchunk):
+            for p in range(tc[c]):
+                top_v.append(tv[c * kk + p])
+                top_z.append(tz[c * kk + p])
+    free(cmax); free(tv); free(tz); free(tc)
+    tz_a = np.asarray(top_z, dtype=np.intp)
+    tv_a = np.asarray(top_v, dtype=np.float64)
+    order = np.lexsort((tz_a, -tv_a))[:k]
+    return Scan(int(first), best + ops.c0, top=tz_a[order], top_d2=tv_a[order] + ops.c0)

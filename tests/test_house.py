@@ -1,0 +1,254 @@
+"""House rules for the sources of ``fastimpl/`` and ``corevector/`` (issue 23): no file over 700 lines, no
+function over 80.
+
+Checked: the committed Cython and C sources (``.pyx``, ``.pxi``, ``.h``, ``.c``; generated ``.c`` files
+are not committed and not checked) and the Python files of both packages.
+
+Function lengths count every line from the definition to the last line of its body (docstring, comments
+and blank lines inside included): Cython ``def``/``cdef``/``cpdef`` functions and methods by indentation,
+Python functions by ``ast``, C functions by brace matching (preprocessor lines, whose macro templates are
+not functions, left out).
+"""
+import ast
+import re
+import subprocess
+from pathlib import Path
+
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "fastimpl"
+PACKAGES = ("fastimpl", "corevector")
+MAX_FILE_LINES = 700
+MAX_FUNCTION_LINES = 80
+COMPILED_SUFFIXES = (".pyx", ".pxi", ".h", ".c")
+
+
+def sources(suffixes):
+    """The files of fastimpl/ and corevector/ git tracks or would track, with these suffixes (outside a git
+    checkout: all, less the .c files Cython generates next to their .pyx)."""
+    try:
+        out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", *PACKAGES], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.split()
+        files = [ROOT / f for f in out]
+    except (OSError, subprocess.CalledProcessError):
+        files = [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*")
+                 if not (p.suffix == ".c" and p.with_suffix(".pyx").exists())]
+    return sorted(p for p in files if p.suffix in suffixes and p.is_file())
+
+
+def _logical_header(lines, i):
+    """The def/cdef/cpdef statement starting at line i, joined over open brackets and backslashes, and
+    the index of its last line."""
+    text, depth, j = "", 0, i
+    while j < len(lines):
+        line = re.sub(r"#.*", "", lines[j]).rstrip()
+        text += " " + line.strip()
+        depth += line.count("(") + line.count("[") - line.count(")") - line.count("]")
+        if depth <= 0 and not line.endswith("\\"):
+            break
+        j += 1
+    return text.strip(), j
+
+
+def cython_functions(path):
+    """(name, first line, number of lines) of every function and method of a .pyx/.pxi file."""
+    lines = path.read_text().splitlines()
+    found = []
+    i = 0
+    while i < len(lines):
+        m = re.match(r"(\s*)(?:async\s+)?(?:def|cdef|cpdef)\b", lines[i])
+        if not m:
+            i += 1
+            continue
+        header, last = _logical_header(lines, i)
+        if "(" not in header or not header.endswith(":") or re.match(r"c?def\s+(class|extern|struct|enum|union)\b",
+                                                                    header):
+            i += 1
+            continue
+        indent = len(m.group(1))
+        end = last
+        for j in range(last + 1, len(lines)):
+            s = lines[j]
+            if not s.strip():
+                continue
+            if len(s) - len(s.lstrip()) <= indent:
+                break
+            end = j
+        name = re.search(r"(\w+)\s*\(", header).group(1)
+        found.append((name, i + 1, end - i + 1))
+        i += 1
+    return found
+
+
+def python_functions(path):
+    tree = ast.parse(path.read_text())
+    return [(node.name, node.lineno, node.end_lineno - node.lineno + 1) for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def c_functions(path):
+    """Top-level brace blocks of a C header (functions; roughly: structs and initialisers count too)."""
+    raw = path.read_text()
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), raw, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    lines = text.split("\n")
+    keep, cont = [], False
+    for line in lines:  # drop preprocessor lines with their continuations (macro templates)
+        is_pp = cont or line.lstrip().startswith("#")
+        cont = is_pp and line.rstrip().endswith("\\")
+        keep.append("" if is_pp else line)
+    found, depth, start, stmt_start = [], 0, None, None
+    for n, line in enumerate(keep):
+        if depth == 0 and not line.strip():
+            stmt_start = None  # a blank line at file level ends a statement (macro invocations have no ';')
+        for ch in line:
+            if depth == 0 and stmt_start is None and not ch.isspace():
+                stmt_start = n
+            if ch == "{":
+                if depth == 0:
+                    start = stmt_start if stmt_start is not None else n
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+                if depth == 0:
+                    head = " ".join(keep[start:n + 1])
+                    m = re.search(r"(\w+)\s*\(", head)
+                    found.append((m.group(1) if m else "?", start + 1, n - start + 1))
+                    stmt_start = None
+            elif ch == ";" and depth == 0:
+                stmt_start = None
+    return found
+
+
+def functions(path):
+    if path.suffix in (".pyx", ".pxi"):
+        return cython_functions(path)
+    if path.suffix == ".py":
+        return python_functions(path)
+    return c_functions(path)
+
+
+def violations(paths):
+    out = []
+    for p in paths:
+        n = len(p.read_text().splitlines())
+        if n > MAX_FILE_LINES:
+            out.append(f"{p.relative_to(ROOT)}: {n} lines (> {MAX_FILE_LINES})")
+        for name, line, length in functions(p):
+            if length > MAX_FUNCTION_LINES:
+                out.append(f"{p.relative_to(ROOT)}:{line} {name}: {length} lines (> {MAX_FUNCTION_LINES})")
+    return out
+
+
+def test_the_checks_see_the_sources():
+    """The counters find what they should (guards against a checker that silently counts nothing)."""
+    files = sources(COMPILED_SUFFIXES)
+    names = {p.name for p in files}
+    assert {"_engine.pyx", "_rows.pxi", "_simd.h"} <= names
+    cython = {name for p in files if p.suffix in (".pyx", ".pxi") for name, _, _ in cython_functions(p)}
+    assert {"__init__", "solve", "qrow", "kernel_expansion", "smo_solve", "active_set_solve"} <= cython
+    assert "cv_simd_level" in {name for name, _, _ in c_functions(PACKAGE / "_simd.h")}
+
+
+def test_compiled_sources_keep_to_the_house_limits():
+    """No .pyx/.pxi/.h/.c file of fastimpl/ over 700 lines and no function in them over 80 lines."""
+    bad = violations(sources(COMPILED_SUFFIXES))
+    assert not bad, "\n".join(bad)
+
+
+def test_python_sources_keep_to_the_house_limits():
+    """The same limits for the Python files of fastimpl/ and corevector/."""
+    files = sources((".py",))
+    assert {"cli.py", "regressor.py", "_openmp.py"} <= {p.name for p in files}
+    bad = violations(files)
+    assert not bad, "\n".join(bad)
+
+
+# ------------------------------------------------------------------------------------------------ imports
+#: the floors of the house, top to bottom: a module may import only from its own floor or the ones below
+FLOORS = {"reports": 3, "asv_benchmarks": 3, "corevector": 2, "fastimpl": 1, "refimpl": 0}
+
+
+def _module_name(path):
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _imports(path):
+    """(imported module, at module level?) of every import in a .py/.pyx file (relative imports resolved)."""
+    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rsplit(".", 1)[0]
+    if path.suffix == ".pyx":  # not Python: read the import lines (cimport and include lines are C-level)
+        out = []
+        for line in path.read_text().splitlines():
+            m = re.match(r"(\s*)(?:from\s+(\.*[\w.]*)\s+import\s+(.+)|import\s+([\w., ]+))$", line.split("#")[0].rstrip())
+            if m and "cimport" not in line:
+                base = m.group(2) if m.group(2) is not None else None
+                names = [base] if base else [n.strip().split(" ")[0] for n in m.group(4).split(",")]
+                if base and base.startswith("."):
+                    dots = len(base) - len(base.lstrip("."))
+                    base = ".".join(package.split(".")[:len(package.split(".")) - dots + 1] + [base.lstrip(".")])
+                    names = [base]
+                out += [(n, m.group(1) == "") for n in names]
+        return out
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            names = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        out += [(n, node.col_offset == 0) for n in names]
+    return out
+
+
+def _house_modules():
+    files = []
+    for floor in FLOORS:
+        files += [p for p in (ROOT / floor).rglob("*.py") if ".asv" not in p.parts and "env" not in p.parts]
+    files += sorted((ROOT / "fastimpl").glob("*.pyx"))
+    return files
+
+
+def test_no_import_points_up():
+    """reports/asv -> corevector -> fastimpl -> refimpl: no module imports from a floor above its own (lazy
+    imports inside functions included)."""
+    bad = []
+    for path in _house_modules():
+        own = FLOORS[path.relative_to(ROOT).parts[0]]
+        for name, _ in _imports(path):
+            floor = FLOORS.get(name.split(".")[0])
+            if floor is not None and floor > own:
+                bad.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_circle():
+    """The module-level imports of refimpl, fastimpl and corevector form no cycle (a circle makes the import
+    order matter; the one between corevector's validation and estimators was issue 23's)."""
+    modules = {_module_name(p): p for p in _house_modules() if p.parts[len(ROOT.parts)] in ("refimpl", "fastimpl",
+                                                                                          "corevector")}
+    graph = {m: {n for n, top in _imports(p) if top and n in modules and n != m} for m, p in modules.items()}
+    assert "corevector._validation" in graph and graph["corevector.classifier"]  # the graph is not empty
+    state, cycle = {}, []
+
+    def visit(m, path):
+        state[m] = "open"
+        for n in sorted(graph[m]):
+            if state.get(n) == "open":
+                cycle.append(path + [n])
+            elif n not in state:
+                visit(n, path + [n])
+        state[m] = "done"
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not cycle, " -> ".join(cycle[0])
