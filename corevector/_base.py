@@ -24,7 +24,7 @@ from sklearn.utils.validation import _check_sample_weight, validate_data
 
 from refimpl.driver import HYBRID_NU
 
-from . import chunked
+import corevector.chunked as chunked
 from ._validation import CORE_CONSTRAINTS, check_eps, checked_kernel_spec
 from .numerics import numerics
 from refimpl.meb import validate_engine_params
@@ -35,7 +35,11 @@ def _classes(y):
     if y.dtype.kind in "iu" and y.size:
         lo, hi = int(y.min()), int(y.max())
         if hi - lo < 1 << 16:
-            return (np.flatnonzero(np.bincount((y - lo).astype(np.intp, copy=False))) + lo).astype(y.dtype)
+            # in slices of 2^20 labels: an intp copy of all m labels would cost 8 bytes a row (800 MB at 1e8)
+            counts = np.zeros(hi - lo + 1, dtype=np.int64)
+            for s in range(0, y.size, 1 << 20):
+                counts += np.bincount(y[s:s + (1 << 20)].astype(np.intp) - lo, minlength=hi - lo + 1)
+            return (np.flatnonzero(counts) + lo).astype(y.dtype)
     return np.unique(y)
 
 

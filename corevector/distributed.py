@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 
-from . import chunked
+import corevector.chunked as chunked
 
 __all__ = ["run_tasks"]
 

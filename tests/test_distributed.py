@@ -58,7 +58,7 @@ def test_cluster_fits_are_the_in_memory_fits(client, tmp_path):
     X32, X, y, y3, yr = _data()
     ref = [CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y),
            CVMClassifier(C=10, gamma=1.0, random_state=0).fit(X, y3),
-           CVR(C=20.0, gamma=1.0, eps=0.05, random_state=0).fit(X, yr)]
+           CVR(C=1.0, gamma=1.0, eps=0.1, stop="radius", random_state=0).fit(X, yr)]
     z = zarr.open_array(str(tmp_path / "x.zarr"), mode="w", shape=X32.shape, chunks=(1000, 2), dtype="f4")
     z[:] = X32
     with client.as_current():
@@ -66,7 +66,7 @@ def test_cluster_fits_are_the_in_memory_fits(client, tmp_path):
         for Xc in (Xd, z):   # rows persisted on the workers; chunks read from disk by the workers
             got = [CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(Xc, y),
                    CVMClassifier(C=10, gamma=1.0, random_state=0).fit(Xc, y3),
-                   CVR(C=20.0, gamma=1.0, eps=0.05, random_state=0).fit(Xc, yr)]
+                   CVR(C=1.0, gamma=1.0, eps=0.1, stop="radius", random_state=0).fit(Xc, yr)]
             for a, b in zip(ref, got):
                 assert np.array_equal(a.core_set_, b.core_set_)
                 assert np.array_equal(a.dual_coef_, b.dual_coef_)
