@@ -118,49 +118,61 @@ def _chunk_aware(name, method):
 
 _DOC = """
     eps : float, default={eps}
-        Tolerance of the core-set loop's stop rule (001 Sec. 4): the paper's (1+eps) ball test under
-        'radius' and 'hybrid', the fraction ((1+eps)^2 - 1) of the margin term under 'margin', LIBSVM's
-        tolerance relative to the margin under 'gap'.  Must lie in (0, 1), and in (0, sqrt(3) - 1) under
-        'margin', beyond which the test passes misclassified points (:data:`corevector._validation.EPS_MAX`).
+        Tolerance of the core-set loop's stop rule ([001] Sec. 4): the paper's ``(1 + eps)`` ball test
+        under ``stop='radius'`` and ``'hybrid'``, the fraction ``(1 + eps)^2 - 1`` of the margin term
+        under ``'margin'``, LIBSVM's tolerance relative to the margin under ``'gap'``.  Must lie in
+        (0, 1), and in (0, sqrt(3) - 1) under ``'margin'``, beyond which the test passes misclassified
+        points (``corevector._validation.EPS_MAX``).
     kernel : {{'rbf', 'laplacian', 'poly', 'linear'}}, default='rbf'
+        The kernel k: Gaussian ``exp(-gamma ||x - y||^2)``, Laplacian ``exp(-gamma ||x - y||)``
+        (Euclidean, as in [000]; scikit-learn's ``laplacian_kernel`` uses the L1 norm), polynomial
+        ``(gamma x'y + coef0)^degree`` or linear ``x'y``.  Kernels whose ``k(x, x)`` is not constant
+        are handled by the generalized CVM ([000] Sec. 3.2).
     gamma : float or {{'scale', 'beta', 'auto'}}, default='{gamma}'
-        Kernel coefficient: 'scale' is scikit-learn's 1 / (d Var(X)); 'beta' is the papers' 1/beta with
-        beta the mean squared pairwise distance (1/beta = 'scale' / 2 on standardised data).
-    degree, coef0 : polynomial kernel options.
+        Kernel coefficient: 'scale' is scikit-learn's ``1 / (n_features Var(X))``; 'beta' is the
+        papers' ``1 / beta`` with beta the mean squared pairwise distance, computed exactly in
+        O(m d) (``1 / beta`` = 'scale' / 2 on standardised data); 'auto' is ``1 / n_features``.
+        Ignored by the linear kernel.
+    degree : int, default=3
+        Degree of the polynomial kernel; ignored by the other kernels.
+    coef0 : float, default=0.0
+        Independent term of the polynomial kernel (non-negative); ignored by the other kernels.
     normalize : bool, default=False
-        Use k(x,y)/sqrt(k(x,x)k(y,y)), which gives any kernel a constant diagonal.
+        Use ``k(x, y) / sqrt(k(x, x) k(y, y))``, which gives any kernel a constant diagonal.
     sample_size : int or None, default=59
-        Random candidates per iteration (the probabilistic speed-up, 001 Sec. 4.1.2); None scans all
-        points, which is what the (1+eps)^2 guarantee needs.
+        Random candidates per iteration (the probabilistic speed-up, [001] Sec. 4.1.2); None scans
+        all points, which is what the ``(1 + eps)^2`` guarantee needs.
     n_confirm : int, default=100
-        (Beyond the paper) with sampling, stop only after 1 + n_confirm consecutive clean samples
+        (Beyond the paper) with sampling, stop only after ``1 + n_confirm`` consecutive clean samples
         (about 6,000 draws: at most ~0.05% of the training points fail the test, at 95% confidence);
         0 is the paper's rule.  Once the draws would cover every point, one full scan replaces them.
     max_iter : int, default=100000
-        Bound on the core-set loop's iterations; a ConvergenceWarning says when it stops the fit.
+        Bound on the core-set loop's iterations; a ``ConvergenceWarning`` says when it stops the fit.
     tol : float or None, default=None
-        Inner QP stopping gap; None follows the stop rule (:func:`refimpl.driver.inner_tolerance`).
+        Inner QP stopping gap; None follows the stop rule (``refimpl.driver.inner_tolerance``).
     solver : {{'auto', 'active_set', 'smo'}}, default='auto'
         'auto': the batched loop (every violator of a sample joins the core set, the core-set QP solved
         as far as the outer gap asks, finished before the loop may stop), with the exact active-set
-        method while the support is small and SMO beyond (:func:`refimpl.meb.auto_max_free`).  'smo'
-        is the paper's algorithm (one core vector per iteration, warm-started SMO, 001 Sec. 4.1.4);
+        method while the support is small and SMO beyond (``refimpl.meb.auto_max_free``).  'smo' is
+        the paper's algorithm (one core vector per iteration, warm-started SMO, [001] Sec. 4.1.4);
         'active_set' the same loop with the exact active-set Newton method.
     stop : {{'hybrid', 'margin', 'radius', 'gap'}}, default='{stop}'
-        The test that ends the core-set loop (:data:`refimpl.driver.STOPS`): 'radius' is the paper's
-        (1+eps) ball test; 'margin' measures eps against the margin term instead of the whole radius
-        (Loosli & Canu 2007); 'gap' is LIBSVM's maximal-violating-pair test; 'hybrid' is the paper's test
-        never looser than "the functional margin of every sampled point is at least 0" (for the two-class
-        CVM: every sampled training point is classified correctly).  Every fit reports
-        ``certified_ratio_`` and ``kkt_gap_`` whatever the rule.
+        The test that ends the core-set loop (``refimpl.driver.STOPS``): 'radius' is the paper's
+        ``(1 + eps)`` ball test; 'margin' measures eps against the margin term instead of the whole
+        radius (Loosli & Canu 2007); 'gap' is LIBSVM's maximal-violating-pair test; 'hybrid' is the
+        paper's test never looser than "the functional margin of every sampled point is at least 0"
+        (for the two-class CVM: every sampled training point is classified correctly).  Every fit
+        reports ``certified_ratio_`` and ``kkt_gap_`` whatever the rule.
     cache_size : float, default=200
-        Megabytes for all the memory the core set holds (fast implementation): the cache of the core-set
-        QP's kernel rows, the active set's Cholesky factor and the stores of the core and support
-        vectors; the last two evict cached rows as they grow.
+        Megabytes for all the memory the core set holds (fast implementation): the cache of the
+        core-set QP's kernel rows, the active set's Cholesky factor and the stores of the core and
+        support vectors; the last two evict cached rows as they grow.
     certify : bool, default=True
-        Run the final full scan that certifies the fit: ``certified_ratio_`` = (r_cert / R)^2.  It is
-        the only O(m) step of a sampled fit; ``False`` skips it (``certified_ratio_`` is then nan).
-    random_state : None, int, RandomState or Generator
+        Run the final full scan that certifies the fit: ``certified_ratio_ = (r_cert / R)^2``.  It is
+        the only O(m) step of a sampled fit; False skips it (``certified_ratio_`` is then nan).
+    random_state : int, RandomState instance, Generator or None, default=None
+        Seed of the random samples of the core-set loop; an int makes fits reproducible (the same
+        seed gives the same core set in both implementations).
     impl : {{'fast', 'ref'}}, default='fast'
         The Cython engine or the readable NumPy reference (same core set, same model).
     verbose : bool, default=False

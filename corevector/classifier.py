@@ -21,48 +21,132 @@ __all__ = ["CVMClassifier"]
 
 @shared_doc(eps="1e-2", gamma="scale", stop="hybrid")
 class CVMClassifier(ClassifierMixin, CoreVectorBase):
-    """Core Vector Machine: the two-class L2-SVM solved as an MEB ([001], eqs. (8)-(11)).
+    """Core Vector Machine: the two-class L2-SVM solved as a minimum enclosing ball ([001] eqs. (8)-(11)).
 
-    Multi-class problems are split one-vs-one as LIBSVM does; each pair is a separate CVM.
-
-    Weights (scikit-learn's and LIBSVM's semantics): point i gets the slack penalty
-    C_i = C * class_weight[y_i] * sample_weight_i in the primal min ||w||^2 + b^2 - 2 rho + sum C_i xi_i^2,
-    i.e. the ridge 1/C on K~'s diagonal becomes 1/C_i (:mod:`refimpl.cvm`).  Points of weight 0 are left
-    out of the fit, equal weights w are C w exactly, and since duplicated points share their slack at the
-    optimum, an integer weight k is the point repeated k times (in the primal; the core-set fit reaches
-    either to its eps).
-
-    Probabilities (``probability=True``), as LIBSVM does: each pair's decision values are computed by a
-    5-fold cross-validation of that pair's CVM (shuffled folds drawn from ``random_state``, weights kept),
-    a sigmoid P(a | f) = 1 / (1 + exp(A f + B)) is fitted to them by Platt's method with Lin et al.'s
-    targets (scikit-learn's ``sklearn.calibration._sigmoid_calibration``), and for more than two classes
-    the pairwise probabilities are coupled as LIBSVM's ``multiclass_probability`` does (Wu, Lin & Weng
-    2004, method 2), here by solving its linear system directly.  As in LIBSVM, ``predict`` still uses
-    the decision values, so it can disagree with the argmax of ``predict_proba`` near ties.
+    The L2-SVM ``min ||w||^2 + b^2 - 2 rho + C sum_i xi_i^2`` subject to
+    ``y_i (w'phi(x_i) + b) >= rho - xi_i`` is the minimum enclosing ball of the points ``(y_i phi(x_i),
+    y_i, e_i / sqrt(C))``; the core-set algorithm finds a ``(1 + eps)``-approximate ball from a small
+    subset of the data, so the fit's cost grows with the core set rather than with m.  Multi-class
+    problems are split one-vs-one as LIBSVM does; each pair is a separate CVM.
 
     Parameters
     ----------
     C : float, default=1.0
+        Penalty of the squared slacks.  Point i gets ``C_i = C * class_weight[y_i] * sample_weight_i``.
     class_weight : dict, 'balanced' or None, default=None
         Multiplies C for the points of each class (scikit-learn's SVC); 'balanced' uses
-        n_samples / (n_classes * np.bincount(y)).
+        ``n_samples / (n_classes * np.bincount(y))``.
     probability : bool, default=False
-        Fit Platt's sigmoids on internal 5-fold cross-validation (5 extra fits per pair) for
-        ``predict_proba``/``predict_log_proba``.
+        Fit Platt's sigmoids on an internal 5-fold cross-validation (5 extra fits per pair), for
+        ``predict_proba`` and ``predict_log_proba``.
     %SHARED_PARAMETERS%
+
     Attributes
     ----------
-    classes_ : class labels.
-    support_, support_vectors_ : all support vectors (alpha > 0), indices in training order.
-    dual_coef_ : (n_pairs, n_SV) alpha_i y_i per pair (zeros where a vector is not in the pair).
-    intercept_ : (n_pairs,) b = sum alpha_i y_i of each pair (eq. (11)).
-    rho_, radius_, certified_ratio_, n_iter_ : per pair (scalars for binary problems).
-    dual_objective_ : -rho_, the optimal value of the dual (9) reached.
-    core_set_ : indices of the core vectors (all pairs); history_ : per pair (a dict for binary).
-    class_weight_ : (n_classes,) the class weights used (ones without ``class_weight``).
-    probA_, probB_ : (n_pairs,) Platt's sigmoid per pair, P(first class of the pair | f) =
-        1 / (1 + exp(probA_ f + probB_)) with f the pair's internal decision value (``probability=True``;
-        empty arrays otherwise, as scikit-learn's SVC).
+    classes_ : ndarray of shape (n_classes,)
+        The class labels.
+    pairs_ : list of (int, int)
+        The one-vs-one pairs ``(a, b)`` (indices into ``classes_``) in the order of the per-pair
+        attributes; a single ``(0, 1)`` for two classes.
+    support_ : ndarray of shape (n_SV,)
+        Training indices of all support vectors (``alpha > 0`` in any pair), in training order.
+    support_vectors_ : ndarray or CSR matrix of shape (n_SV, n_features)
+        The support vectors' inputs.
+    dual_coef_ : ndarray of shape (n_pairs, n_SV)
+        ``alpha_i y_i`` per pair (0 where a vector is not in the pair), ``y_i = +1`` for the pair's
+        first class.
+    intercept_ : ndarray of shape (n_pairs,)
+        ``b = sum_i alpha_i y_i`` of each pair (eq. (11)).
+    rho_ : float or ndarray of shape (n_pairs,)
+        The margin rho of each pair (a scalar for two classes).
+    dual_objective_ : float or ndarray of shape (n_pairs,)
+        ``-rho_``, the optimal value of the dual (9) reached.
+    xi_ : ndarray or list of ndarray
+        Slacks ``alpha_i / C_i`` of each pair's support vectors (one array for two classes).
+    radius_ : float or ndarray of shape (n_pairs,)
+        R, the radius of each pair's core-set ball.
+    certified_ratio_ : float or ndarray of shape (n_pairs,)
+        ``(r_cert / R)^2`` of each pair from the final full scan (at most ``(1 + eps)^2`` with
+        ``sample_size=None``; nan when ``certify=False``).
+    kkt_gap_ : float or ndarray of shape (n_pairs,)
+        The certified maximal-violation gap of each pair, relative to its margin rho (the units of
+        LIBSVM's tolerance: ``SVC``'s ``tol`` at ``rho = 1``).
+    core_set_ : ndarray of shape (n_core,)
+        Training indices of the core vectors of all pairs.
+    n_iter_ : int or ndarray of shape (n_pairs,)
+        Iterations of each pair's core-set loop.
+    converged_ : bool or ndarray of shape (n_pairs,)
+        Whether each pair's stop test ended its loop (False: ``max_iter`` did).
+    kernel_evaluations_ : int or ndarray of shape (n_pairs,)
+        Base-kernel evaluations each pair's fit made.
+    history_ : dict of lists, or list of dict
+        Per iteration of each pair (a dict for two classes): ``'core_set_size'``, ``'radius'``,
+        ``'elapsed'``, ``'inner_steps'``, ``'inner_capped'``.
+    class_weight_ : ndarray of shape (n_classes,)
+        The class weights used (ones without ``class_weight``).
+    probA_ : ndarray of shape (n_pairs,)
+        Slope A of Platt's sigmoid per pair, ``P(first class of the pair | f) = 1 / (1 + exp(A f + B))``
+        with f the pair's internal decision value (``probability=True``; empty otherwise, as
+        scikit-learn's SVC).
+    probB_ : ndarray of shape (n_pairs,)
+        Offset B of Platt's sigmoid per pair (``probability=True``; empty otherwise).
+    kernel_spec_ : KernelSpec
+        The resolved kernel (``gamma`` as a number), shared by every pair.
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during ``fit``; defined only when X has string column names
+        (a pandas DataFrame).
+
+    See Also
+    --------
+    CVDD : One-class L2-SVM novelty detection by core vectors.
+    CVR : Regression by core vectors.
+    sklearn.svm.SVC : LIBSVM's C-SVM (hinge loss), the usual baseline.
+
+    Notes
+    -----
+    Weights follow scikit-learn's and LIBSVM's semantics: point i gets the slack penalty
+    ``C_i = C * class_weight[y_i] * sample_weight_i`` in the primal
+    ``min ||w||^2 + b^2 - 2 rho + sum_i C_i xi_i^2``, i.e. the ridge ``1 / C`` on the transformed
+    kernel's diagonal becomes ``1 / C_i`` (``refimpl.cvm``).  Points of weight 0 are left out of the
+    fit, equal weights w are ``C w`` exactly, and since duplicated points share their slack at the
+    optimum, an integer weight k is the point repeated k times (in the primal; the core-set fit
+    reaches either to its eps).
+
+    Probabilities (``probability=True``) are computed as LIBSVM computes them: each pair's decision
+    values come from a 5-fold cross-validation of that pair's CVM (shuffled folds drawn from
+    ``random_state``, weights kept), a sigmoid ``P(a | f) = 1 / (1 + exp(A f + B))`` is fitted to them by
+    Platt's method with Lin et al.'s targets (scikit-learn's
+    ``sklearn.calibration._sigmoid_calibration``), and for more than two classes the pairwise
+    probabilities are coupled as LIBSVM's ``multiclass_probability`` does (Wu, Lin and Weng 2004, method 2), here by
+    solving its linear system directly.  As in LIBSVM, ``predict`` still uses the decision values, so it
+    can disagree with the argmax of ``predict_proba`` near ties.
+
+    The defaults (``stop='hybrid'``, ``eps=1e-2``, ``gamma='scale'``) were chosen by measurement; the
+    papers' settings are ``CVMClassifier(eps=1e-6, stop='radius', solver='smo', gamma='beta')`` with
+    their C (see the defaults page of the documentation).
+
+    References
+    ----------
+    .. [001] I. W. Tsang, J. T. Kwok and P.-M. Cheung. Very Large SVM Training using Core Vector Machines.
+       Proceedings of the 10th International Workshop on Artificial Intelligence and Statistics (AISTATS), 2005.
+
+    Examples
+    --------
+    The paper's checkerboard ([001] Sec. 5.1), at its C and kernel width:
+
+    >>> from corevector import CVMClassifier
+    >>> from refimpl.datasets import checkerboard
+    >>> X, y = checkerboard(2_000, random_state=0)
+    >>> X_test, y_test = checkerboard(1_000, random_state=1)
+    >>> clf = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y)
+    >>> bool(clf.score(X_test, y_test) > 0.95)
+    True
+    >>> clf.predict(X_test[:4]).shape
+    (4,)
+    >>> bool(clf.converged_), bool(clf.support_.size < len(X))
+    (True, True)
     """
 
     _parameter_constraints: dict = {**CoreVectorBase._parameter_constraints, "C": [POSITIVE],
@@ -80,8 +164,23 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
-        """Fit on (X, y); ``sample_weight`` w_i gives point i the slack penalty C_i = C class_weight[y_i] w_i
-        (points of weight 0 are left out, as LIBSVM leaves them out)."""
+        """Fit the classifier on (X, y).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training inputs; sparse input is used as CSR.
+        y : array-like of shape (n_samples,)
+            Class labels (at least two classes; any labels scikit-learn accepts, e.g. strings).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Per-point weights w_i: point i gets the slack penalty ``C_i = C class_weight[y_i] w_i``.
+            Points of weight 0 are left out, as LIBSVM leaves them out.
+
+        Returns
+        -------
+        CVMClassifier
+            The fitted estimator (``self``).
+        """
         X, y = self._validated(X, y, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2)
         if y.dtype.kind not in "biu":  # integer labels are classes by nature: spare a pass over m labels
             check_classification_targets(y)
@@ -209,8 +308,20 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
         return out
 
     def decision_function(self, X):
-        """Binary: f(x), positive for ``classes_[1]`` (sklearn's convention). Multi-class: (n, n_classes)
-        one-vs-one votes plus normalised confidences, as sklearn's SVC with decision_function_shape='ovr'."""
+        """Evaluate the decision function on X.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Points to evaluate.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) or (n_samples, n_classes)
+            Two classes: ``f(x) = sum_i alpha_i y_i k(x_i, x) + b``, positive for ``classes_[1]``
+            (scikit-learn's convention).  More classes: one-vs-one votes plus normalised confidences
+            per class, as scikit-learn's SVC with ``decision_function_shape='ovr'``.
+        """
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", reset=False)
         dec = self._pair_decisions(X)
@@ -228,6 +339,19 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
         return votes + conf / (3.0 * (np.abs(conf) + 1.0))
 
     def predict(self, X):
+        """Predict the class of each point.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Points to classify.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The predicted labels (from ``classes_``): the sign of the decision function for two
+            classes, the one-vs-one vote otherwise.
+        """
         dec = self.decision_function(X)
         if len(self.classes_) == 2:
             return self.classes_[(dec > 0).astype(int)]
@@ -240,8 +364,20 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
 
     @available_if(_check_proba)
     def predict_proba(self, X):
-        """(n, n_classes) class probabilities from Platt's sigmoids (binary) coupled pairwise as LIBSVM
-        does (multi-class); see the class docstring."""
+        """Estimate the class probabilities (``probability=True`` only).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Points to evaluate.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            Probabilities of the classes in the order of ``classes_``: Platt's sigmoid of the decision
+            value (two classes), else the pairwise probabilities coupled as LIBSVM does (see Notes of
+            the class).
+        """
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", reset=False)
         return class_probabilities(self._pair_decisions(X), self.probA_, self.probB_, self.pairs_,
@@ -249,7 +385,18 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
 
     @available_if(_check_proba)
     def predict_log_proba(self, X):
-        """The logarithm of :meth:`predict_proba`."""
+        """Estimate the logarithm of the class probabilities (``probability=True`` only).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Points to evaluate.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            ``log(predict_proba(X))``, columns in the order of ``classes_``.
+        """
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
 

@@ -36,14 +36,16 @@ def _numerics(impl, spec):
 
 
 class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
-    """Maximum margin discriminant analysis features, MMDA(CVM) ([004], Secs. II and IV).
+    """Maximum margin discriminant analysis features, MMDA(CVM) ([004] Secs. II and IV).
 
-    Each binary problem (one per class against the rest; a single one for two classes) gives
-    ``n_components`` directions u_1, u_2, ...: u_1 is the normalised weight vector of the L2-SVM (1),
-    and u_{s+1} that of the same SVM constrained to be orthogonal to u_1..u_s (problem (2)).  With
-    ``method='cvm'`` each is found as a projection-constrained minimum enclosing ball by core vectors
-    (a (1+eps)^2-approximation, Theorem 2) with SOR as the core-set solver; ``method='svm'`` solves
-    the dual (3) exactly with a dense QP over all points (MMDA(SVM), the paper's baseline; m x m memory).
+    Extracts large-margin features one direction at a time.  Each binary problem (one per class
+    against the rest; a single one for two classes) gives ``n_components`` directions u_1, u_2, ...:
+    u_1 is the normalised weight vector of the L2-SVM (1), and u_(s+1) that of the same SVM constrained
+    to be orthogonal to u_1 .. u_s (problem (2)).  With ``method='cvm'`` each is found as a
+    projection-constrained minimum enclosing ball by core vectors (a ``(1 + eps)^2``-approximation,
+    Theorem 2) with SOR as the core-set solver; ``method='svm'`` solves the dual (3) exactly with a
+    dense QP over all points (MMDA(SVM), the paper's baseline; m x m memory).  Each direction is kept
+    as a sparse kernel expansion over its core vectors.
 
     Parameters
     ----------
@@ -53,50 +55,119 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     C : float, default=1.0
         The L2-SVM's penalty (the paper uses C = 1).
     eps : float, default=1e-3
-        The (1+eps) tolerance of the core-set loop (the paper's Sec. V value); in (0, 1), and in
-        (0, sqrt(3) - 1) under stop='margin' (:data:`corevector._validation.EPS_MAX`).
+        The ``(1 + eps)`` tolerance of the core-set loop (the paper's Sec. V value); in (0, 1), and in
+        (0, sqrt(3) - 1) under ``stop='margin'`` (``corevector._validation.EPS_MAX``).
     kernel : {'rbf', 'laplacian', 'poly', 'linear'}, default='rbf'
+        The kernel (see :class:`CVMClassifier`).
     gamma : float or {'beta', 'scale', 'auto'}, default='beta'
-        Kernel coefficient; 'beta' is the paper's 1/beta, beta the mean squared pairwise distance.
-    degree, coef0, normalize : kernel options (see :func:`refimpl.kernels.make_kernel_spec`).
+        Kernel coefficient; 'beta' is the paper's ``1 / beta``, beta the mean squared pairwise
+        distance; 'scale' is scikit-learn's ``1 / (n_features Var(X))``; 'auto' is ``1 / n_features``.
+    degree : int, default=3
+        Degree of the polynomial kernel; ignored by the other kernels.
+    coef0 : float, default=0.0
+        Independent term of the polynomial kernel; ignored by the other kernels.
+    normalize : bool, default=False
+        Use ``k(x, y) / sqrt(k(x, x) k(y, y))``.
     method : {'cvm', 'svm'}, default='cvm'
+        'cvm': MMDA(CVM), core vectors and SOR; 'svm': MMDA(SVM), the exact dense QP.
     sample_size : int or None, default=59
         Random candidates per core-set iteration; None scans all points (Theorem 2's setting).
     n_confirm : int, default=30
-        With sampling, stop after 1 + n_confirm consecutive clean samples (see ``refimpl.meb.fit_meb``).
+        With sampling, stop after ``1 + n_confirm`` consecutive clean samples.
     max_iter : int, default=10000
-        Bound on core-set updates per direction (ConvergenceWarning when it stops a fit).
+        Bound on core-set updates per direction (a ``ConvergenceWarning`` says when it stops a fit).
     tol : float or None, default=None
-        Core-set QP tolerance on squared distances; None means eps * R^2 (eps * c'c for the margin rules).
+        Core-set QP tolerance on squared distances; None means ``eps R^2`` (``eps c'c`` for the margin
+        rules).
     stop : {'radius', 'margin', 'gap', 'hybrid'}, default='radius'
-        The test that ends each direction's core-set loop (:data:`refimpl.driver.STOPS`): the paper's
-        (1+eps) ball test, or one measured against the margin term c'c of the constrained ball.
-    omega : float in (0, 2), default=1.0
-        SOR's relaxation factor (Algorithm 3).
+        The test that ends each direction's core-set loop (``refimpl.driver.STOPS``): the paper's
+        ``(1 + eps)`` ball test, or one measured against the margin term ``c'c`` of the constrained
+        ball.
+    omega : float, default=1.0
+        SOR's relaxation factor (Algorithm 3), in (0, 2).
     certify : bool, default=True
         Run the final full scan of each direction that gives ``certified_ratio_``.
     qp_solver : {'active_set', 'interior_point'}, default='active_set'
-        Exact dense solver of (3) for ``method='svm'`` (see :mod:`refimpl.baselines.mmda_svm`):
-        a primal active-set method, or cvxopt's interior point (independent of MMDA(CVM), slower).
-    random_state : None, int, RandomState or Generator
+        Exact dense solver of (3) for ``method='svm'`` (``refimpl.baselines.mmda_svm``): a primal
+        active-set method, or cvxopt's interior point (independent of MMDA(CVM), slower).
+    random_state : int, RandomState instance, Generator or None, default=None
+        Seed of the random samples of the core-set loops.
     impl : {'fast', 'ref'}, default='fast'
+        The C numerics or the readable NumPy reference (same loop, same random draws).
     verbose : bool, default=False
-        Show a progress bar over the directions ("MMDA (impl) directions"), one step per direction.
+        Show a progress bar over the directions, one step per direction.
 
     Attributes
     ----------
-    classes_ : class labels.
-    n_components_ : number of output features.
-    kernel_spec_ : the resolved kernel.
-    expansion_vectors_, expansion_index_, expansion_coef_ : per binary problem, the expansion
-        points (coordinates and training indices) and the (n_points, n_components) coefficients:
-        feature q of problem c is sum_j expansion_coef_[c][j, q] k(expansion_vectors_[c][j], x).
-    core_set_size_, n_support_, n_iter_, kernel_evaluations_, certified_ratio_, radius_,
-    sor_steps_, converged_ : per output feature, the diagnostics of its fit (kernel evaluations
-        made by the fit; certified_ratio = (r_cert / R)^2 from the final scan).
-    n_expansion_ : per output feature, the kernel evaluations its value needs on new data
-        (the nonzero coefficients of its expansion).
-    cpu_time_ : per output feature, the CPU time (all threads) of its extraction.
+    classes_ : ndarray of shape (n_classes,)
+        The class labels.
+    n_components_ : int
+        Number of output features, ``n_components`` times the number of binary problems.
+    kernel_spec_ : KernelSpec
+        The resolved kernel.
+    expansion_vectors_ : list of ndarray
+        Per binary problem, the expansion points' inputs.
+    expansion_index_ : list of ndarray
+        Per binary problem, the expansion points' training indices.
+    expansion_coef_ : list of ndarray
+        Per binary problem, the (n_points, n_components) coefficients: feature q of problem c is
+        ``sum_j expansion_coef_[c][j, q] k(expansion_vectors_[c][j], x)``.
+    core_set_size_ : ndarray of shape (n_components_,)
+        Core vectors of each output feature's fit.
+    n_support_ : ndarray of shape (n_components_,)
+        Support vectors of each output feature's fit.
+    n_iter_ : ndarray of shape (n_components_,)
+        Core-set iterations of each output feature's fit.
+    kernel_evaluations_ : ndarray of shape (n_components_,)
+        Kernel evaluations made by each output feature's fit.
+    certified_ratio_ : ndarray of shape (n_components_,)
+        ``(r_cert / R)^2`` of each output feature's fit, from its final scan.
+    radius_ : ndarray of shape (n_components_,)
+        R, the radius of each output feature's core-set ball.
+    sor_steps_ : ndarray of shape (n_components_,)
+        SOR sweeps of each output feature's fit (nan for ``method='svm'``).
+    converged_ : ndarray of shape (n_components_,)
+        Whether each output feature's stop test ended its loop.
+    n_expansion_ : ndarray of shape (n_components_,)
+        Kernel evaluations each output feature needs on new data (the nonzero coefficients of its
+        expansion).
+    cpu_time_ : ndarray of shape (n_components_,)
+        CPU time (all threads) of each output feature's extraction, in seconds.
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during ``fit``; defined only when X has string column names
+        (a pandas DataFrame).
+
+    See Also
+    --------
+    CVMClassifier : The L2-SVM whose weight vector is the first direction.
+    sklearn.decomposition.KernelPCA : Unsupervised kernel features.
+
+    Notes
+    -----
+    ``sample_size=None`` scans all points, which is the setting of Theorem 2's bound.  The constrained
+    loop shares the engine's initialisation, sampling, confirmation and certificate code
+    (``refimpl.constrained_meb``) and uses the paper's radius rule by default.  ``impl='fast'`` runs
+    the numerics in C (``fastimpl._mmda``), ``impl='ref'`` in NumPy; both share the loop and the random
+    draws.
+
+    References
+    ----------
+    .. [004] I. W. Tsang, A. Kocsor and J. T. Kwok. Large-Scale Maximum Margin Discriminant Analysis Using Core
+       Vector Machines. IEEE Transactions on Neural Networks 19(4), pp. 610-624, 2008.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from corevector import MMDA
+    >>> X, y = load_iris(return_X_y=True)
+    >>> mmda = MMDA(n_components=2, random_state=0)
+    >>> F = mmda.fit_transform(X, y)  # 2 features for each of the 3 one-vs-rest problems
+    >>> F.shape
+    (150, 6)
+    >>> mmda.get_feature_names_out()[:2]
+    array(['mmda0', 'mmda1'], dtype=object)
     """
 
     _parameter_constraints: dict = {
@@ -122,6 +193,20 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
+        """Extract the directions from (X, y).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training inputs (dense).
+        y : array-like of shape (n_samples,)
+            Class labels (at least two classes).
+
+        Returns
+        -------
+        MMDA
+            The fitted transformer (``self``).
+        """
         X, y = validate_data(self, X, y, dtype=np.float64, order="C", ensure_min_samples=2)
         check_classification_targets(y)
         check_eps(self, self.eps, self.stop)
@@ -178,7 +263,19 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return self.n_components_
 
     def transform(self, X):
-        """Project X onto the directions: (n, n_components_), class by class."""
+        """Project X onto the extracted directions.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Points to project (dense).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_components_)
+            The features, class by class: the ``n_components`` directions of the first binary
+            problem, then those of the next.
+        """
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
         _, raw_block = _numerics(self.impl, self.kernel_spec_)

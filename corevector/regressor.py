@@ -19,72 +19,154 @@ __all__ = ["CVR"]
 
 @shared_doc(eps="1e-2", gamma="beta", stop="hybrid")
 class CVR(RegressorMixin, CoreVectorBase):
-    """Core Vector Regression: the L2-SVR solved as a center-constrained MEB ([000]).
+    """Core Vector Regression: the L2-SVR solved as a center-constrained minimum enclosing ball ([000]).
 
-    Solves the primal of [000] eq. (6), written with the C of scikit-learn's and LIBLINEAR's squared-loss
-    SVR (a per-point weight against (1/2) ||w||^2),
+    Solves the primal of [000] eq. (6), written with the C of scikit-learn's and LIBLINEAR's
+    squared-loss SVR (a per-point weight against ``(1/2) ||w||^2``)::
 
-        min (1/2)(||w||^2 + b^2) + C sum_i w_i (xi_i^2 + xi*_i^2) + 2 C mu M epsbar,   M = sum_i w_i (m unweighted)
+        min (1/2)(||w||^2 + b^2) + C sum_i w_i (xi_i^2 + xi*_i^2) + 2 C mu M epsbar,   M = sum_i w_i
         s.t. y_i - (w'phi(x_i) + b) <= epsbar + xi_i,  (w'phi(x_i) + b) - y_i <= epsbar + xi*_i,
 
-    through its dual (7) as an MEB of 2m augmented points (eqs. (8), (15)); see :mod:`refimpl.cvr`.  It is
-    the paper's problem with C_paper = 2 C mu M (whose C_paper / (mu m) is 2 C; ``tube_weight_`` reports it).
-    ``predict(x) = w'phi(x) + b``.  mu is the expected error: at the optimum mean(xi + xi*) = mu (eq. (9)),
-    as nu in nu-SVR sets the fraction of points outside the tube.
-
-    Targets of any location and scale: with ``normalize_y=True`` (default) the engine fits
-    (y - mean y) / std y (weighted by ``sample_weight``), and the model is mapped back (predictions, tube,
-    slacks and coefficients in the targets' units).  The paper's model penalises the bias b, so targets far
-    from 0 (prices, temperatures in kelvin) cost a large b and the fit degrades without it: y + 1000 gave
-    R^2 = -1.7 on sin data where SVR gives 0.98 (issue 27).  ``normalize_y=False`` is the paper's model on
-    the raw targets (what the implicit surfaces' one-set f(x) = 1 needs).
-
-    The tube is never degenerate: a tube width epsbar < 0 (every point a support vector, both slacks
-    active) means mu exceeds the fit's own error.  With ``mu='auto'`` the fit then lowers mu just below
-    the error that degenerate fit measured and refits (and raises mu when the tube holds nearly every
-    point, epsbar > MU_RATIO_MAX mu, a minimax fit), at most MU_REFITS times; with a given mu a
-    ConvergenceWarning names ``mu``.  A tube weight 2 C mu M beyond TUBE_WEIGHT_MAX times max|y'| cannot be
-    resolved in float64 by the MEB form (the targets enter K~ through 2 y / C_paper against its O(1)
-    diagonal): C is then lowered to that bound and a ConvergenceWarning names ``C`` (C_ is the value used;
-    there the fitted function no longer depends on C: C = 1e8 and 1e10 give the same model).
+    (M = m unweighted) through its dual (7) as an MEB of 2m augmented points (eqs. (8), (15)); see
+    ``refimpl.cvr``.  It is the paper's problem with ``C_paper = 2 C mu M`` (whose
+    ``C_paper / (mu m)`` is 2 C; ``tube_weight_`` reports it).  ``predict(x) = w'phi(x) + b``.  mu is
+    the expected error: at the optimum ``mean(xi + xi*) = mu`` (eq. (9)), as nu in nu-SVR sets the
+    fraction of points outside the tube.
 
     Parameters
     ----------
     C : float, default=25.0
-        Weight of each point's squared slacks against (1/2)(||w||^2 + b^2), as in scikit-learn's
-        ``LinearSVR(loss='squared_epsilon_insensitive')``; it does not depend on the targets' units.  25
-        (the paper's C / (mu m) = 50) was chosen by measurement (README, "Defaults").
-    mu : float or "auto", default="auto"
-        Expected error mean(xi + xi*) at the optimum, in the targets' units.  "auto" starts from
-        mu = min(TUBE_RATIO max|y'| / (2 C M), MU_MAX_AUTO) (y' the normalised targets: the tube weight
-        C_paper = 6000 max|y'| unless that mu exceeds the targets' standard deviation) and corrects it as
-        described above.
+        Weight of each point's squared slacks against ``(1/2)(||w||^2 + b^2)``, as in scikit-learn's
+        ``LinearSVR(loss='squared_epsilon_insensitive')``; it does not depend on the targets' units.
+        25 (the paper's ``C / (mu m) = 50``) was chosen by measurement (see the defaults page of the
+        documentation).
+    mu : float or 'auto', default='auto'
+        Expected error ``mean(xi + xi*)`` at the optimum, in the targets' units.  'auto' starts from
+        ``mu = min(TUBE_RATIO max|y'| / (2 C M), MU_MAX_AUTO)`` (y' the normalised targets: the tube
+        weight ``C_paper = 6000 max|y'|`` unless that mu exceeds the targets' standard deviation) and
+        corrects it as described in the Notes.
     normalize_y : bool, default=True
-        Fit the standardised targets (see above); False fits the paper's model on the raw targets.
-    hybrid_cap : float > 0, default=1.0
-        With stop='hybrid', a sampled point outside the core set passes only if |y - f(x)| <=
-        (1 + hybrid_cap) epsbar (the cap nu of ``refimpl.driver.d2_threshold``; the radius test applies as
-        well).  Smaller: a tighter fit with more core vectors.
-
-    ``fit(X, y, sample_weight=w)`` weighs both slacks of point i by C w_i; points of weight 0 are left out,
-    and an integer weight k is the point repeated k times (the same primal, M counting the copies).
+        Fit the standardised targets (see the Notes); False fits the paper's model on the raw targets.
+    hybrid_cap : float, default=1.0
+        With ``stop='hybrid'``, a sampled point outside the core set passes only if
+        ``|y - f(x)| <= (1 + hybrid_cap) epsbar`` (the cap nu of ``refimpl.driver.d2_threshold``; the
+        radius test applies as well).  Must be positive; smaller gives a tighter fit with more core
+        vectors.
     %SHARED_PARAMETERS%
+
     Attributes
     ----------
-    support_, support_vectors_ : training rows with lambda_i != lambda*_i, and their inputs.
-    dual_coef_ : (1, n_SV) beta_i = C_paper (lambda_i - lambda*_i) in the targets' units (eq. (9)).
-    intercept_ : (1,) b in the targets' units (with normalize_y, the targets' mean plus the scaled bias).
-    C_, mu_ : the C and mu the fit used (mu_ in the targets' units).
-    tube_weight_ : the paper's C of eq. (6), C_ mu_ M, in the targets' units.
-    y_mean_, y_scale_ : the normalisation of the targets (0 and 1 when normalize_y=False).
-    epsilon_bar_ : the tube width of eq. (10), in the targets' units.
-    xi_, xi_star_ : slacks of the support rows (eq. (9)), in the targets' units.
-    eta_ : the constant of eq. (15); radius_^2 - eta_ is the dual objective (7) reached (normalised units).
-    n_mu_refits_ : how many times mu='auto' refitted.
-    core_set_ : indices of the core vectors among the 2m augmented points (i < m: lambda_i,
-        i >= m: lambda*_{i-m}).
-    radius_, certified_radius_, certified_ratio_, n_iter_, history_, converged_,
-    kernel_evaluations_, dual_objective_ : as for :class:`CVMClassifier` (in the engine's normalised units).
+    support_ : ndarray of shape (n_SV,)
+        Training rows with ``lambda_i != lambda*_i``, in training order.
+    support_vectors_ : ndarray or CSR matrix of shape (n_SV, n_features)
+        Their inputs.
+    dual_coef_ : ndarray of shape (1, n_SV)
+        ``beta_i = C_paper (lambda_i - lambda*_i)`` in the targets' units (eq. (9)):
+        ``f(x) = sum_i beta_i k(sv_i, x) + b``.
+    intercept_ : ndarray of shape (1,)
+        b in the targets' units (with ``normalize_y``, the targets' mean plus the scaled bias).
+    C_ : float
+        The C the fit used (lower than ``C`` when float64 needed it, with a ``ConvergenceWarning``).
+    mu_ : float
+        The mu the fit used, in the targets' units.
+    tube_weight_ : float
+        The paper's C of eq. (6), ``2 C_ mu_ M``, in the targets' units.
+    y_mean_ : float
+        The targets' (weighted) mean subtracted before the fit (0 when ``normalize_y=False``).
+    y_scale_ : float
+        The targets' (weighted) standard deviation they were divided by (1 when
+        ``normalize_y=False``).
+    epsilon_bar_ : float
+        The tube width epsbar of eq. (10), in the targets' units (never negative after a
+        ``mu='auto'`` fit).
+    xi_ : ndarray of shape (n_SV,)
+        Slacks xi of the support rows (eq. (9)), in the targets' units.
+    xi_star_ : ndarray of shape (n_SV,)
+        Slacks xi* of the support rows, in the targets' units.
+    eta_ : float
+        The constant of eq. (15); ``radius_^2 - eta_`` is the dual objective (7) reached (normalised
+        units).
+    n_mu_refits_ : int
+        How many times ``mu='auto'`` refitted (0 with a given mu).
+    core_set_ : ndarray of shape (n_core,)
+        Indices of the core vectors among the 2m augmented points (``i < m``: lambda_i,
+        ``i >= m``: lambda*_(i-m)).
+    radius_ : float
+        R, the radius of the core-set ball (the engine's normalised units).
+    certified_radius_ : float
+        r_cert, the largest distance of an augmented point to the center, from the final full scan.
+    certified_ratio_ : float
+        ``(r_cert / R)^2`` (at most ``(1 + eps)^2`` with ``sample_size=None``; nan when
+        ``certify=False``).
+    kkt_gap_ : float
+        The certified maximal-violation gap from the final scan, relative to the margin term.
+    dual_objective_ : float
+        The optimal value of the dual (7) reached (normalised units).
+    n_iter_ : int
+        Iterations of the core-set loop.
+    converged_ : bool
+        Whether the stop test ended the loop (False: ``max_iter`` did).
+    kernel_evaluations_ : int
+        Number of base-kernel evaluations the fit made.
+    history_ : dict of lists
+        Per iteration: ``'core_set_size'``, ``'radius'``, ``'elapsed'``, ``'inner_steps'``,
+        ``'inner_capped'``.
+    kernel_spec_ : KernelSpec
+        The resolved kernel (``gamma`` as a number).
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of the features seen during ``fit``; defined only when X has string column names
+        (a pandas DataFrame).
+
+    See Also
+    --------
+    SparseSVR : Sparse SVR built in the primal (SSVR-SRS).
+    sklearn.svm.SVR : LIBSVM's epsilon-SVR, the usual baseline.
+
+    Notes
+    -----
+    Targets of any location and scale: with ``normalize_y=True`` (default) the engine fits
+    ``(y - mean y) / std y`` (weighted by ``sample_weight``), and the model is mapped back
+    (predictions, tube, slacks and coefficients in the targets' units).  The paper's model penalises
+    the bias b, so targets far from 0 (prices, temperatures in kelvin) cost a large b and the fit
+    degrades without it: ``y + 1000`` gave ``R^2 = -1.7`` on sin data where SVR gives 0.98 (issue 27).
+    ``normalize_y=False`` is the paper's model on the raw targets (what the implicit surfaces' one-set
+    ``f(x) = 1`` needs).
+
+    The tube is never degenerate: a tube width ``epsbar < 0`` (every point a support vector, both
+    slacks active) means mu exceeds the fit's own error.  With ``mu='auto'`` the fit then lowers mu just
+    below the error that degenerate fit measured and refits (and raises mu when the tube holds nearly
+    every point, ``epsbar > MU_RATIO_MAX mu``, a minimax fit), at most ``MU_REFITS`` times; with a given
+    mu a ``ConvergenceWarning`` names ``mu``.  A tube weight ``2 C mu M`` beyond ``TUBE_WEIGHT_MAX``
+    times ``max|y'|`` cannot be resolved in float64 by the MEB form (the targets enter the transformed
+    kernel through ``2 y / C_paper`` against its O(1) diagonal): C is then lowered to that bound and a
+    ``ConvergenceWarning`` names ``C`` (``C_`` is the value used; there the fitted function no longer
+    depends on C: C = 1e8 and 1e10 give the same model).
+
+    ``fit(X, y, sample_weight=w)`` weighs both slacks of point i by ``C w_i``; points of weight 0 are
+    left out, and an integer weight k is the point repeated k times (the same primal, M counting the
+    copies).  ``CVR.from_paper(C, mu, m)`` gives the paper's own parametrisation.
+
+    References
+    ----------
+    .. [000] I. W. Tsang, J. T. Kwok and K. T. Lai. Core Vector Regression for Very Large Regression Problems.
+       Proceedings of the 22nd International Conference on Machine Learning (ICML), pp. 912-919, 2005.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from corevector import CVR
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-3, 3, size=(1_000, 2))
+    >>> y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=1_000) + 1_000  # targets far from 0 are fine
+    >>> reg = CVR(random_state=0).fit(X[:800], y[:800])
+    >>> bool(reg.score(X[800:], y[800:]) > 0.9)
+    True
+    >>> bool(reg.epsilon_bar_ >= 0), bool(reg.support_.size < 800)
+    (True, True)
+    >>> reg.predict(X[:3]).shape
+    (3,)
     """
 
     _parameter_constraints: dict = {**CoreVectorBase._parameter_constraints,
@@ -111,9 +193,29 @@ class CVR(RegressorMixin, CoreVectorBase):
 
     @classmethod
     def from_paper(cls, C, mu, m, **params):
-        """The CVR of the paper's (C, mu) of [000] eq. (6) on ``m`` unweighted training points and the raw
-        targets: ``CVR(C=C / (2 mu m), mu=mu, normalize_y=False, **params)`` (the paper tunes C and mu on a
-        subset and keeps them as m grows, Sec. 4.1, so its per-point weight C / (mu m) depends on m)."""
+        """Create the CVR of the paper's own (C, mu) of [000] eq. (6).
+
+        The paper tunes C and mu on a subset and keeps them as m grows (Sec. 4.1), so its per-point
+        weight ``C / (mu m)`` depends on m; this is
+        ``CVR(C=C / (2 mu m), mu=mu, normalize_y=False, **params)``, the paper's model on the raw
+        targets of ``m`` unweighted training points.
+
+        Parameters
+        ----------
+        C : float
+            The paper's C of eq. (6) (the weight of the mean squared slack).
+        mu : float
+            The paper's mu, the expected error, in the targets' units.
+        m : int
+            Number of training points the model will be fitted on.
+        **params : dict
+            Further parameters of :class:`CVR`.
+
+        Returns
+        -------
+        CVR
+            An unfitted estimator.
+        """
         return cls(C=C / (2.0 * mu * m), mu=mu, normalize_y=False, **params)
 
     def _hybrid_nu(self):
@@ -121,8 +223,23 @@ class CVR(RegressorMixin, CoreVectorBase):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
-        """Fit on (X, y); ``sample_weight`` w_i gives both slacks of point i the weight C w_i (points of
-        weight 0 are left out; an integer weight k is the point repeated k times, in the primal)."""
+        """Fit the regressor on (X, y).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training inputs; sparse input is used as CSR.
+        y : array-like of shape (n_samples,)
+            Targets (not all equal), of any location and scale with ``normalize_y=True``.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Per-point weights w_i: both slacks of point i get the weight ``C w_i``.  Points of weight 0
+            are left out; an integer weight k is the point repeated k times, in the primal.
+
+        Returns
+        -------
+        CVR
+            The fitted estimator (``self``).
+        """
         X, y = self._validated(X, y, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2,
                              y_numeric=True)
         w = _point_weights(X, sample_weight)
@@ -270,6 +387,19 @@ class CVR(RegressorMixin, CoreVectorBase):
                                     f"{np.sqrt(big):.3g}", self.C)
 
     def predict(self, X):
+        """Predict the targets of X.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Points to evaluate.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            ``f(x) = sum_i dual_coef_[0, i] k(support_vectors_[i], x) + intercept_[0]``, in the
+            targets' units.
+        """
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", reset=False)
         return self._expansion(X, self.support_vectors_, self.dual_coef_[0]) + self.intercept_[0]

@@ -62,57 +62,111 @@ def _check_extent(P):
 
 
 class ImplicitSurface(BaseEstimator):
-    """A 3-D point cloud modelled as the one-set f^-1(1) of three multi-scale Laplacian CVRs (000 Sec. 4.2).
+    """A 3-D point cloud modelled as the one-set of three multi-scale Laplacian CVRs ([000] Sec. 4.2).
 
-    scikit-learn style (``get_params``/``set_params``/``clone`` work); ``fit(points)`` takes the (n, 3)
-    surface points only -- there are no targets.
+    Only points on the surface are given, so every point gets the target 1 and the surface is the
+    one-set ``f^-1(1)`` of ``f = f_1 + f_2 + f_3``: level 1 (the widest kernel) fits y = 1 on every
+    point (the penalised bias of the L2-SVR rules out the degenerate w = 0, b = 0), levels 2 and 3 fit
+    the residual ``1 - f`` with narrower kernels.  :meth:`mesh` extracts the surface by marching cubes
+    on a narrow band of a grid.  scikit-learn style (``get_params``, ``set_params`` and ``clone`` work);
+    ``fit(points)`` takes the (n, 3) surface points only: there are no targets.
 
     Parameters
     ----------
-    sigmas : sequence of 3 floats, default (0.15, 0.07, 0.035)
-        Laplacian kernel widths (k = exp(-||x - y|| / sigma)) of the three levels, as fractions of the
-        bounding-box diagonal of the points (which are centred and scaled to a unit diagonal first).
-        Level 1 (largest sigma) fits y = 1 on every point; levels 2 and 3 fit the residual
-        1 - f_prev on the points.
-    C : float or 3 floats, default (1, 100, 150)
-        The L2-SVR C of eq. (6), per level.  Each level fits its targets divided by their RMS (the
-        residuals shrink from level to level).  Level 1 needs C >~ 1 (below, the tube width absorbs
-        the constant target and f shrinks towards 0); the residual levels need C ~ 100 or more to
-        fit anything.  Larger C: tighter fit, more core vectors, slower.
-    mu : float or 3 floats, default 1e-6
-        The mean slack of eq. (6)-(9).  Keep it below the residual level (else epsbar = -mu/2 and
+    sigmas : sequence of 3 floats, default=(0.15, 0.07, 0.035)
+        Laplacian kernel widths (``k = exp(-||x - y|| / sigma)``) of the three levels, as fractions of
+        the bounding-box diagonal of the points (which are centred and scaled to a unit diagonal
+        first).
+    C : float or sequence of 3 floats, default=(1, 100, 150)
+        The L2-SVR C of [000] eq. (6), per level.  Each level fits its targets divided by their RMS
+        (the residuals shrink from level to level).  Level 1 needs C of about 1 or more (below, the
+        tube width absorbs the constant target and f shrinks towards 0); the residual levels need C
+        of about 100 or more to fit anything.  Larger C: tighter fit, more core vectors, slower.
+    mu : float or sequence of 3 floats, default=1e-6
+        The mean slack of eqs. (6)-(9).  Keep it below the residual level (else ``epsbar = -mu/2`` and
         every point becomes a support vector).
-    eps : float, default 1e-6
-        The (1+eps) tolerance of the core-set loop (the paper's value); in (0, 1), and in (0, sqrt(3) - 1)
-        under stop='margin' (:data:`corevector._validation.EPS_MAX`).
-    stop : {'radius', 'margin', 'gap'}, default 'radius'
-        The core-set loop's stopping rule (see :class:`~corevector.CVR`).  'radius' is the paper's
-        (1+eps)-ball test, used for the Table 2 reproduction and the defaults above; 'margin' measures
-        eps against the margin term only -- far stricter here (the one-set's margin term is small
-        against R^2) and several times slower on the bunny.
-    sample_size : int or None, default 59
+    eps : float, default=1e-6
+        The ``(1 + eps)`` tolerance of the core-set loop (the paper's value); in (0, 1), and in
+        (0, sqrt(3) - 1) under ``stop='margin'``.
+    stop : {'radius', 'margin', 'gap', 'hybrid'}, default='radius'
+        The core-set loop's stopping rule (see :class:`CVR`).  'radius' is the paper's
+        ``(1 + eps)``-ball test, used for the Table 2 reproduction and the defaults above; 'margin'
+        measures eps against the margin term only: far stricter here (the one-set's margin term is
+        small against ``R^2``) and several times slower on the bunny.
+    sample_size : int or None, default=59
         Random candidates per core-set iteration (the paper's probabilistic speed-up).
-    n_confirm : int, default 30
-        Clean samples needed to stop (see :class:`~corevector.CVR`).
-    resolution : int, default 128
+    n_confirm : int, default=30
+        Clean samples needed to stop (see :class:`CVR`).
+    resolution : int, default=128
         Grid cells along the longest side of the (padded) bounding box for :meth:`mesh` (rounded up
         to a multiple of the narrow band's block on every axis).
-    narrow_band : bool, default True
-        Evaluate f at full resolution only near the surface (:func:`refimpl.isosurface.sample_grid`).
-    random_state : None, int
-    impl : {'fast', 'ref'}, default 'fast'
+    narrow_band : bool, default=True
+        Evaluate f at full resolution only near the surface (``refimpl.isosurface.sample_grid``).
+    random_state : int, RandomState instance, Generator or None, default=None
+        Seed of the three levels' core-set loops.
+    impl : {'fast', 'ref'}, default='fast'
         The CVR engine and kernel expansion: compiled (fast) or the NumPy reference.
-    verbose : bool, default False
-        Show a progress bar over the three levels ("ImplicitSurface (impl) levels").
+    verbose : bool, default=False
+        Show a progress bar over the three levels.
 
     Attributes
     ----------
-    levels_ : list of :class:`refimpl.surface.Level` (per-level sigma, support vectors, #CVs, #SVs,
-        fit time, CPU time, certified ratio, residual RMS before/after).
-    n_core_vectors_, n_support_vectors_ : totals over the levels (Table 2's #CVs and #SVs).
-    fit_time_, fit_cpu_time_ : wall-clock and CPU seconds of the whole fit.
-    center_, scale_ : the normalisation x -> (x - center_) / scale_ (scale_ = bounding-box diagonal).
-    mesh_info_ : after :meth:`mesh`: resolution, cell size, grid nodes evaluated, timings.
+    levels_ : list of Level
+        Per level (``refimpl.surface.Level``): sigma, support vectors, coefficients, #CVs, #SVs, fit
+        time, CPU time, certified ratio, residual RMS before and after.
+    n_core_vectors_ : int
+        Core vectors over the three levels (Table 2's #CVs).
+    n_support_vectors_ : int
+        Support vectors over the three levels (Table 2's #SVs).
+    n_points_ : int
+        Number of points fitted.
+    fit_time_ : float
+        Wall-clock seconds of the whole fit.
+    fit_cpu_time_ : float
+        CPU seconds (all threads) of the whole fit.
+    center_ : ndarray of shape (3,)
+        The normalisation's center: points are mapped to ``(x - center_) / scale_``.
+    scale_ : float
+        The normalisation's scale, the points' bounding-box diagonal.
+    bounds_ : tuple of 2 ndarrays of shape (3,)
+        The normalised points' bounding box (lower and upper corner), which :meth:`mesh` pads.
+    mesh_info_ : dict
+        Set by :meth:`mesh`: resolution, cell size, grid shape, grid nodes evaluated, timings,
+        vertex and face counts.
+
+    See Also
+    --------
+    CVR : The regressor each level is.
+
+    Notes
+    -----
+    Defaults: sigma = (0.15, 0.07, 0.035) times the diagonal, C = (1, 100, 150), mu = 1e-6, and the
+    paper's ``stop='radius'`` with its loop (``solver='smo'``, one core vector per iteration), chosen
+    by measurement on the Stanford bunny (``refimpl.surface``).  Meshes are written and drawn by
+    ``refimpl.mesh_io.write_mesh`` and ``refimpl.render.render``.
+
+    References
+    ----------
+    .. [000] I. W. Tsang, J. T. Kwok and K. T. Lai. Core Vector Regression for Very Large Regression Problems.
+       Proceedings of the 22nd International Conference on Machine Learning (ICML), pp. 912-919, 2005.
+
+    Examples
+    --------
+    A scan of the unit sphere, with 1% noise:
+
+    >>> import numpy as np
+    >>> from corevector import ImplicitSurface
+    >>> rng = np.random.default_rng(0)
+    >>> u = rng.normal(size=(500, 3))
+    >>> points = u / np.linalg.norm(u, axis=1, keepdims=True) * (1 + 0.01 * rng.normal(size=(500, 1)))
+    >>> surf = ImplicitSurface(random_state=0).fit(points)
+    >>> bool(surf.decision_function([[0.0, 0.0, 0.0]])[0] > 0)  # the center is inside
+    True
+    >>> verts, faces = surf.mesh(resolution=24)
+    >>> verts.shape[1], faces.shape[1], len(faces) > 0
+    (3, 3, True)
+    >>> [row["level"] for row in surf.summary()]
+    [1, 2, 3, 'total']
     """
 
     _parameter_constraints: dict = {
@@ -160,7 +214,20 @@ class ImplicitSurface(BaseEstimator):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, points, y=None):
-        """Fit the three levels on the (n, 3) surface points (n >= 2, finite)."""
+        """Fit the three levels on the surface points.
+
+        Parameters
+        ----------
+        points : array-like of shape (n_points, 3)
+            Points on the surface (at least 2, finite).
+        y : None
+            Ignored; there are no targets (every point's target is 1).
+
+        Returns
+        -------
+        ImplicitSurface
+            The fitted estimator (``self``).
+        """
         sigmas, Cs, mus = (self._per_level(name, getattr(self, name)) for name in ("sigmas", "C", "mu"))
         check_eps(self, self.eps, self.stop)
         P = _check_points(points)
@@ -199,20 +266,54 @@ class ImplicitSurface(BaseEstimator):
         return _ref.evaluate(self.levels_, X, expansion)
 
     def score_samples(self, X):
-        """f(X), the sum of the three levels (1 on the surface, above 1 inside, below outside)."""
+        """Evaluate the model f, the sum of the three levels.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, 3)
+            Points to evaluate, in the input's coordinates.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            ``f(X)``: 1 on the modelled surface, above 1 inside, below outside.
+        """
         self._check_fitted()
         X = _check_points(X, "X")
         return self._f_normalised((X - self.center_) / self.scale_)
 
     def decision_function(self, X):
-        """f(X) - 1: zero on the modelled surface, positive inside, negative outside."""
+        """Evaluate ``f - 1``, the signed implicit function of the surface.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, 3)
+            Points to evaluate, in the input's coordinates.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            ``f(X) - 1``: zero on the modelled surface, positive inside, negative outside.
+        """
         return self.score_samples(X) - 1.0
 
     def mesh(self, resolution=None):
-        """(verts (n, 3), faces (k, 3)) of f^-1(1) by marching cubes, in the input's coordinates.
+        """Extract the surface ``f^-1(1)`` as a triangle mesh by marching cubes.
 
         The grid spans the points' bounding box padded by 5% of its diagonal, with ``resolution``
-        (default: the ``resolution`` parameter) cubic cells along its longest side.
+        cubic cells along its longest side; sets ``mesh_info_``.
+
+        Parameters
+        ----------
+        resolution : int, default=None
+            Grid cells along the longest side (at least 2); None uses the ``resolution`` parameter.
+
+        Returns
+        -------
+        verts : ndarray of shape (n_vertices, 3)
+            Vertex coordinates, in the input's coordinates.
+        faces : ndarray of shape (n_faces, 3)
+            Vertex indices of each triangle.
         """
         self._check_fitted()
         res = self.resolution if resolution is None else resolution
@@ -233,7 +334,16 @@ class ImplicitSurface(BaseEstimator):
         return verts * self.scale_ + self.center_, faces
 
     def summary(self):
-        """One dict per level (and a total row): Table 2's #CVs, #SVs and CPU time, with diagnostics."""
+        """Summarise the fit per level, as the paper's Table 2.
+
+        Returns
+        -------
+        list of dict
+            One dict per level (keys ``level``, ``sigma``, ``sigma_abs``, ``C``, ``mu``,
+            ``target_rms``, ``n_cv``, ``n_sv``, ``n_iter``, ``fit_time``, ``cpu_time``,
+            ``certified_ratio``, ``epsilon_bar``, ``residual_rms_after``) and a last one with
+            ``level='total'`` (#CVs, #SVs, times, final residual RMS).
+        """
         self._check_fitted()
         rows = [dict(level=i + 1, sigma=lv.sigma, sigma_abs=lv.sigma * self.scale_, C=lv.C, mu=lv.mu,
                      target_rms=lv.scale,
