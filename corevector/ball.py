@@ -73,7 +73,7 @@ class MEB(OutlierMixin, CoreVectorBase):
         The resolved kernel (``gamma`` as a number).
     n_features_in_ : int
         Number of features seen during ``fit``.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of the features seen during ``fit``; defined only when X has string column names
         (a pandas DataFrame).
 
@@ -286,7 +286,7 @@ class CVDD(MEB):
         The resolved kernel (``gamma`` as a number).
     n_features_in_ : int
         Number of features seen during ``fit``.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of the features seen during ``fit``; defined only when X has string column names
         (a pandas DataFrame).
 

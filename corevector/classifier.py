@@ -94,7 +94,7 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
         The resolved kernel (``gamma`` as a number), shared by every pair.
     n_features_in_ : int
         Number of features seen during ``fit``.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of the features seen during ``fit``; defined only when X has string column names
         (a pandas DataFrame).
 

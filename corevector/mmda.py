@@ -112,30 +112,30 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     expansion_coef_ : list of ndarray
         Per binary problem, the (n_points, n_components) coefficients: feature q of problem c is
         ``sum_j expansion_coef_[c][j, q] k(expansion_vectors_[c][j], x)``.
-    core_set_size_ : ndarray of shape (n_components_,)
+    core_set_size_ : ndarray of shape (`n_components_`,)
         Core vectors of each output feature's fit.
-    n_support_ : ndarray of shape (n_components_,)
+    n_support_ : ndarray of shape (`n_components_`,)
         Support vectors of each output feature's fit.
-    n_iter_ : ndarray of shape (n_components_,)
+    n_iter_ : ndarray of shape (`n_components_`,)
         Core-set iterations of each output feature's fit.
-    kernel_evaluations_ : ndarray of shape (n_components_,)
+    kernel_evaluations_ : ndarray of shape (`n_components_`,)
         Kernel evaluations made by each output feature's fit.
-    certified_ratio_ : ndarray of shape (n_components_,)
+    certified_ratio_ : ndarray of shape (`n_components_`,)
         ``(r_cert / R)^2`` of each output feature's fit, from its final scan.
-    radius_ : ndarray of shape (n_components_,)
+    radius_ : ndarray of shape (`n_components_`,)
         R, the radius of each output feature's core-set ball.
-    sor_steps_ : ndarray of shape (n_components_,)
+    sor_steps_ : ndarray of shape (`n_components_`,)
         SOR sweeps of each output feature's fit (nan for ``method='svm'``).
-    converged_ : ndarray of shape (n_components_,)
+    converged_ : ndarray of shape (`n_components_`,)
         Whether each output feature's stop test ended its loop.
-    n_expansion_ : ndarray of shape (n_components_,)
+    n_expansion_ : ndarray of shape (`n_components_`,)
         Kernel evaluations each output feature needs on new data (the nonzero coefficients of its
         expansion).
-    cpu_time_ : ndarray of shape (n_components_,)
+    cpu_time_ : ndarray of shape (`n_components_`,)
         CPU time (all threads) of each output feature's extraction, in seconds.
     n_features_in_ : int
         Number of features seen during ``fit``.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of the features seen during ``fit``; defined only when X has string column names
         (a pandas DataFrame).
 
@@ -272,7 +272,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        ndarray of shape (n_samples, n_components_)
+        ndarray of shape (n_samples, `n_components_`)
             The features, class by class: the ``n_components`` directions of the first binary
             problem, then those of the next.
         """

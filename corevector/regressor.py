@@ -115,7 +115,7 @@ class CVR(RegressorMixin, CoreVectorBase):
         The resolved kernel (``gamma`` as a number).
     n_features_in_ : int
         Number of features seen during ``fit``.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of the features seen during ``fit``; defined only when X has string column names
         (a pandas DataFrame).
 
@@ -172,17 +172,17 @@ class CVR(RegressorMixin, CoreVectorBase):
     _parameter_constraints: dict = {**CoreVectorBase._parameter_constraints,
                                     "C": [POSITIVE], "mu": [POSITIVE, StrOptions({"auto"})],
                                     "normalize_y": ["boolean"], "hybrid_cap": [POSITIVE]}
-    #: mu = "auto" starts from the tube weight 2 C mu M = TUBE_RATIO max|y'| (LibCVM's C = s_ratio max|y|)
+    #: mu = "auto" starts from the tube weight 2 C mu M = ``TUBE_RATIO max|y'|`` (LibCVM's ``C = s_ratio max|y|``)
     TUBE_RATIO = 6000.0
     #: ... at most MU_MAX_AUTO (a tenth of the normalised targets' spread)
     MU_MAX_AUTO = 1.0
     #: mu = "auto" refits while epsbar < 0 or epsbar > MU_RATIO_MAX mu, at most MU_REFITS times
     MU_RATIO_MAX = 20.0
     MU_REFITS = 4
-    #: after a degenerate fit (epsbar < 0), mu = MU_DEGENERATE_FRACTION times its mean |y - f|: epsbar >= 0
+    #: after a degenerate fit (epsbar < 0), mu = MU_DEGENERATE_FRACTION times its mean ``|y - f|``: epsbar >= 0
     #: needs mu below that error, and the largest such mu keeps the fit closest to the degenerate one
     MU_DEGENERATE_FRACTION = 0.7
-    #: the largest tube weight 2 C mu M, relative to max|y'|, that the MEB form resolves in float64
+    #: the largest tube weight 2 C mu M, relative to ``max|y'|``, that the MEB form resolves in float64
     TUBE_WEIGHT_MAX = 1e8
 
     def __init__(self, *, C=25.0, mu="auto", normalize_y=True, hybrid_cap=1.0, eps=1e-2, kernel="rbf",

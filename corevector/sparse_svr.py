@@ -102,17 +102,17 @@ class SparseSVR(RegressorMixin, BaseEstimator):
 
     Attributes
     ----------
-    basis_indices_ : ndarray of shape (n_basis_,)
+    basis_indices_ : ndarray of shape (`n_basis_`,)
         Training indices of the basis functions, in order of selection.
-    basis_vectors_ : ndarray of shape (n_basis_, n_features)
+    basis_vectors_ : ndarray of shape (`n_basis_`, n_features)
         Their inputs.
-    coef_ : ndarray of shape (n_basis_,)
+    coef_ : ndarray of shape (`n_basis_`,)
         The expansion coefficients ``beta_P``.
     intercept_ : float
         b (0 when ``fit_intercept=False``).
-    objective_history_ : ndarray of shape (n_basis_,)
+    objective_history_ : ndarray of shape (`n_basis_`,)
         ``L(beta_P)`` of (18) after each basis function (non-increasing).
-    newton_iterations_ : ndarray of shape (n_basis_,)
+    newton_iterations_ : ndarray of shape (`n_basis_`,)
         Finite Newton iterations after each addition.
     n_basis_ : int
         Number of basis functions fitted (below ``n_basis`` after an early stop).
@@ -126,7 +126,7 @@ class SparseSVR(RegressorMixin, BaseEstimator):
         The Huber threshold Delta the fit used (resolved from 'auto').
     n_features_in_ : int
         Number of features seen during ``fit``.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of the features seen during ``fit``; defined only when X has string column names
         (a pandas DataFrame).
 

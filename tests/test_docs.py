@@ -1,0 +1,327 @@
+"""The library documents itself (issue 27): the estimators' docstrings, their examples, and the API site.
+
+* Every public class of :mod:`corevector` (``corevector.__all__``) and every public method it defines passes
+  ``numpydoc.validate.validate``, less the waivers of :data:`METHOD_WAIVERS` (classes: none);
+  ``help()``/``inspect.getdoc`` show the class's own docstring; the Attributes section lists exactly the
+  attributes a fit sets (found by fitting and listing ``vars(est)``); the References section holds the
+  papers of ``refimpl/references.py`` verbatim, the registry's paper among them.
+* The examples in the docstrings of every module of ``corevector`` run as doctests (warnings are errors
+  there: an example shows the estimator working).
+* The site: ``docs/`` is built with Sphinx as the main job builds it (``-W``: warnings are errors), into a
+  temporary folder, against a small report written by ``reports.run.write_report`` (one figure present,
+  one missing); the pages are checked for their text and figures (every image they reference exists and
+  is a valid PNG), and headless Chromium (Debian's ``chromium``, installed by ``run.sh``) screenshots the
+  index and an estimator page, which must not be blank.  This test is never skipped: a machine without
+  Chromium fails it, with the command that installs it.
+"""
+from __future__ import annotations
+
+import doctest
+import html.parser
+import importlib
+import inspect
+import pkgutil
+import pydoc
+import re
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import corevector
+from corevector.registry import ESTIMATORS
+from refimpl.references import REFERENCES, cite
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+#: numpydoc checks waived, for methods only (every check holds for the classes), each for its reason
+METHOD_WAIVERS = {
+    # a method's summary line and Parameters/Returns say what it does; the model is explained once, in the
+    # class docstring (an extended summary per predict/decision_function would repeat it)
+    "ES01",
+    # the See Also sections are on the classes (related estimators, scikit-learn's counterparts); a method's
+    # would only point to its siblings on the same page
+    "SA01",
+    # the class's Examples section runs the methods, and one example per estimator keeps the doctests fast
+    "EX01",
+}
+
+CLASSES = [getattr(corevector, name) for name in corevector.__all__ if inspect.isclass(getattr(corevector, name))]
+
+
+def public_methods(cls):
+    """The public methods ``cls`` has from corevector (not the ones scikit-learn's bases provide)."""
+    out = []
+    for name, member in inspect.getmembers(cls):
+        if name.startswith("_") or not callable(member) or inspect.isclass(member):
+            continue
+        if (getattr(inspect.unwrap(member), "__module__", "") or "").startswith("corevector"):
+            out.append(name)
+    return out
+
+
+API = [f"corevector.{c.__name__}" for c in CLASSES] + [f"corevector.{c.__name__}.{m}" for c in CLASSES
+                                                        for m in public_methods(c)]
+
+
+# ------------------------------------------------------------------------------------------------------
+# docstrings
+# ------------------------------------------------------------------------------------------------------
+def test_the_public_classes_are_the_registry():
+    assert {c.__name__ for c in CLASSES} == {e.cls.__name__ for e in ESTIMATORS}
+
+
+@pytest.mark.parametrize("name", API)
+def test_numpydoc_validation(name):
+    from numpydoc.validate import validate
+
+    waived = METHOD_WAIVERS if name.count(".") == 2 else set()
+    errors = [f"{code}: {msg}" for code, msg in validate(name)["errors"] if code not in waived]
+    assert not errors, f"{name}:\n" + "\n".join(errors)
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_help_shows_the_class_docstring(cls):
+    doc = inspect.getdoc(cls)
+    assert doc and cls.__doc__ and doc == inspect.cleandoc(cls.__doc__)
+    assert "%" not in doc.split("\n", 1)[0] and "%SHARED_PARAMETERS%" not in doc
+    summary = doc.split("\n", 1)[0]
+    assert "scikit-learn" not in summary and "Mixin" not in summary, summary  # the class's own, not a base's
+    text = pydoc.render_doc(cls, renderer=pydoc.plaintext)
+    assert summary in text and "Parameters\n" in text and "Examples\n" in text
+
+
+def _fitted(cls):
+    """A fitted estimator of ``cls`` on small data, every optional fitted attribute set (feature names from a
+    DataFrame, probabilities, a mesh)."""
+    import pandas as pd
+    from refimpl.datasets import checkerboard
+
+    rng = np.random.default_rng(0)
+    X, y = checkerboard(300, random_state=0)
+    frame = pd.DataFrame(X, columns=["a", "b"])
+    if cls is corevector.ImplicitSurface:
+        u = rng.normal(size=(500, 3))
+        points = u / np.linalg.norm(u, axis=1, keepdims=True) * (1 + 0.01 * rng.normal(size=(500, 1)))
+        est = cls(random_state=0).fit(points)
+        est.mesh(resolution=16)
+        return est
+    if cls in (corevector.MEB, corevector.CVDD):
+        return cls(random_state=0).fit(frame)
+    if cls is corevector.CVMClassifier:
+        return cls(probability=True, random_state=0).fit(frame, np.arange(300) % 3)
+    if cls is corevector.MMDA:
+        return cls(n_components=2, random_state=0).fit(frame, np.arange(300) % 3)
+    n_basis = {"n_basis": 20} if cls is corevector.SparseSVR else {}
+    return cls(random_state=0, **n_basis).fit(frame, np.sin(3 * X[:, 0]) + X[:, 1])
+
+
+def _documented(cls, section):
+    from numpydoc.docscrape import ClassDoc
+
+    names = set()
+    for p in ClassDoc(cls)[section]:
+        names.update(n.strip() for n in p.name.split(","))
+    return names
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_every_fitted_attribute_is_documented(cls):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = _fitted(cls)
+    fitted = {k for k in vars(est) if k.endswith("_") and not k.startswith("_")}
+    documented = _documented(cls, "Attributes")
+    assert fitted - documented == set(), f"{cls.__name__}: fitted attributes missing from its docstring"
+    assert documented - fitted == set(), f"{cls.__name__}: documented attributes that no fit sets"
+
+
+def _references(doc):
+    """{key: text} of the ``.. [key] text`` entries of a References section (continuation lines joined)."""
+    entries, key = {}, None
+    for line in doc:
+        m = re.match(r"\.\. \[(\w+)\]\s+(.*)", line.strip())
+        if m:
+            key = m[1]
+            entries[key] = m[2]
+        elif key and line.strip():
+            entries[key] += " " + line.strip()
+    return entries
+
+
+@pytest.mark.parametrize("entry", ESTIMATORS, ids=lambda e: e.cls.__name__)
+def test_references_are_the_papers(entry):
+    from numpydoc.docscrape import ClassDoc
+
+    refs = _references(ClassDoc(entry.cls)["References"])
+    assert entry.paper in refs, f"{entry.cls.__name__} implements [{entry.paper}] but does not reference it"
+    for key, text in refs.items():
+        assert key in REFERENCES and f"[{key}] {' '.join(text.split())}" == cite(key), (
+            f"{entry.cls.__name__}'s reference [{key}] must be refimpl/references.py's, verbatim:\n"
+            f"    .. {cite(key)}")
+
+
+def _modules():
+    return sorted(m.name for m in pkgutil.walk_packages(corevector.__path__, "corevector."))
+
+
+@pytest.mark.parametrize("module", _modules())
+def test_docstring_examples_run(module):
+    mod = importlib.import_module(module)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    tests = [t for t in doctest.DocTestFinder(exclude_empty=True).find(mod, module) if t.examples]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an example shows the estimator working, without a warning
+        for t in tests:
+            runner.run(t, out=sys.stdout.write)
+    result = runner.summarize(verbose=False)
+    assert result.failed == 0, f"{result.failed} of {result.attempted} examples of {module} failed (above)"
+
+
+def test_every_estimator_has_an_example():
+    for cls in CLASSES:
+        assert ">>> " in cls.__doc__, cls.__name__
+
+
+# ------------------------------------------------------------------------------------------------------
+# the site
+# ------------------------------------------------------------------------------------------------------
+class _Page(html.parser.HTMLParser):
+    """The text and the image sources of an HTML page."""
+
+    def __init__(self, path):
+        super().__init__()
+        self.path, self.chunks, self.images, self._skip = Path(path), [], [], 0
+        self.feed(self.path.read_text(encoding="utf-8"))
+        self.text = " ".join(" ".join(self.chunks).split())
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("script", "style"):
+            self._skip += 1
+        if tag == "img":
+            self.images.append(dict(attrs)["src"])
+
+    def handle_endtag(self, tag):
+        if tag in ("script", "style"):
+            self._skip -= 1
+
+    def handle_data(self, data):
+        if not self._skip:
+            self.chunks.append(data)
+
+
+def _valid_png(path):
+    from PIL import Image
+
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    with Image.open(path) as im:
+        im.load()
+        return im.convert("RGB")
+
+
+def _small_report(out):
+    """A report in the format of ``reports.run.write_report``: checkerboard with its figure and table, cvr
+    with a figure that was not written; no other experiment."""
+    import datetime
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from reports.common import ExperimentResult
+    from reports.run import load_experiments, write_report
+
+    registry = load_experiments()
+    out.mkdir()
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([1, 2, 3], [3, 1, 2])
+    fig.savefig(out / "checkerboard.png")
+    plt.close(fig)
+    (out / "checkerboard.csv").write_text("m,fit_time\n1000,0.1\n")
+    (out / "cvr.csv").write_text("m,rmse\n1000,1.1\n")
+    sections = [(registry["checkerboard"], ExperimentResult(["checkerboard.csv", "checkerboard.png"],
+                                                            "| m | fit time (s) |\n|---|---|\n| 1000 | 0.125 |"), 1.5),
+                (registry["cvr"], ExperimentResult(["cvr.csv", "cvr.png"], "RMSE table."), 2.0)]
+    write_report(out, sections, "tiny", datetime.datetime(2026, 1, 2, 3, 4, 5), 3.5, "python -m reports.run --tiny")
+
+
+def _chromium():
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if exe is None:
+        pytest.fail("headless Chromium is needed to look at the site: `bash run.sh test` installs Debian's chromium "
+                    "(apt-get install -y --no-install-recommends chromium)")
+    return exe
+
+
+def _screenshot(exe, page, png, tmp, size=(1280, 1000)):
+    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+           f"--user-data-dir={tmp / 'chromium-profile'}", f"--window-size={size[0]},{size[1]}",
+           f"--screenshot={png}", page.as_uri()]
+    subprocess.run(cmd, capture_output=True, timeout=120, check=False, stdin=subprocess.DEVNULL)
+    assert png.is_file(), f"Chromium wrote no screenshot: {' '.join(cmd)}"
+    img = _valid_png(png)
+    assert img.size == size
+    pixels = np.asarray(img, dtype=float)
+    colours = len(np.unique(pixels.reshape(-1, 3), axis=0))
+    assert colours > 50 and pixels.std() > 10, f"{png} looks blank ({colours} colours, std {pixels.std():.1f})"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("site")
+    _small_report(tmp / "report")
+    cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
+           "-d", str(tmp / "doctrees"), "-D", f"corevector_report_dir={tmp / 'report'}", str(DOCS), str(tmp / "html")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, f"sphinx-build failed:\n{proc.stdout}\n{proc.stderr}"
+    return tmp
+
+
+@pytest.mark.timeout(600)
+def test_site_pages_carry_their_text_and_figures(site):
+    html_dir = site / "html"
+    pages = sorted(html_dir.rglob("*.html"))
+    for page in pages:
+        for src in _Page(page).images:
+            if src.startswith(("http:", "https:", "data:")):
+                continue
+            _valid_png(page.parent / src.split("#")[0])  # every figure a page shows exists, as a PNG
+    index = _Page(html_dir / "index.html")
+    for text in ("Quick start", "bash run.sh test", "bash run.sh report", *[c.__name__ for c in CLASSES]):
+        assert text in index.text, text
+    for entry in ESTIMATORS:
+        cls = entry.cls
+        page = _Page(html_dir / "api" / f"{cls.__name__.lower()}.html")
+        assert page.images, f"{cls.__name__}'s page has no figure"
+        for word in ("Parameters", "Attributes", "Examples", "References", inspect.getdoc(cls).split(" (")[0],
+                     *cls().get_params(), *_documented(cls, "Attributes"), *public_methods(cls),
+                     REFERENCES[entry.paper].title):
+            assert word in page.text, f"{cls.__name__}'s page lacks {word!r}"
+    cli = _Page(html_dir / "cli.html")
+    from corevector.cli import build_parser
+
+    subcommands = [a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction"][0].choices
+    for name in subcommands:
+        assert f"usage: corevector {name}" in cli.text, name
+    report = _Page(html_dir / "report.html")
+    assert any(src.endswith("checkerboard.png") for src in report.images)
+    assert "The figure cvr.png has not been generated yet" in report.text
+    assert "This experiment has not been generated yet" in report.text  # e.g. surface
+    assert "0.125" in report.text and "checkerboard.csv" in report.text
+    refs = _Page(html_dir / "references.html")
+    for ref in REFERENCES.values():
+        assert ref.title in refs.text and ref.authors in refs.text
+
+
+@pytest.mark.timeout(600)
+def test_site_as_a_person_sees_it(site):
+    exe = _chromium()
+    html_dir = site / "html"
+    for page in (html_dir / "index.html", html_dir / "api" / "cvmclassifier.html"):
+        _screenshot(exe, page, site / f"{page.stem}.png", site)
