@@ -26,7 +26,7 @@ from pathlib import Path
 
 MARK = re.compile(r"^% corevector-generated: ([\w-]+)[ \t]*$", re.M)
 #: the width of the captured --help (argparse reads it from $COLUMNS)
-HELP_COLUMNS = 100
+HELP_COLUMNS = 88
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 REGENERATE = "`bash run.sh report` (or `python -m reports.run --quick --only {name}`)"
 
