@@ -36,6 +36,8 @@ extensions = [
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store"]
 root_doc = "index"
+# literal blocks without a language (the formulas in docstrings) are plain text; examples are highlighted
+highlight_language = "none"
 language = "en"
 
 # -- the report's output folder (the main job writes it first); the test points it elsewhere with -D ---------
