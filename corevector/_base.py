@@ -23,6 +23,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import _check_sample_weight
 
 from refimpl.driver import HYBRID_NU
+from refimpl.kernels import compact_columns
 
 from ._validation import CORE_CONSTRAINTS, check_eps, checked_kernel_spec
 from .numerics import numerics
@@ -231,6 +232,8 @@ class CoreVectorBase(BaseEstimator):
             SV = sp.csr_matrix(SV)
         elif not sp.issparse(X) and sp.issparse(SV):
             SV = SV.toarray()
+        if sp.issparse(X):  # only the stored columns when there are far more columns than entries
+            SV, X = compact_columns(SV, X)
         return numerics(self.impl).kernel_expansion(self.kernel_spec_, SV, coef, X)
 
     @staticmethod
