@@ -236,6 +236,13 @@ class CoreVectorBase(BaseEstimator):
             SV, X = compact_columns(SV, X)
         return numerics(self.impl).kernel_expansion(self.kernel_spec_, SV, coef, X)
 
+    def to_sklearn(self):
+        """The fitted scikit-learn ``SVC``, ``OneClassSVM`` or ``SVR`` with this model's decision function
+        (:func:`corevector.interchange.to_sklearn`), for tools that know those (skl2onnx, skops)."""
+        from .interchange import to_sklearn
+
+        return to_sklearn(self)
+
     @staticmethod
     def _diagnostics(result):
         return dict(core_set=result.core_set, n_iter=result.n_iter,
