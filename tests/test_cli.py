@@ -13,12 +13,17 @@ import pytest
 import scipy.sparse as sp
 
 from corevector import cli
-from corevector.model_file import load_model
+from corevector import persistence
 from helpers import engines
 from refimpl import verify
 from refimpl.datasets import checkerboard, load_csv, load_libsvm
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def load_model(path):
+    """(estimator, header) of a model file."""
+    return persistence.load_model(path, return_header=True)
 #: True when the corevector under test runs from this checkout (editable install), False for an
 #: installed wheel (the CLI tests then run against site-packages, see the README)
 FROM_CHECKOUT = Path(cli.__file__).resolve().parent.parent == REPO
@@ -68,7 +73,8 @@ def test_loaders_round_trip(data_files):
     np.testing.assert_allclose(X, data_files.X)
     assert np.array_equal(y, data_files.y) and y.dtype.kind == "i"
     Xl, yl = load_libsvm(data_files.libsvm)
-    np.testing.assert_allclose(Xl, data_files.X, rtol=1e-12)
+    assert sp.issparse(Xl) and Xl.format == "csr"  # issue 27: LIBSVM data stay sparse
+    np.testing.assert_allclose(Xl.toarray(), data_files.X, rtol=1e-12)
     assert np.array_equal(yl, data_files.y)
     # target in the first column
     p = data_files.dir / "first.csv"
@@ -82,7 +88,7 @@ def test_loaders_round_trip(data_files):
     ("1,2,3\n4,x,6\n", "non-numeric"),
     ("1,2,3\n4,5\n", "columns"),
     ("a,b,c\n", "no data rows"),
-    ("1,nan,3\n", "NaN"),
+    ("1,nan,3\n", "line 1, column 2: missing or non-finite value 'nan'"),
 ])
 def test_load_csv_rejects_malformed_files(tmp_path, content, match):
     p = tmp_path / "bad.csv"
@@ -98,7 +104,7 @@ def test_loaders_reject_missing_and_empty_files(tmp_path):
     with pytest.raises(ValueError, match="empty"):
         load_libsvm(tmp_path / "empty.libsvm")
     (tmp_path / "bad.libsvm").write_text("1 2:x\n")
-    with pytest.raises(ValueError, match="LIBSVM"):
+    with pytest.raises(ValueError, match="bad.libsvm line 1: '2:x' is not index:value"):
         load_libsvm(tmp_path / "bad.libsvm")
 
 
@@ -169,7 +175,10 @@ def test_predict_features_only_csv_to_stdout(data_files, tmp_path, capsys):
     model = tmp_path / "m.pkl"
     assert cli.main(["fit", str(data_files.csv), "--model", str(model), "--gamma", "1", "--C", "100"]) == 0
     capsys.readouterr()
-    assert cli.main(["predict", str(model), str(data_files.features_only)]) == 0
+    # the model's features are named (x1, x2) and this file has no header row: matched by position on request
+    assert cli.main(["predict", str(model), str(data_files.features_only)]) == 1
+    assert "has no header row" in one_line_error(capsys)
+    assert cli.main(["predict", str(model), str(data_files.features_only), "--by-position"]) == 0
     lines = capsys.readouterr().out.split()
     assert len(lines) == 50 and set(lines) <= {"-1", "1"}
 
@@ -188,8 +197,8 @@ def test_fit_one_class_and_meb_with_full_scans(data_files, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["fit", "{dir}/missing.csv", "--model", "{tmp}/m.pkl"], "not found"),
     (["fit", "{dir}/bad.csv", "--model", "{tmp}/m.pkl"], "non-numeric"),
-    (["fit", "{dir}/bad.libsvm", "--model", "{tmp}/m.pkl"], "LIBSVM"),
-    (["fit", "{csv}", "--model", "{tmp}/m.pkl", "--estimator", "meb", "--C", "2"], "does not apply"),
+    (["fit", "{dir}/bad.libsvm", "--model", "{tmp}/m.pkl", "--format", "libsvm"], "line 1: label 'garbage'"),
+    (["fit", "{csv}", "--model", "{tmp}/m.pkl", "--estimator", "meb", "--C", "2"], "--C does not apply to --estimator meb"),
     (["fit", "{csv}", "--model", "{tmp}/no/such/dir/m.pkl"], "does not exist"),
     (["predict", "{dir}/nope.pkl", "{csv}"], "not found"),
     (["predict", "{csv}", "{csv}"], "not a corevector model"),
@@ -210,7 +219,7 @@ def test_predict_rejects_wrong_feature_count(data_files, tmp_path, capsys):
     wide = tmp_path / "wide.csv"
     np.savetxt(wide, np.ones((5, 7)), delimiter=",")
     capsys.readouterr()
-    assert cli.main(["predict", str(model), str(wide)]) == 1
+    assert cli.main(["predict", str(model), str(wide), "--by-position"]) == 1
     assert "expects 2 features" in capsys.readouterr().err
 
 
@@ -227,7 +236,7 @@ def test_bad_option_values_exit_2(data_files, tmp_path, capsys, option):
 def test_real_process_errors_have_no_traceback(data_files, tmp_path):
     """The console entry point, as a user runs it: non-zero status, a message, no traceback."""
     bad = tmp_path / "bad.csv"
-    bad.write_text("1,2\n3,oops\n")
+    bad.write_text("1,2,1\n3,oops,2\n")
     res = run_cli_subprocess("fit", bad, "--model", tmp_path / "m.pkl", cwd=tmp_path)
     assert res.returncode == 1
     assert "non-numeric" in res.stderr and "Traceback" not in res.stderr
@@ -354,7 +363,7 @@ def test_failed_predict_out_leaves_no_partial_file(data_files, tmp_path):
 
 
 def test_atomic_write_removes_its_temporary_file_on_error(tmp_path):
-    from corevector.model_file import atomic_write
+    from corevector.persistence import atomic_write
     target = tmp_path / "f.txt"
     target.write_text("old")
     os.chmod(target, 0o640)
@@ -399,14 +408,14 @@ def test_predict_takes_the_format_from_the_file_not_the_model(data_files, tmp_pa
     est, header = load_model(csv_model)
     assert header["data_format"] == "csv"
     expected = est.predict(data_files.X)
-    for data in (libsvm_as_csv, csv_as_txt):
+    for data, extra in ((libsvm_as_csv, ["--by-position"]), (csv_as_txt, [])):  # LIBSVM has no column names
         out = tmp_path / "pred.txt"
-        assert cli.main(["predict", str(csv_model), str(data), "--out", str(out)]) == 0
+        assert cli.main(["predict", str(csv_model), str(data), "--out", str(out), *extra]) == 0
         assert np.array_equal(np.loadtxt(out), expected)
         assert f"accuracy {np.mean(expected == data_files.y):.4f}" in capsys.readouterr().err
-    # --format overrides the detection: the LIBSVM text read as CSV is not numeric
-    assert cli.main(["predict", str(csv_model), str(libsvm_as_csv), "--format", "csv"]) == 1
-    assert "non-numeric" in one_line_error(capsys)
+    # --format overrides the detection: the LIBSVM text read as CSV has one column
+    assert cli.main(["predict", str(csv_model), str(libsvm_as_csv), "--format", "csv", "--by-position"]) == 1
+    assert "has 1 columns; the model expects 2 features" in one_line_error(capsys)
 
 
 def test_libsvm_feature_count_against_the_model(data_files, tmp_path, capsys):
@@ -419,19 +428,20 @@ def test_libsvm_feature_count_against_the_model(data_files, tmp_path, capsys):
     narrow.write_text("1 1:0.5\n-1 1:2.5\n")  # feature 2 is zero on every line
     capsys.readouterr()
     out = tmp_path / "pred.txt"
-    assert cli.main(["predict", str(model), str(narrow), "--out", str(out)]) == 0
+    assert cli.main(["predict", str(model), str(narrow), "--out", str(out), "--by-position"]) == 0
     assert "highest feature index" in capsys.readouterr().err
     assert np.array_equal(np.loadtxt(out), est.predict(np.array([[0.5, 0.0], [2.5, 0.0]])))
     wide = tmp_path / "wide.libsvm"
     wide.write_text("1 1:0.5 2:1\n# a comment\n-1 1:0.5 2:1 3:1\n")
-    assert cli.main(["predict", str(model), str(wide)]) == 1
+    assert cli.main(["predict", str(model), str(wide), "--by-position"]) == 1
     err = one_line_error(capsys)
     assert "line 3" in err and "feature index 3 is above the 2 features" in err
     for cols in (1, 4):
         bad = tmp_path / f"cols{cols}.csv"
         np.savetxt(bad, np.ones((3, cols)), delimiter=",")
         # one column: lone numbers could be LIBSVM labels too, so the format is given
-        assert cli.main(["predict", str(model), str(bad), *(["--format", "csv"] if cols == 1 else [])]) == 1
+        assert cli.main(["predict", str(model), str(bad), "--by-position",
+                         *(["--format", "csv"] if cols == 1 else [])]) == 1
         assert f"has {cols} columns; the model expects 2 features" in one_line_error(capsys)
 
 
@@ -456,7 +466,7 @@ def test_zero_index_is_rejected_naming_its_line(data_files, tmp_path, capsys, co
     if command == "fit":
         argv = ["fit", str(bad), "--model", str(tmp_path / "z.pkl")]
     else:
-        argv = ["predict", str(fit_model(data_files, tmp_path)), str(bad)]
+        argv = ["predict", str(fit_model(data_files, tmp_path)), str(bad), "--by-position"]
     capsys.readouterr()
     assert cli.main(argv) == 1
     err = one_line_error(capsys)
@@ -510,15 +520,23 @@ def test_read_csv_header_rule_and_errors(tmp_path, text, header, result):
 
 
 def test_model_header_round_trip(data_files, tmp_path):
+    import zipfile
+
     import corevector
     model = fit_model(data_files, tmp_path)
-    with open(model, "rb") as f:
-        header = json.loads(f.readline())
-    assert header == {"format": "corevector-model", "version": 1, "corevector_version": corevector.__version__,
-                      "estimator": "CVMClassifier", "n_features": 2, "data_format": "csv"}
+    with zipfile.ZipFile(model) as zf:
+        header = json.loads(zf.read("header.json"))
+    assert {k: header[k] for k in ("format", "version", "corevector_version", "estimator", "n_features",
+                                   "feature_names", "target_name", "data_format")} == {
+        "format": "corevector-model", "version": 2, "corevector_version": corevector.__version__,
+        "estimator": "CVMClassifier", "n_features": 2, "feature_names": ["x1", "x2"], "target_name": "label",
+        "data_format": "csv"}
     est, h = load_model(model)
-    assert h == header and type(est) is corevector.CVMClassifier
+    assert h["feature_names"] == ["x1", "x2"] and type(est) is corevector.CVMClassifier
     assert est.score(data_files.X, data_files.y) > 0.9
+    # numpy reads the arrays without pickle
+    with np.load(model, allow_pickle=False) as z:
+        assert np.array_equal(z["support_vectors_"], est.support_vectors_)
 
 
 class _Trap:
@@ -541,25 +559,58 @@ def test_only_corevector_models_are_loaded(data_files, tmp_path, capsys):
     for foreign in (svc, trap, data_files.csv):
         assert cli.main(["predict", str(foreign), str(data_files.csv)]) == 1
         assert "is not a corevector model file" in one_line_error(capsys)
+    # a corevector 0.1 model (a header line, then a pickle) holding the trap: refused, with how to convert it
+    old = tmp_path / "old.pkl"
+    old.write_bytes(json.dumps({"format": "corevector-model", "version": 1, "corevector_version": "0.1.0",
+                                "estimator": "CVMClassifier", "n_features": 2, "data_format": "csv"}).encode()
+                    + b"\n" + pickle.dumps(_Trap(marker)))
+    assert cli.main(["predict", str(old), str(data_files.csv)]) == 1
+    err = one_line_error(capsys)
+    assert "pickle format of corevector 0.1" in err and "--allow-unsafe-pickle" in err
     assert not marker.exists()  # refused before unpickling
     # a model from a future format version is refused, with a request to upgrade
     model = fit_model(data_files, tmp_path)
-    header, payload = model.read_bytes().split(b"\n", 1)
-    future = tmp_path / "future.pkl"
-    future.write_bytes(json.dumps({**json.loads(header), "version": 99, "corevector_version": "9.0"}).encode()
-                       + b"\n" + payload)
+    import zipfile
+    with zipfile.ZipFile(model) as zf:
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    header = json.loads(members["header.json"])
+    future = tmp_path / "future.cvm"
+    with zipfile.ZipFile(future, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, json.dumps({**header, "version": 99, "corevector_version": "9.0"}) if
+                        name == "header.json" else data)
     capsys.readouterr()
     assert cli.main(["predict", str(future), str(data_files.csv)]) == 1
     assert "model format version 99" in one_line_error(capsys)
-    # a valid header in front of another object, and a truncated payload
-    swapped = tmp_path / "swapped.pkl"
-    swapped.write_bytes(header + b"\n" + pickle.dumps(SVC()))
-    truncated = tmp_path / "truncated.pkl"
-    truncated.write_bytes(header + b"\n" + payload[: len(payload) // 2])
-    for bad, message in [(swapped, "the header names CVMClassifier but the file holds a SVC"),
-                         (truncated, "damaged model file")]:
-        assert cli.main(["predict", str(bad), str(data_files.csv)]) == 1
-        assert message in one_line_error(capsys)
+    truncated = tmp_path / "truncated.cvm"
+    truncated.write_bytes(model.read_bytes()[: model.stat().st_size // 2])
+    assert cli.main(["predict", str(truncated), str(data_files.csv)]) == 1
+    assert "truncated.cvm" in one_line_error(capsys)
+
+
+def test_convert_an_old_pickle_model_only_when_asked(data_files, tmp_path, capsys):
+    """The documented way out for a trusted 0.1 model: convert once with --allow-unsafe-pickle."""
+    model = fit_model(data_files, tmp_path)
+    est, _ = load_model(model)
+    old = tmp_path / "old.pkl"
+    old.write_bytes(json.dumps({"format": "corevector-model", "version": 1, "corevector_version": "0.1.0",
+                                "estimator": "CVMClassifier", "n_features": 2, "data_format": "csv"}).encode()
+                    + b"\n" + pickle.dumps(est))
+    new = tmp_path / "new.cvm"
+    capsys.readouterr()
+    assert cli.main(["convert", str(old), str(new)]) == 1
+    assert "pickle format" in one_line_error(capsys)
+    assert cli.main(["convert", str(old), str(new), "--allow-unsafe-pickle"]) == 0
+    back, header = load_model(new)
+    assert header["version"] == 2 and np.array_equal(back.decision_function(data_files.X),
+                                                       est.decision_function(data_files.X))
+    # and to LIBSVM's format, which predict reads too
+    lib = tmp_path / "m.libsvm-model"
+    assert cli.main(["convert", str(new), str(lib), "--to", "libsvm"]) == 0
+    assert lib.read_text().startswith("svm_type c_svc\nkernel_type rbf\n")
+    out = tmp_path / "p.txt"
+    assert cli.main(["predict", str(lib), str(data_files.libsvm), "--out", str(out)]) == 0
+    assert np.array_equal(np.loadtxt(out), est.predict(data_files.X))
 
 
 @pytest.mark.parametrize("estimator", ["cvdd", "meb"])
