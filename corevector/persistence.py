@@ -192,7 +192,7 @@ class _Reader:
 
 
 #: the header of a .npy file as NumPy writes it (format 1.0: magic, version, 2-byte length, a dict literal)
-_NPY_HEADER = re.compile(r"\{'descr': '([<>|])([fiubU])(\d{1,10})', 'fortran_order': (True|False), "
+_NPY_HEADER = re.compile(r"\{'descr': '([<>|])([A-Za-z])(\d{0,10})', 'fortran_order': (True|False), "
                          r"'shape': \(((?:\d{1,19}, ?)*(?:\d{1,19})?)\), \} *\n")
 
 
@@ -211,6 +211,8 @@ def _npy_header(f):
         raise ValueError("malformed .npy header")
     order, kind, width, fortran, dims = m.groups()
     shape = tuple(int(n) for n in dims.replace(" ", "").split(",") if n)
+    if kind not in _KINDS:
+        raise ValueError(f"dtype {order}{kind}{width} is not allowed" + (" (an object array: pickle)" if kind == "O" else ""))
     dtype = np.dtype(f"{order}{kind}{width}")
     _check_dtype(dtype)
     if not dtype.isnative:
