@@ -14,6 +14,7 @@ Data: :func:`load_bunny` reads the Stanford bunny scan shipped in the ``pymeshfi
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -55,12 +56,13 @@ def _text_lines(path):
 
 
 def _floats(path, tokens, lineno, what):
+    """The finite numbers ``tokens`` of line ``lineno``; a malformed or non-finite one is an error naming it."""
     try:
         vals = [float(t) for t in tokens if "_" not in t or _no_float(t)]
     except ValueError:
         raise _bad(path, f"malformed {what}", lineno) from None
-    if len(vals) != len(tokens):
-        raise _bad(path, f"malformed {what}", lineno)
+    if not all(math.isfinite(v) for v in vals):
+        raise _bad(path, "non-finite coordinates", lineno)
     return vals
 
 
@@ -112,6 +114,8 @@ def _parse_ply_header(path, f):
                 if not elements:
                     raise _bad(path, "property before any element", lineno)
                 if tok[1] == "list":
+                    if _PLY_TYPES[tok[2]][0] not in "iu" or _PLY_TYPES[tok[3]][0] not in "iu":
+                        raise _bad(path, "a list property needs integer count and item types", lineno)
                     elements[-1].props.append((tok[4], _PLY_TYPES[tok[2]], _PLY_TYPES[tok[3]]))
                 else:
                     elements[-1].props.append((tok[2], _PLY_TYPES[tok[1]]))
