@@ -727,3 +727,178 @@ def test_libsvm_fit_and_predict_stay_sparse(tmp_path, monkeypatch, estimator):
     assert peak < 64 * 2**20, peak  # the dense X alone would be 640 MB
     assert cli.main(["predict", str(model), str(path), "--out", str(tmp_path / "p.txt")]) == 0
     assert ("fit", True) in seen and ("predict", True) in seen and all(s for _, s in seen)
+
+
+# ------------------------------------------------------------------------------------------------ issue 27, item 4
+def _named_csv(path, X, y, names):
+    path.write_text(",".join(names) + "\n" + "\n".join(",".join(f"{v:.17g}" for v in row) + f",{t}"
+                                                       for row, t in zip(X, y)) + "\n")
+    return path
+
+
+def test_predict_matches_columns_by_name(data_files, tmp_path, capsys):
+    """Issue 27: a model fitted on columns a,b,c predicted a file with columns c,b,a at 0.53 accuracy without
+    a word.  The names are stored, the columns matched by name; a file without names is an error."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3)) * [1.0, 3.0, 0.2]
+    y = np.where(X[:, 0] + 0.1 * X[:, 1] > 0, 1, -1)
+    train = _named_csv(tmp_path / "train.csv", X, y, ["a", "b", "c", "label"])
+    model = tmp_path / "m.cvm"
+    assert cli.main(["fit", str(train), "--model", str(model)]) == 0
+    est, header = load_model(model)
+    assert header["feature_names"] == ["a", "b", "c"] and header["target_name"] == "label"
+    swapped = _named_csv(tmp_path / "swapped.csv", X[:, ::-1], y, ["c", "b", "a", "label"])
+    out = tmp_path / "p.txt"
+    capsys.readouterr()
+    assert cli.main(["predict", str(model), str(swapped), "--out", str(out)]) == 0
+    assert np.array_equal(np.loadtxt(out), est.predict(X))
+    assert f"accuracy {np.mean(est.predict(X) == y):.4f}" in capsys.readouterr().err
+    renamed = _named_csv(tmp_path / "renamed.csv", X, y, ["a", "b", "d", "label"])
+    assert cli.main(["predict", str(model), str(renamed)]) == 1
+    assert "has no column named 'c'" in one_line_error(capsys)
+    bare = tmp_path / "bare.csv"
+    np.savetxt(bare, X, delimiter=",")
+    assert cli.main(["predict", str(model), str(bare)]) == 1
+    assert "has no header row" in one_line_error(capsys)
+
+
+def test_no_output_path_may_be_an_input_path(data_files, tmp_path, capsys):
+    data = tmp_path / "data.csv"
+    data.write_bytes(data_files.csv.read_bytes())
+    before = data.read_bytes()
+    assert cli.main(["fit", str(data), "--model", str(data)]) == 1
+    assert "--model" in one_line_error(capsys) and data.read_bytes() == before
+    link = tmp_path / "link.csv"
+    os.symlink(data, link)
+    assert cli.main(["fit", str(data), "--model", str(link)]) == 1
+    assert "is the data file" in one_line_error(capsys)
+    model = fit_model(data_files, tmp_path)
+    model_bytes = model.read_bytes()
+    capsys.readouterr()
+    for target in (model, data_files.csv):
+        assert cli.main(["predict", str(model), str(data_files.csv), "--out", str(target)]) == 1
+        assert "--out" in one_line_error(capsys)
+    assert model.read_bytes() == model_bytes
+
+
+def test_os_errors_are_one_line(data_files, tmp_path, capsys):
+    """--out pointing at a folder ended in "[Errno 21] Is a directory: '.adir.gb2878lj.tmp' -> 'adir'"."""
+    model = fit_model(data_files, tmp_path)
+    folder = tmp_path / "adir"
+    folder.mkdir()
+    capsys.readouterr()
+    assert cli.main(["predict", str(model), str(data_files.csv), "--out", str(folder)]) == 1
+    err = one_line_error(capsys)
+    assert "is a folder" in err and ".tmp" not in err
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    os.chmod(locked, 0o500)
+    try:
+        if os.access(locked, os.W_OK):  # root ignores the mode: the OS error cannot be provoked this way
+            return
+        assert cli.main(["fit", str(data_files.csv), "--model", str(locked / "m.cvm")]) == 1
+        err = one_line_error(capsys)
+        assert "locked" in err and "Permission denied" in err and ".tmp" not in err
+    finally:
+        os.chmod(locked, 0o700)
+
+
+def test_os_error_message_names_the_file_not_the_temporary_one(tmp_path, monkeypatch, capsys):
+    from corevector import persistence
+
+    def refuse(src, dst):
+        raise PermissionError(13, "Permission denied", src, None, dst)
+    monkeypatch.setattr(persistence.os, "replace", refuse)
+    target = tmp_path / "out.txt"
+    with pytest.raises(PermissionError) as exc:
+        with persistence.atomic_write(target) as f:
+            f.write("x")
+    assert exc.value.filename == str(target) and os.listdir(tmp_path) == []
+
+
+def test_help_shows_each_estimators_defaults(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["fit", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    from corevector import CVR, MEB, CVMClassifier
+    assert f"cvm {CVMClassifier().gamma}, cvdd scale, meb {MEB().gamma}, cvr {CVR().gamma}" in out
+    assert "default beta" not in out
+    assert "cvm 0.01, cvdd 0.0001, meb 1e-06, cvr 0.01" in out and "not for meb" in out
+    assert "--degree" in out and "--coef0" in out and "--class-weight" in out and "--probability" in out
+
+
+def test_string_labels_gzip_and_probability(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 2))
+    labels = np.array(["setosa", "versicolor", "virginica"])[(X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5)]
+    text = "x1,x2,species\n" + "\n".join(f"{a:.17g},{b:.17g},{c}" for (a, b), c in zip(X, labels)) + "\n"
+    data = tmp_path / "iris.csv.gz"
+    import gzip
+    data.write_bytes(gzip.compress(text.encode()))
+    model = tmp_path / "m.cvm"
+    assert cli.main(["fit", str(data), "--model", str(model), "--probability", "--class-weight", "balanced"]) == 0
+    est, _ = load_model(model)
+    assert list(est.classes_) == ["setosa", "versicolor", "virginica"] and est.probability
+    assert est.class_weight == "balanced"
+    out = tmp_path / "p.txt"
+    capsys.readouterr()
+    assert cli.main(["predict", str(model), str(data), "--out", str(out), "--probability"]) == 0
+    lines = out.read_text().splitlines()
+    assert lines[0] == "labels setosa versicolor virginica"
+    first = lines[1].split()
+    assert first[0] in est.classes_ and abs(sum(map(float, first[1:])) - 1) < 1e-4
+    assert "accuracy" in capsys.readouterr().err
+    # a regressor needs numeric targets: one line naming the line and column
+    assert cli.main(["fit", str(data), "--model", str(model), "--estimator", "cvr"]) == 1
+    assert "line 2, column 3: the target 'virginica'" in one_line_error(capsys) or \
+        "column 3: the target" in capsys.readouterr().err
+
+
+def test_gzip_libsvm_and_load_libsvm_is_sparse(data_files, tmp_path):
+    import gzip
+    gz = tmp_path / "train.libsvm.gz"
+    gz.write_bytes(gzip.compress(data_files.libsvm.read_bytes()))
+    X, y = load_libsvm(gz)
+    assert sp.issparse(X) and X.format == "csr"
+    np.testing.assert_allclose(X.toarray(), data_files.X, rtol=1e-15)
+    assert cli.main(["fit", str(gz), "--model", str(tmp_path / "m.cvm")]) == 0
+
+
+def test_two_fits_of_one_file_give_one_model(data_files, tmp_path):
+    """The seed defaults to 0 (it was unset: 187 against 173 core vectors)."""
+    a, b = tmp_path / "a.cvm", tmp_path / "b.cvm"
+    for m in (a, b):
+        assert cli.main(["fit", str(data_files.libsvm), "--model", str(m)]) == 0
+    est, other = load_model(a)[0], load_model(b)[0]
+    assert est.random_state == 0
+    for k in ("core_set_", "support_", "dual_coef_", "intercept_"):  # (history_ holds wall-clock times)
+        assert np.array_equal(getattr(est, k), getattr(other, k)), k
+    c = tmp_path / "c.cvm"
+    assert cli.main(["fit", str(data_files.libsvm), "--model", str(c), "--random-state", "5"]) == 0
+    assert load_model(c)[0].random_state == 5
+
+
+def test_poly_kernel_options_reach_the_estimator(data_files, tmp_path, capsys):
+    model = tmp_path / "m.cvm"
+    assert cli.main(["fit", str(data_files.csv), "--model", str(model), "--kernel", "poly", "--degree", "2",
+                     "--coef0", "1.5", "--class-weight", "1:2,-1:0.5"]) == 0
+    est, _ = load_model(model)
+    assert (est.kernel, est.degree, est.coef0) == ("poly", 2, 1.5) and est.class_weight == {1: 2.0, -1: 0.5}
+    assert est.kernel_spec_.degree == 2 and est.kernel_spec_.coef0 == 1.5
+    capsys.readouterr()
+    assert cli.main(["fit", str(data_files.csv), "--model", str(model), "--estimator", "cvr", "--probability"]) == 1
+    assert "--probability does not apply to --estimator cvr" in one_line_error(capsys)
+
+
+def test_bench_runs_asv_in_this_interpreter_and_names_the_checkout(monkeypatch, tmp_path, capsys):
+    """`corevector bench check` ran asv without --python=same (a 310 MB environment in the installed
+    checkout); subcommands that would build one now get --python=same, and bench says which checkout."""
+    assert cli.asv_command(["check"])[-2:] == ["check", "--python=same"]
+    assert cli.asv_command(["run", "--bench", "X"])[-4:] == ["run", "--python=same", "--bench", "X"]
+    assert cli.asv_command(["check", "--python=3.11"])[-2:] == ["check", "--python=3.11"]
+    assert "--python=same" not in cli.asv_command(["continuous", "HEAD~1", "HEAD"])
+    conf = tmp_path / "asv_benchmarks"
+    conf.mkdir()
+    (conf / "asv.conf.json").write_text("{}")
+    cmd, err = _capture_bench(monkeypatch, ["bench", "--config-dir", str(conf), "check"], capsys)
+    assert "--python=same" in cmd and f"benchmarking the checkout {tmp_path}" in err
