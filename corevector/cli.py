@@ -65,7 +65,10 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
+
+# data files (corevector/_cli_data.py; re-exported here): the format is read from the file itself
+from ._cli_data import (SNIFF_LINES, CLIError, Data, _estimator_input, _is_number,  # noqa: F401
+                        read_csv, read_libsvm, read_prediction_data, read_training_data, sniff_format)
 
 PROG = "corevector"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -74,10 +77,6 @@ FORMATS = ("libsvm", "csv")
 
 #: default of the fit options: "use the estimator's own default" (None is a valid sample_size)
 UNSET = argparse.SUPPRESS
-
-
-class CLIError(Exception):
-    """An error to report as one line on stderr (exit status 1)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -104,217 +103,6 @@ def cmd_verify(args):
     print(f"{len(rows)} fits checked, {len(bad)} violation(s)"
           f" (checks: R^2 <= r*^2 and r*^2 <= (1+eps)^2 R^2, relative slack {VERIFY_RTOL:g})")
     return 1 if bad else 0
-
-
-# --------------------------------------------------------------------------------------------
-# data files: the format is read from the file itself
-# --------------------------------------------------------------------------------------------
-#: how many data lines (blank and '#' comment lines aside) sniff_format looks at
-SNIFF_LINES = 50
-
-
-def _is_number(token):
-    from refimpl.datasets import _is_number as is_number
-
-    return is_number(token)
-
-
-def _text_lines(path, limit=None):
-    """(line number, text) of the data file's lines that are neither blank nor '#' comments (gzip or not,
-    UTF-8, each line capped by refimpl.datasets.MAX_LINE_BYTES), with the readers' errors as CLIError."""
-    from refimpl.datasets import data_lines
-
-    try:
-        for lineno, raw in data_lines(path):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise CLIError(f"{path} line {lineno} is not UTF-8 text") from None
-            if line.strip() and not line.lstrip().startswith("#"):
-                yield lineno, line
-    except ValueError as exc:
-        raise CLIError(str(exc)) from None
-
-
-def _line_kind(line):
-    """'libsvm' (label index:value ...), 'label' (a lone number: a LIBSVM line with no feature, or a
-    one-column CSV line), 'csv' (holds a comma) or None (neither)."""
-    tokens = line.split("#", 1)[0].split()
-    if tokens and _is_number(tokens[0]):
-        if len(tokens) == 1:
-            return "label"
-        if all(":" in t and (t.split(":", 1)[0] == "qid" or t.split(":", 1)[0].lstrip("+-").isdigit())
-               for t in tokens[1:]):
-            return "libsvm"
-    return "csv" if "," in line else None
-
-
-def sniff_format(path):
-    """'libsvm' or 'csv', from the first SNIFF_LINES data lines of the file (not from its name).
-
-    A line ``label index:value ...`` is LIBSVM, a line holding a comma is CSV (a header too).  The
-    file is LIBSVM when its lines are LIBSVM (lines of a lone label allowed), CSV when they are CSV;
-    a mix, a line that is neither, or only lone numbers (a LIBSVM file with no features cannot be
-    told from a one-column CSV) is an error asking for ``--format``.  Gzip files are read decompressed.
-    """
-    kinds = {}
-    lines = _text_lines(path)
-    for k, (lineno, line) in enumerate(lines):
-        if k == SNIFF_LINES:
-            lines.close()
-            break
-        kind = _line_kind(line)
-        if kind is None:
-            lines.close()
-            raise CLIError(f"{path} line {lineno} is neither LIBSVM ('label index:value ...') nor CSV "
-                           f"(comma-separated): {line.strip()[:60]!r}; see --format")
-        kinds.setdefault(kind, lineno)
-    if not kinds:
-        raise CLIError(f"no data lines in {path}")
-    if "libsvm" in kinds and "csv" in kinds:
-        raise CLIError(f"{path} mixes LIBSVM (line {kinds['libsvm']}) and CSV (line {kinds['csv']}) lines; "
-                       f"see --format")
-    if "libsvm" in kinds:
-        return "libsvm"
-    if "csv" in kinds:
-        return "csv"
-    raise CLIError(f"{path}: every line is a single number, which can be LIBSVM (labels, no features) or a "
-                   f"one-column CSV; pass --format")
-
-
-def _table(path, header=None, text_column=None):
-    from refimpl.datasets import read_csv_table
-
-    try:
-        return read_csv_table(path, header, text_column)
-    except ValueError as exc:
-        raise CLIError(str(exc)) from None
-
-
-def read_csv(path, header=None):
-    """All columns of a numeric CSV file (comma-separated; blank and '#' lines skipped; gzip or not), dense
-    float64: :func:`refimpl.datasets.read_csv_table` (its header rule and errors naming line and column)."""
-    return _table(path, header).values
-
-
-def read_libsvm(path, n_features=None):
-    """``(X, y)`` of a LIBSVM file: X a CSR matrix (kept sparse; see _estimator_input), y float labels
-    (:func:`refimpl.datasets.load_libsvm`: 1-based indices, errors naming the line, gzip or not)."""
-    from refimpl.datasets import load_libsvm
-
-    try:
-        return load_libsvm(path, n_features)
-    except ValueError as exc:
-        raise CLIError(str(exc)) from None
-
-
-def _estimator_input(X):
-    """The one place where data files become estimator input: LIBSVM files stay CSR end to end (the
-    estimators take sparse input, issue 15), CSV data is a C-contiguous float64 array."""
-    if sp.issparse(X):
-        return sp.csr_matrix(X, dtype=np.float64)
-    return np.ascontiguousarray(X, dtype=np.float64)
-
-
-class Data:
-    """A data file read for fit or predict: X, the target y (None: none in the file), its format, the
-    feature names and the target's name (None: a file without a header row, or LIBSVM)."""
-
-    def __init__(self, X, y, fmt, names=None, target_name=None):
-        self.X, self.y, self.fmt, self.names, self.target_name = X, y, fmt, names, target_name
-
-
-def read_training_data(path, fmt=None, header=None, n_features=None, numeric_target=False):
-    """:class:`Data` for ``fit``: the target is the last CSV column, or the LIBSVM label.  A CSV target may
-    hold strings (class labels) unless ``numeric_target`` (a regressor's)."""
-    from refimpl.datasets import labels_from_text
-
-    fmt = fmt or sniff_format(path)
-    if fmt == "libsvm":
-        X, y = read_libsvm(path, n_features)
-        return Data(X, y, fmt)
-    if n_features is not None:
-        raise CLIError("--n-features applies to LIBSVM files only (a CSV file has its columns)")
-
-    def last(names, n):
-        if n < 2:
-            raise CLIError(f"{path}: needs at least one feature column besides the target (last column)")
-        return n - 1
-
-    t = _table(path, header, last)
-    y = labels_from_text(t.text)
-    if numeric_target and y.dtype.kind not in "iuf":
-        i = next(i for i, s in enumerate(t.text) if not _is_number(s) or not np.isfinite(float(s)))
-        raise CLIError(f"{path} line {t.linenos[i]}, column {t.columns}: the target {t.text[i][:60]!r} is not a "
-                       f"finite number (a regressor's targets are numbers)")
-    names = t.names[:-1] if t.names is not None else None
-    return Data(t.values, y, fmt, names, t.names[-1] if t.names is not None else None)
-
-
-def read_prediction_data(path, n_features, fmt=None, header=None, names=None, target_name=None,
-                         by_position=False):
-    """:class:`Data` for ``predict`` with a model of ``n_features`` features, named ``names`` (None: unnamed).
-
-    A CSV file with a header row is matched to a named model by column name (any order; a column named as
-    the model's target is the target; any other column is an error); a named model needs a header row
-    (or ``by_position``), and so needs a LIBSVM file ``by_position``.  Matched by position, the file has
-    ``n_features`` columns, or one more: the target (last).  LIBSVM: the label is the target; a highest
-    index below ``n_features`` is valid (missing indices are zeros: a note says so), one above is an error
-    naming its line.
-    """
-    from refimpl.datasets import labels_from_text
-
-    fmt = fmt or sniff_format(path)
-    named = names is not None and not by_position
-    listed = ", ".join(names[:5]) + (", ..." if names is not None and len(names) > 5 else "") if names else ""
-    if fmt == "libsvm":
-        if named:
-            raise CLIError(f"the model's features are named ({listed}), and {path} is LIBSVM, whose columns have "
-                           f"no names: pass --by-position to match them by position")
-        X, y = read_libsvm(path, n_features)
-        top = int(X.indices.max()) + 1 if X.nnz else 0
-        if top < n_features:
-            print(f"{PROG} predict: note: the highest feature index in {path} is {top}, the model has "
-                  f"{n_features} features; the missing ones are zeros (LIBSVM convention)", file=sys.stderr)
-        return Data(X, y, fmt)
-    plan = {}
-
-    def choose(file_names, n):
-        if file_names is not None and named:
-            where = {}
-            for j, s in enumerate(file_names):
-                if s in where:
-                    raise CLIError(f"{path}: two columns are named {s!r}")
-                where[s] = j
-            missing = [s for s in names if s not in where]
-            if missing:
-                raise CLIError(f"{path} has no column named {missing[0]!r} (the model's features: {listed}); "
-                               f"columns are matched by name (--by-position matches them by position)")
-            extra = [s for s in file_names if s not in names and s != target_name]
-            if extra:
-                raise CLIError(f"{path}: column {extra[0]!r} is neither a feature of the model ({listed}) nor "
-                               f"its target ({target_name!r})")
-            plan["features"] = [where[s] for s in names]
-            return where.get(target_name)
-        if file_names is None and named:
-            raise CLIError(f"the model's features are named ({listed}), and {path} has no header row: add one "
-                           f"(columns are matched by name), or pass --by-position")
-        if n == n_features:
-            plan["features"] = list(range(n))
-            return None
-        if n == n_features + 1:
-            plan["features"] = list(range(n - 1))
-            return n - 1
-        raise CLIError(f"{path} has {n} columns; the model expects {n_features} features "
-                       f"(or {n_features + 1} with the target in the last column)")
-
-    t = _table(path, header, choose)
-    cols = plan["features"]
-    tcol = t.text_column
-    numeric_index = [j if tcol is None or j < tcol else j - 1 for j in cols]
-    X = t.values[:, numeric_index] if numeric_index != list(range(t.values.shape[1])) else t.values
-    y = labels_from_text(t.text) if t.text is not None else None
-    return Data(X, y, fmt, t.names)
 
 
 # --------------------------------------------------------------------------------------------
@@ -684,14 +472,11 @@ def cmd_bench(args):
 
 # --------------------------------------------------------------------------------------------
 def build_parser():
-    from refimpl.driver import STOPS
-    from refimpl.kernels import KERNELS
-
     from . import __version__
     from .numerics import IMPLS
-    from .registry import CLI_ESTIMATORS
 
-    p = argparse.ArgumentParser(prog=PROG, description="Core Vector Machines: fit, predict, verify, report, bench.")
+    p = argparse.ArgumentParser(prog=PROG, description="Core Vector Machines: fit, predict, convert, verify, "
+                                                       "report, bench.")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -710,6 +495,48 @@ def build_parser():
     v.add_argument("--impl", choices=("both",) + IMPLS, default="both")
     v.add_argument("--no-progress", action="store_true", help="no progress bar")
     v.set_defaults(func=cmd_verify)
+
+    _add_fit_parser(sub)
+
+    q = sub.add_parser("predict", help="predict with a model written by 'fit' (or a LIBSVM model file)")
+    q.add_argument("model", help="a model file of 'fit' or corevector.save_model, or a LIBSVM model file")
+    q.add_argument("data", help="LIBSVM, or CSV with the model's features and optionally the target; a header row "
+                                "is matched to the model's feature names")
+    _data_file_options(q)
+    q.add_argument("--by-position", action="store_true",
+                   help="match the columns to the model's features by position, not by name")
+    q.add_argument("--probability", action="store_true",
+                   help="write the class probabilities after each label, under a line of labels (as LIBSVM's "
+                        "svm-predict -b 1)")
+    q.add_argument("--out", help="write predictions here (one per line) instead of stdout")
+    q.set_defaults(func=cmd_predict)
+
+    c = sub.add_parser("convert", help="convert a model file: LIBSVM's format, or an old pickle-format file",
+                       description="Convert a model file (corevector's, or LIBSVM's text format) to corevector's "
+                                   "format (--to native) or LIBSVM's (--to libsvm).")
+    c.add_argument("model")
+    c.add_argument("out")
+    c.add_argument("--to", choices=("native", "libsvm"), default="native", help="default native")
+    c.add_argument("--allow-unsafe-pickle", action="store_true",
+                   help="read a model file in corevector 0.1's pickle format: unpickling RUNS ANY CODE the file "
+                        "holds; only for a file you trust")
+    c.set_defaults(func=cmd_convert)
+
+    b = sub.add_parser("bench", help="run the asv benchmarks (asv run --python=same --quick [ARGS])")
+    b.add_argument("--config-dir", help=argparse.SUPPRESS)
+    b.add_argument("asv_args", nargs=argparse.REMAINDER,
+                   help="extra asv arguments, or a full asv subcommand (e.g. 'continuous HEAD~1 HEAD')")
+    b.set_defaults(func=cmd_bench)
+    return p
+
+
+def _add_fit_parser(sub):
+    """The ``fit`` subcommand's options: each estimator's own defaults in their help (_defaults_help)."""
+    from refimpl.driver import STOPS
+    from refimpl.kernels import KERNELS
+
+    from .numerics import IMPLS
+    from .registry import CLI_ESTIMATORS
 
     f = sub.add_parser("fit", help="fit a model on a LIBSVM or CSV file and save it",
                        description="Fit an estimator on a LIBSVM or CSV file (gzip or not) and save it as a model "
@@ -749,37 +576,6 @@ def build_parser():
                    help="fit Platt's sigmoids for 'predict --probability' (5 extra fits per pair; "
                         + _defaults_help("probability") + ")")
     f.set_defaults(func=cmd_fit)
-
-    q = sub.add_parser("predict", help="predict with a model written by 'fit' (or a LIBSVM model file)")
-    q.add_argument("model", help="a model file of 'fit' or corevector.save_model, or a LIBSVM model file")
-    q.add_argument("data", help="LIBSVM, or CSV with the model's features and optionally the target; a header row "
-                                "is matched to the model's feature names")
-    _data_file_options(q)
-    q.add_argument("--by-position", action="store_true",
-                   help="match the columns to the model's features by position, not by name")
-    q.add_argument("--probability", action="store_true",
-                   help="write the class probabilities after each label, under a line of labels (as LIBSVM's "
-                        "svm-predict -b 1)")
-    q.add_argument("--out", help="write predictions here (one per line) instead of stdout")
-    q.set_defaults(func=cmd_predict)
-
-    c = sub.add_parser("convert", help="convert a model file: LIBSVM's format, or an old pickle-format file",
-                       description="Convert a model file (corevector's, or LIBSVM's text format) to corevector's "
-                                   "format (--to native) or LIBSVM's (--to libsvm).")
-    c.add_argument("model")
-    c.add_argument("out")
-    c.add_argument("--to", choices=("native", "libsvm"), default="native", help="default native")
-    c.add_argument("--allow-unsafe-pickle", action="store_true",
-                   help="read a model file in corevector 0.1's pickle format: unpickling RUNS ANY CODE the file "
-                        "holds; only for a file you trust")
-    c.set_defaults(func=cmd_convert)
-
-    b = sub.add_parser("bench", help="run the asv benchmarks (asv run --python=same --quick [ARGS])")
-    b.add_argument("--config-dir", help=argparse.SUPPRESS)
-    b.add_argument("asv_args", nargs=argparse.REMAINDER,
-                   help="extra asv arguments, or a full asv subcommand (e.g. 'continuous HEAD~1 HEAD')")
-    b.set_defaults(func=cmd_bench)
-    return p
 
 
 def _defaults_help(param, words=None):

@@ -256,11 +256,10 @@ def _int(tok, path, lineno, what, low=None):
     return v
 
 
-def _parse(path):
-    """The :class:`LibsvmModel` of a LIBSVM model file, every field checked."""
+def _header_lines(path, it):
+    """({key: (line number, values)}, the line number of 'SV') of the lines before 'SV'; a key may appear
+    once, and must be one of LIBSVM's."""
     head, seen = {}, {}
-    it = _lines(path)
-    sv_line = None
     for lineno, text in it:
         tok = text.split()
         if not tok:
@@ -275,6 +274,18 @@ def _parse(path):
         head[key] = (lineno, vals)
     else:
         raise LibsvmModelError(f"{path}: not a LIBSVM model file (no 'SV' line)" if seen else f"{path}: empty file")
+    unknown = set(head) - {"svm_type", "kernel_type", "degree", "gamma", "coef0", "nr_class", "total_sv", "rho",
+                           "label", "probA", "probB", "prob_density_marks", "nr_sv"}
+    if unknown:
+        key = min(unknown, key=lambda k: head[k][0])
+        raise LibsvmModelError(f"{path} line {head[key][0]}: unknown text {key[:40]!r}")
+    return head, sv_line
+
+
+def _parse(path):
+    """The :class:`LibsvmModel` of a LIBSVM model file, every field checked."""
+    it = _lines(path)
+    head, sv_line = _header_lines(path, it)
 
     def field(key, required=True):
         if key not in head:
@@ -283,11 +294,6 @@ def _parse(path):
             return None, None
         return head[key]
 
-    unknown = set(head) - {"svm_type", "kernel_type", "degree", "gamma", "coef0", "nr_class", "total_sv", "rho",
-                           "label", "probA", "probB", "prob_density_marks", "nr_sv"}
-    if unknown:
-        key = min(unknown, key=lambda k: head[k][0])
-        raise LibsvmModelError(f"{path} line {head[key][0]}: unknown text {key[:40]!r}")
     ln, v = field("svm_type")
     if v != ["c_svc"] and v != ["nu_svc"] and v != ["one_class"] and v != ["epsilon_svr"] and v != ["nu_svr"]:
         raise LibsvmModelError(f"{path} line {ln}: svm_type must be one of c_svc, nu_svc, one_class, "
@@ -346,7 +352,13 @@ def _parse(path):
         if int(n_sv.sum()) != total_sv:
             raise LibsvmModelError(f"{path} line {head['nr_sv'][0]}: nr_sv adds up to {int(n_sv.sum())}, "
                                    f"total_sv is {total_sv}")
-    n_coef = nr_class - 1
+    sv, sv_coef = _support_vectors_of(path, it, nr_class - 1, total_sv)
+    return LibsvmModel(svm_type, kernel_type, gamma, degree, coef0, sv, sv_coef, rho, labels, n_sv, prob_a,
+                       prob_b, sv.shape[1], np.arange(total_sv))
+
+
+def _support_vectors_of(path, it, n_coef, total_sv):
+    """(SV as CSR, sv_coef (n_coef, l)) of the lines after 'SV' (the line iterator ``it``)."""
     coef_rows, data, indices, indptr = [], [], [], [0]
     for lineno, text in it:
         tok = text.split()
@@ -374,9 +386,7 @@ def _parse(path):
     n_features = max(indices) + 1 if indices else 0
     sv = sp.csr_matrix((np.array(data, dtype=np.float64), np.array(indices, dtype=np.int32),
                         np.array(indptr, dtype=np.int64)), shape=(total_sv, n_features))
-    sv_coef = np.array(coef_rows, dtype=np.float64).reshape(total_sv, n_coef).T.copy()
-    return LibsvmModel(svm_type, kernel_type, gamma, degree, coef0, sv, sv_coef, rho, labels, n_sv, prob_a,
-                       prob_b, n_features, np.arange(total_sv))
+    return sv, np.array(coef_rows, dtype=np.float64).reshape(total_sv, n_coef).T.copy()
 
 
 def load_libsvm_model(path):
