@@ -168,7 +168,7 @@ def _schemas():
         "kernel_spec_": KSPEC, **_BALL_DIAGNOSTICS,
         "support_": INDICES, "support_vectors_": Matrix(("n_sv", "n_features")),
         "center_coef_": Array("f", ("n_sv",)), "dual_coef_": Array("f", (1, "n_sv")),
-        "intercept_": Array("f", (1,)), "rho_": F, "dual_objective_": F, "offset_": F,
+        "intercept_": Array("f", (1,)), "rho_": F, "dual_objective_": F_ANY, "offset_": F,
     }
     return {
         MEB: Schema(meb),
@@ -188,11 +188,13 @@ def _schemas():
             "probA_": Array("f", ("n_prob",)), "probB_": Array("f", ("n_prob",)),
         }, checks=(_check_probability,)),
         CVR: Schema({
-            "kernel_spec_": KSPEC, "C_": F_POS, "mu_": F_POS, **_BALL_DIAGNOSTICS,
+            "kernel_spec_": KSPEC, "C_": Scalar(float, finite=False, low=0.0), "mu_": Scalar(float, finite=False, low=0.0),
+            **_BALL_DIAGNOSTICS,
             "support_": INDICES, "support_vectors_": Matrix(("n_sv", "n_features")),
             "dual_coef_": Array("f", (1, "n_sv")), "intercept_": Array("f", (1,)),
-            "epsilon_bar_": F, "xi_": Array("f", ("n_sv",)), "xi_star_": Array("f", ("n_sv",)),
-            "eta_": F, "dual_objective_": F,
+            "epsilon_bar_": F_ANY, "xi_": Array("f", ("n_sv",)), "xi_star_": Array("f", ("n_sv",)),
+            "eta_": F_ANY, "dual_objective_": F_ANY, "tube_weight_": F_ANY, "y_mean_": F,
+            "y_scale_": Scalar(float, low=np.finfo(np.float64).tiny), "n_mu_refits_": I_NONNEG,
         }),
         SparseSVR: Schema({
             "kernel_spec_": KSPEC, "n_basis_": Scalar(int, low=0, dim="n_basis"),

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from corevector import CVDD, CVR, MEB, CVMClassifier, load_libsvm_model, save_libsvm_model
+from corevector import CVDD, CVR, MEB, CVMClassifier, load_libsvm_model, load_model, save_libsvm_model, save_model
 from corevector.interchange import LibsvmModelError
 
 _RNG = np.random.default_rng(3)
@@ -118,6 +118,10 @@ def test_libsvm_files_as_libsvm_writes_them_are_read(tmp_path, svm_type, labels,
     path = tmp_path / "libsvm.model"
     path.write_text(_libsvm_text(svm_type, labels, n_sv, seed=len(svm_type) + len(labels or []), prob=prob))
     est = load_libsvm_model(path)
+    save_model(est, tmp_path / "imported.cvm")  # an imported model is a model like any other
+    again = load_model(tmp_path / "imported.cvm")
+    f = "predict" if "svr" in svm_type else "decision_function"
+    assert np.array_equal(getattr(again, f)(_XT), getattr(est, f)(_XT))
     model = svm_load_model(str(path))
     lab, _, dec = svm_predict([0] * len(_XT), sp.csr_matrix(_XT), model, "-q")
     dec = np.array(dec)
