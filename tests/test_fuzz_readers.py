@@ -565,3 +565,35 @@ def test_hostile_files_stay_in_memory(tmp_path):
     for path, kind, message in results:
         assert kind == "ValueError", (path, kind, message)
         assert "\n" not in message and path in message, message
+
+
+# ------------------------------------------------------------------------------------------------ issue 27, item 7
+@pytest.mark.parametrize("name, kw", [("m.ply", {}), ("m-ascii.ply", {"binary": False}), ("m.obj", {})])
+def test_read_points_reads_every_format_write_mesh_writes(tmp_path, name, kw):
+    """read_points refused the .obj files write_mesh writes."""
+    verts = np.random.default_rng(0).normal(size=(10, 3))
+    faces = np.array([[0, 1, 2], [2, 3, 4], [5, 6, 9]])
+    path = tmp_path / name
+    write_mesh(path, verts, faces, **kw)
+    exact = name.endswith(".obj")  # OBJ holds float64 exactly, PLY float32
+    expected = verts if exact else verts.astype(np.float32).astype(np.float64)
+    assert np.array_equal(read_points(path), expected)
+    v, f = read_mesh(path)
+    assert np.array_equal(v, expected) and np.array_equal(f, faces)
+
+
+def test_an_empty_mesh_warns():
+    """surf.mesh(resolution=4) returned an empty mesh silently."""
+    from corevector import ImplicitSurface
+
+    P = np.random.default_rng(0).normal(size=(200, 3))
+    P /= np.linalg.norm(P, axis=1)[:, None]
+    surf = ImplicitSurface(random_state=0).fit(P)
+    with pytest.warns(UserWarning, match=r"mesh\(resolution=4\) found no surface.*raise resolution"):
+        verts, faces = surf.mesh(resolution=4)
+    assert len(faces) == 0
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        verts, faces = surf.mesh(resolution=16)
+    assert len(faces) > 0
