@@ -272,7 +272,8 @@ def _mesh_seeds():
             write_ply(p, verts, faces, **kw)
         else:
             write_mesh(p, verts, faces)
-        seeds[ext] = open(p, "rb").read()
+        with open(p, "rb") as f:
+            seeds[ext] = f.read()
     seeds[".off"] = b"OFF\n4 3 0\n0 0 0\n1 0 0\n0 1 0\n0 0 1.5\n3 0 1 2\n3 0 1 3\n4 1 2 3 0\n"
     seeds[".xyz"] = b"0 0 0\n1 0 0 # c\n0 1 0\n\n0 0 1.5\n"
     return seeds
@@ -364,10 +365,12 @@ def _small_models():
                       ("cvm", CVMClassifier(random_state=0, C=10).fit(X, y))):
         p = os.path.join(_FOLDER, f"seed-{name}.cvm")
         save_model(est, p)
-        models[name] = (open(p, "rb").read(), est)
+        with open(p, "rb") as f:
+            models[name] = (f.read(), est)
     lib = os.path.join(_FOLDER, "seed.libsvm-model")
     save_libsvm_model(models["cvm"][1], lib)
-    return X, models, open(lib, "rb").read()
+    with open(lib, "rb") as f:
+        return X, models, f.read()
 
 
 _MX, _MODELS, _LIBSVM_MODEL = _small_models()
