@@ -585,6 +585,7 @@ def test_read_points_reads_every_format_write_mesh_writes(tmp_path, name, kw):
     assert np.array_equal(v, expected) and np.array_equal(f, faces)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # the levels' own, not the mesh's
 def test_an_empty_mesh_warns():
     """surf.mesh(resolution=4) returned an empty mesh silently."""
     from corevector import ImplicitSurface
