@@ -42,7 +42,7 @@ class MEB(OutlierMixin, CoreVectorBase):
         return self._fit_ball(X)
 
     def _fit_ball(self, X, sample_weight=None):
-        X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2)
+        X = self._validated(X, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2)
         self._check_fit_params(X.shape[0])
         w = _point_weights(X, sample_weight)
         kept = _drop_zero_weights(w)

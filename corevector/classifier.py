@@ -13,6 +13,7 @@ from refimpl.driver import make_rng
 
 from ._base import CoreVectorBase, WarningsOncePerFit, _classes, shared_doc, _drop_zero_weights, _point_weights, _signs, _take
 from ._validation import POSITIVE, plain, store_params
+from .distributed import run_tasks
 from .probability import MIN_PROB, PROBABILITY_FOLDS, class_probabilities, cross_validated_sigmoid
 
 __all__ = ["CVMClassifier"]
@@ -81,7 +82,7 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
     def fit(self, X, y, sample_weight=None):
         """Fit on (X, y); ``sample_weight`` w_i gives point i the slack penalty C_i = C class_weight[y_i] w_i
         (points of weight 0 are left out, as LIBSVM leaves them out)."""
-        X, y = validate_data(self, X, y, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2)
+        X, y = self._validated(X, y, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2)
         if y.dtype.kind not in "biu":  # integer labels are classes by nature: spare a pass over m labels
             check_classification_targets(y)
         self._check_fit_params(X.shape[0])
@@ -99,18 +100,17 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
         pairs = [(a, b) for a in range(len(self.classes_)) for b in range(a + 1, len(self.classes_))]
         seeds = [int(rng.integers(0, 2**31 - 1)) for _ in pairs]
         collected = WarningsOncePerFit()
-        fits = []
-        for (a, b), seed in zip(pairs, seeds):
-            with collected.part(self._pair_name(a, b)):
-                fits.append(self._fit_pair(X, y, w, a, b, seed))
+        # separate tasks on a running dask.distributed client (corevector.distributed), else one after another
+        def part(task):
+            return collected.part(self._pair_name(task[0], task[1]))
+        fits = run_tasks(self._fit_pair, [(a, b, seed) for (a, b), seed in zip(pairs, seeds)], shared=(X, y, w),
+                         each=part)
         self._set_fitted(X, fits, kept)
         self.probA_, self.probB_ = np.empty(0), np.empty(0)
         if self.probability:
             cv_seeds = [int(rng.integers(0, 2**31 - 1)) for _ in pairs]
-            platt = []
-            for (a, b), seed in zip(pairs, cv_seeds):
-                with collected.part(self._pair_name(a, b)):
-                    platt.append(self._platt_pair(X, y, w, a, b, seed))
+            platt = run_tasks(self._platt_pair, [(a, b, seed) for (a, b), seed in zip(pairs, cv_seeds)],
+                              shared=(X, y, w), each=part)
             self.probA_ = np.array([ab[0] for ab in platt])
             self.probB_ = np.array([ab[1] for ab in platt])
         collected.emit(len(pairs))  # each kind of warning once per fit, with the pairs it arose in

@@ -264,6 +264,8 @@ class _CoreSetLoop:
         self.ops, self.eps, self.stop, self.tol, self.batch = ops, eps, stop, tol, batch
         self.method_for = method_for
         self.rng = make_rng(random_state)
+        if hasattr(ops, "draws"):  # numerics over rows kept elsewhere fetch the rows of the draws ahead
+            self.rng = ops.draws(self.rng)  # (corevector._chunked_ops: the same draws, the same generator)
         self.t0 = time.perf_counter()
         self.history = {"core_set_size": [], "radius": [], "elapsed": [], "inner_steps": [], "inner_capped": []}
         self.solves = self.capped = self.steps = 0

@@ -89,6 +89,9 @@ class MEBProblem:
             # k(x, x) of every row once (O(nnz); ones for the radial kernels): rows of a CSR matrix are
             # copied when indexed
             self._rawdiag_all = kernel_diag(self.kernel, self.X)
+        elif getattr(self.X, "chunked_rows", False):
+            # rows that stay where they are (corevector.chunked): k(x, x) from one pass beside them
+            self._rawdiag_all = self.X.kernel_diag(self.kernel)
         else:
             self.X = np.ascontiguousarray(self.X, dtype=np.float64)
         if self.sign is not None:
