@@ -208,7 +208,9 @@ class Scalar(Spec):
             raise r.fail(where, str(exc)) from None
         if self.kind is float and self.finite and not math.isfinite(value):
             raise r.fail(where, f"non-finite value {value}")
-        if self.low is not None and self.kind in (int, float) and not value >= self.low:
+        # a non-finite scalar may be nan (unknown: a model read from a LIBSVM file has no C or mu)
+        unknown = self.kind is float and math.isnan(value)
+        if self.low is not None and self.kind in (int, float) and not unknown and not value >= self.low:
             raise r.fail(where, f"{value} is below {self.low}")
         if self.choices is not None and value not in self.choices:
             raise r.fail(where, f"{value!r} is not one of {self.choices}")
