@@ -17,11 +17,13 @@ from refimpl.references import REFERENCES
 
 from .ball import CVDD, MEB
 from .classifier import CVMClassifier
+from .interchange import load_libsvm_model, save_libsvm_model
 from .mmda import MMDA
+from .persistence import load_model, save_model
 from .regressor import CVR
 from .sparse_svr import SparseSVR
 from .surface import ImplicitSurface
 
 __version__ = "0.1.0"
 __all__ = ["CVDD", "CVR", "MEB", "CVMClassifier", "ImplicitSurface", "MMDA", "SparseSVR", "REFERENCES",
-           "__version__"]
+           "__version__", "save_model", "load_model", "save_libsvm_model", "load_libsvm_model"]

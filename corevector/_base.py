@@ -23,6 +23,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import _check_sample_weight, validate_data
 
 from refimpl.driver import HYBRID_NU
+from refimpl.kernels import compact_columns
 
 import corevector.chunked as chunked
 from ._validation import CORE_CONSTRAINTS, check_eps, checked_kernel_spec
@@ -315,7 +316,16 @@ class CoreVectorBase(BaseEstimator):
             SV = sp.csr_matrix(SV)
         elif not sp.issparse(X) and sp.issparse(SV):
             SV = SV.toarray()
+        if sp.issparse(X):  # only the stored columns when there are far more columns than entries
+            SV, X = compact_columns(SV, X)
         return numerics(self.impl).kernel_expansion(self.kernel_spec_, SV, coef, X)
+
+    def to_sklearn(self):
+        """The fitted scikit-learn ``SVC``, ``OneClassSVM`` or ``SVR`` with this model's decision function
+        (:func:`corevector.interchange.to_sklearn`), for tools that know those (skl2onnx, skops)."""
+        from .interchange import to_sklearn
+
+        return to_sklearn(self)
 
     @staticmethod
     def _diagnostics(result):

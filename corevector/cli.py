@@ -10,16 +10,23 @@ Subcommands
     bounded formulation (two-class L2-SVM, one-class L2-SVM, MEB, CVR), both implementations,
     several eps, ``sample_size=None``, against an exact QP solver (cvxopt); the grid and its checks
     are :mod:`refimpl.verify`.  Exit status 1 on any violation.
-``fit DATA --model OUT.pkl [options]``
-    Fit a CVMClassifier / CVDD / MEB / CVR on a LIBSVM or CSV file and save it as a model file: a
-    versioned JSON header line, then the pickled estimator (:mod:`corevector.model_file`).
-``predict MODEL DATA [--out FILE]``
-    Predict with a model written by ``fit`` (any other file, e.g. a pickled scikit-learn SVC, is
-    refused before it is unpickled).  On stderr: the accuracy (classifier) or RMSE (regressor) when
-    DATA carries targets; the inlier and outlier rates for CVDD and MEB.
+``fit DATA --model OUT [options]``
+    Fit a CVMClassifier / CVDD / MEB / CVR on a LIBSVM or CSV file (gzip or not) and save it as a model
+    file: a versioned JSON header and the fitted arrays, no code (:mod:`corevector.persistence`).  The
+    seed defaults to 0, so two fits of one file give one model; ``--help`` lists each estimator's defaults.
+``predict MODEL DATA [--out FILE] [--probability] [--by-position]``
+    Predict with a model written by ``fit`` or :func:`corevector.save_model`, or with a LIBSVM model file.
+    On stderr: the accuracy (classifier) or RMSE (regressor) when DATA carries targets; the inlier and
+    outlier rates for CVDD and MEB.  A model fitted on a CSV file with a header row matches DATA's
+    columns by name.
+``convert MODEL OUT [--to native|libsvm] [--allow-unsafe-pickle]``
+    Convert between corevector's model files and LIBSVM's (:mod:`corevector.interchange`); with
+    ``--allow-unsafe-pickle``, read a model file of corevector 0.1's pickle format (which runs the
+    file's code: for files you trust) and write it in today's format.
 ``bench [ASV ARGS...]``
     Run the asv suite in ``asv_benchmarks/`` (default: ``asv run --python=same --quick
-    --set-commit-hash HEAD``, so the results are saved against the checkout's HEAD; needs a source
+    --set-commit-hash HEAD``, so the results are saved against the checkout's HEAD; an asv subcommand that
+    would build environments gets ``--python=same``; it says which checkout it benchmarks; needs a source
     checkout).
 ``--version``
     Print the version.
@@ -32,11 +39,16 @@ The format is read from the file's lines, not from its name or the model (``--fo
 * LIBSVM: indices start at 1 (a 0 index is an error naming its line); missing indices are zeros, so a
   file whose highest index is below the model's feature count is valid, and an index above it is an
   error.  The data stay sparse (CSR) end to end: the estimators take CSR input (:func:`_estimator_input`).
-* CSV: the target is the last column (``fit``; ``predict`` takes the model's feature count of columns,
-  plus optionally the target).  Any other column count is an error.  The first row is a header only if
-  none of its fields is a number or a missing-value token such as NA (``--header``/``--no-header``
-  decide otherwise); a missing, non-numeric or non-finite value is an error naming its line and column.
+* CSV: the target is the last column (``fit``), numbers or class labels (strings); ``predict`` matches a
+  header row to the model's feature names (any order; ``--by-position`` matches by position), else takes
+  the model's feature count of columns, plus optionally the target.  The first row is a header only if
+  none of its fields is a number or a missing-value token such as NA (``--header``/``--no-header`` decide
+  otherwise); a missing, non-numeric or non-finite feature value is an error naming its line and column.
+* Both are read by :mod:`refimpl.datasets` (:func:`~refimpl.datasets.load_libsvm`,
+  :func:`~refimpl.datasets.read_csv_table`): gzip data by its first bytes, line by line, a line longer
+  than 64 MB an error.
 
+No output path may be an input path (``fit --model`` the data, ``predict --out`` the model or the data).
 Model files and predictions are written atomically (temporary file in the same folder, then
 ``os.replace``): a failed write leaves the previous file intact and no partial file.
 
@@ -53,7 +65,10 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
+
+# data files (corevector/_cli_data.py; re-exported here): the format is read from the file itself
+from ._cli_data import (SNIFF_LINES, CLIError, Data, _estimator_input, _is_number,  # noqa: F401
+                        read_csv, read_libsvm, read_prediction_data, read_training_data, sniff_format)
 
 PROG = "corevector"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -62,10 +77,6 @@ FORMATS = ("libsvm", "csv")
 
 #: default of the fit options: "use the estimator's own default" (None is a valid sample_size)
 UNSET = argparse.SUPPRESS
-
-
-class CLIError(Exception):
-    """An error to report as one line on stderr (exit status 1)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -95,245 +106,7 @@ def cmd_verify(args):
 
 
 # --------------------------------------------------------------------------------------------
-# data files: the format is read from the file itself
-# --------------------------------------------------------------------------------------------
-#: how many data lines (blank and '#' comment lines aside) sniff_format looks at
-SNIFF_LINES = 50
-#: CSV fields that mean "missing value" (case-insensitive); a first row holding one is data, not a header
-MISSING_TOKENS = frozenset({"", "na", "n/a", "nan", "null", "none", "?", "-", ".", "missing", "#n/a"})
-
-
-def _is_number(token):
-    try:
-        float(token)
-    except ValueError:
-        return False
-    return True
-
-
-def _data_lines(f):
-    """(line number, line) of the lines of the text file ``f`` that are neither blank nor '#' comments."""
-    try:
-        for lineno, line in enumerate(f, start=1):
-            if line.strip() and not line.lstrip().startswith("#"):
-                yield lineno, line
-    except UnicodeDecodeError:
-        raise CLIError(f"{f.name} is not a text file (not UTF-8)") from None
-
-
-def _open_text(path):
-    """The data file opened as UTF-8 text, after refimpl.datasets' checks (found, a regular file, not
-    empty) with their messages as CLIError."""
-    from refimpl.datasets import check_data_file
-
-    try:
-        path = check_data_file(path)
-    except ValueError as exc:
-        raise CLIError(str(exc)) from None
-    return open(path, encoding="utf-8", newline="")
-
-
-def _line_kind(line):
-    """'libsvm' (label index:value ...), 'label' (a lone number: a LIBSVM line with no feature, or a
-    one-column CSV line), 'csv' (holds a comma) or None (neither)."""
-    tokens = line.split("#", 1)[0].split()
-    if tokens and _is_number(tokens[0]):
-        if len(tokens) == 1:
-            return "label"
-        if all(":" in t and (t.split(":", 1)[0] == "qid" or t.split(":", 1)[0].lstrip("+-").isdigit())
-               for t in tokens[1:]):
-            return "libsvm"
-    return "csv" if "," in line else None
-
-
-def sniff_format(path):
-    """'libsvm' or 'csv', from the first SNIFF_LINES data lines of the file (not from its name).
-
-    A line ``label index:value ...`` is LIBSVM, a line holding a comma is CSV (a header too).  The
-    file is LIBSVM when its lines are LIBSVM (lines of a lone label allowed), CSV when they are CSV;
-    a mix, a line that is neither, or only lone numbers (a LIBSVM file with no features cannot be
-    told from a one-column CSV) is an error asking for ``--format``.
-    """
-    kinds = {}
-    with _open_text(path) as f:
-        for k, (lineno, line) in enumerate(_data_lines(f)):
-            if k == SNIFF_LINES:
-                break
-            kind = _line_kind(line)
-            if kind is None:
-                raise CLIError(f"{path} line {lineno} is neither LIBSVM ('label index:value ...') nor CSV "
-                               f"(comma-separated): {line.strip()[:60]!r}; see --format")
-            kinds.setdefault(kind, lineno)
-    if not kinds:
-        raise CLIError(f"no data lines in {path}")
-    if "libsvm" in kinds and "csv" in kinds:
-        raise CLIError(f"{path} mixes LIBSVM (line {kinds['libsvm']}) and CSV (line {kinds['csv']}) lines; "
-                       f"see --format")
-    if "libsvm" in kinds:
-        return "libsvm"
-    if "csv" in kinds:
-        return "csv"
-    raise CLIError(f"{path}: every line is a single number, which can be LIBSVM (labels, no features) or a "
-                   f"one-column CSV; pass --format")
-
-
-def read_csv(path, header=None):
-    """All columns of a numeric CSV file (comma-separated; blank and '#' lines skipped), dense float64.
-
-    ``header``: True skips the first row, False reads it as data, None (auto) takes it as a header only
-    when none of its fields is a number or a missing-value token (MISSING_TOKENS), so a first row of
-    data holding "NA" is never lost as a header.  A missing, non-numeric or non-finite value is an error
-    naming its line and column (corevector does not impute); so is a row with another column count.
-    """
-    import csv
-
-    rows, linenos, auto = [], [], header is None
-    with _open_text(path) as f:
-        def lines():
-            for lineno, line in _data_lines(f):
-                linenos.append(lineno)
-                yield line
-
-        for fields in csv.reader(lines()):
-            fields = [s.strip() for s in fields]
-            if header is None:
-                header = all(not _is_number(s) and s.lower() not in MISSING_TOKENS for s in fields)
-            if header:  # the first data line only
-                header = False
-                linenos.pop()
-                continue
-            if rows and len(fields) != len(rows[0]):
-                raise CLIError(f"{path} line {linenos[-1]} has {len(fields)} columns, line {linenos[0]} has "
-                               f"{len(rows[0])}")
-            rows.append(fields)
-    if not rows:
-        raise CLIError(f"no data rows in {path}")
-    try:
-        data = np.array(rows, dtype=np.float64)
-        bad = np.argwhere(~np.isfinite(data))
-    except ValueError:  # some field is not a number: find the first one
-        bad = [(i, j) for i, row in enumerate(rows) for j, s in enumerate(row) if not _is_number(s)][:1]
-    if len(bad):
-        i, j = bad[0]
-        s = rows[i][j]
-        kind = "missing or non-finite" if _is_number(s) or s.lower() in MISSING_TOKENS else "non-numeric"
-        hint = "; if that row is a header, pass --header" if auto and i == 0 else ""
-        raise CLIError(f"{path} line {linenos[i]}, column {j + 1}: {kind} value {s!r}{hint}")
-    return data
-
-
-def _libsvm_problem(line, n_features=None):
-    """What is wrong with one LIBSVM line (a message), or None when it is a valid line."""
-    tokens = line.split("#", 1)[0].split()
-    if not tokens:
-        return None
-    try:
-        label = float(tokens[0])
-    except ValueError:
-        return f"label {tokens[0]!r} is not a number"
-    if not np.isfinite(label):
-        return f"non-finite label {tokens[0]!r}"
-    for t in tokens[1:]:
-        index, sep, value = t.partition(":")
-        if index == "qid":
-            continue
-        try:
-            index, v = int(index), float(value)
-        except ValueError:
-            return f"{t!r} is not index:value"
-        if index < 1:
-            return (f"feature index {index} (LIBSVM indices start at 1; scikit-learn's dump_svmlight_file writes "
-                    f"0-based files unless given zero_based=False)")
-        if n_features is not None and index > n_features:
-            return f"feature index {index} is above the {n_features} features expected"
-        if not np.isfinite(v):
-            return f"non-finite value {value!r} at feature index {index}"
-    return None
-
-
-def _first_libsvm_problem(path, n_features=None):
-    """'PATH line N: what is wrong' for the first invalid line, or None (error paths only: a second read)."""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for lineno, line in enumerate(f, start=1):
-            problem = _libsvm_problem(line, n_features)
-            if problem:
-                return f"{path} line {lineno}: {problem}"
-    return None
-
-
-def read_libsvm(path, n_features=None):
-    """``(X, y)`` of a LIBSVM file: X a CSR matrix (kept sparse; see _estimator_input), y float labels.
-
-    Indices are 1-based (LIBSVM's convention, read with ``zero_based=False`` rather than scikit-learn's
-    'auto' guess, which shifts every column when one index is 0): a zero index is an error naming its
-    line.  Missing indices are zeros, so the matrix has ``n_features`` columns when given (a file whose
-    highest index is lower is valid; a higher index is an error naming its line), else as many as the
-    highest index.  Non-finite labels or values are errors.
-    """
-    from sklearn.datasets import load_svmlight_file
-
-    _open_text(path).close()  # the not found / empty checks
-    try:
-        X, y = load_svmlight_file(os.fspath(path), n_features=n_features, dtype=np.float64, zero_based=False)
-    except (ValueError, UnicodeDecodeError, RuntimeError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CLIError(_first_libsvm_problem(path, n_features) or f"cannot parse {path} as LIBSVM: {first}") \
-            from None
-    if not (np.all(np.isfinite(X.data)) and np.all(np.isfinite(y))):
-        raise CLIError(_first_libsvm_problem(path) or f"{path}: non-finite values")
-    if X.shape[0] == 0:
-        raise CLIError(f"no samples in {path}")
-    return X.tocsr(), np.asarray(y)
-
-
-def _estimator_input(X):
-    """The one place where data files become estimator input: LIBSVM files stay CSR end to end (the
-    estimators take sparse input, issue 15), CSV data is a C-contiguous float64 array."""
-    if sp.issparse(X):
-        return sp.csr_matrix(X, dtype=np.float64)
-    return np.ascontiguousarray(X, dtype=np.float64)
-
-
-def read_training_data(path, fmt=None, header=None, n_features=None):
-    """``(X, y, fmt)`` for ``fit``: the target is the last CSV column, or the LIBSVM label."""
-    fmt = fmt or sniff_format(path)
-    if fmt == "libsvm":
-        X, y = read_libsvm(path, n_features)
-        return X, y, fmt
-    if n_features is not None:
-        raise CLIError("--n-features applies to LIBSVM files only (a CSV file has its columns)")
-    data = read_csv(path, header)
-    if data.shape[1] < 2:
-        raise CLIError(f"{path}: needs at least one feature column besides the target (last column)")
-    return data[:, :-1], data[:, -1], fmt
-
-
-def read_prediction_data(path, n_features, fmt=None, header=None):
-    """``(X, y or None, fmt)`` for ``predict`` with a model of ``n_features`` features.
-
-    CSV: ``n_features`` columns are the features; one more is the target (last); any other count is an
-    error.  LIBSVM: the label is the target; a highest index below ``n_features`` is valid (missing
-    indices are zeros: a note says so), one above is an error naming its line.
-    """
-    fmt = fmt or sniff_format(path)
-    if fmt == "libsvm":
-        X, y = read_libsvm(path, n_features)
-        top = int(X.indices.max()) + 1 if X.nnz else 0
-        if top < n_features:
-            print(f"{PROG} predict: note: the highest feature index in {path} is {top}, the model has "
-                  f"{n_features} features; the missing ones are zeros (LIBSVM convention)", file=sys.stderr)
-        return X, y, fmt
-    data = read_csv(path, header)
-    if data.shape[1] == n_features:
-        return data, None, fmt
-    if data.shape[1] == n_features + 1:
-        return data[:, :-1], data[:, -1], fmt
-    raise CLIError(f"{path} has {data.shape[1]} columns; the model expects {n_features} features "
-                   f"(or {n_features + 1} with the target in the last column)")
-
-
-# --------------------------------------------------------------------------------------------
-# fit / predict
+# fit / predict / convert
 # --------------------------------------------------------------------------------------------
 def _positive(cast, words=None, what=None):
     """An argparse type: a positive finite ``cast`` (float or int), or one of ``words`` (a dict from the
@@ -363,52 +136,149 @@ _gamma = _positive(float, {w: w for w in ("beta", "scale", "auto")})
 _sample_size = _positive(int, {"none": None, "all": None, "full": None})
 
 
+def _finite_float(value):
+    try:
+        v = float(value)
+    except ValueError:
+        v = float("nan")
+    if not np.isfinite(v):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {value!r}")
+    return v
+
+
+def _class_weight(value):
+    """'balanced', or LABEL:WEIGHT pairs separated by commas (a label as in the data: a number or a string)."""
+    if value.lower() == "balanced":
+        return "balanced"
+    out = {}
+    for part in value.split(","):
+        label, sep, w = part.rpartition(":")
+        try:
+            weight = float(w)
+        except ValueError:
+            weight = float("nan")
+        if not sep or not label.strip() or not np.isfinite(weight) or weight < 0:
+            raise argparse.ArgumentTypeError(f"must be 'balanced' or LABEL:WEIGHT,... with weights >= 0, "
+                                             f"got {value!r}")
+        label = label.strip()
+        out[int(float(label)) if _is_number(label) and float(label).is_integer() else
+            (float(label) if _is_number(label) else label)] = weight
+    return out
+
+
+#: the fit options that are estimator parameters, by attribute name (the parameter has the same name)
+FIT_PARAMS = ("C", "gamma", "eps", "kernel", "degree", "coef0", "impl", "random_state", "max_iter",
+              "sample_size", "stop", "mu", "class_weight", "probability")
+#: corevector fit's seed when --random-state is not given: two fits of one file give one model
+DEFAULT_SEED = 0
+
+
 def make_estimator(name, **params):
     from .registry import CLI_ESTIMATORS
 
     cls = CLI_ESTIMATORS[name].cls
     params = {k: v for k, v in params.items() if v is not UNSET}
-    if name == "meb" and "C" in params:
-        raise CLIError("--C does not apply to --estimator meb (the hard MEB has no C)")
+    allowed = set(cls().get_params())
+    for k in params:
+        if k not in allowed:
+            flag = "--" + k.replace("_", "-") if k not in ("C",) else "--C"
+            users = sorted(n for n, e in CLI_ESTIMATORS.items() if k in e.cls().get_params())
+            raise CLIError(f"{flag} does not apply to --estimator {name} (it applies to {', '.join(users)})")
     return cls(**params)
 
 
-def cmd_fit(args):
-    from .model_file import save_model
+def _same_file(a, b):
+    """True when paths ``a`` and ``b`` name one file (the same path, or links to one file)."""
+    try:
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return os.path.realpath(a) == os.path.realpath(b)
 
-    X, y, fmt = read_training_data(args.data, args.format, args.header, args.n_features)
-    params = {k: getattr(args, k, UNSET) for k in ("C", "gamma", "eps", "kernel", "impl", "random_state",
-                                                    "max_iter", "sample_size", "stop", "mu")}
-    if args.estimator != "cvr" and params.get("mu", UNSET) is not UNSET:
-        raise CLIError("--mu applies to --estimator cvr only")
+
+def _check_outputs(outputs, inputs):
+    """CLIError when an output path is an input path (it would overwrite it) or a folder."""
+    for flag, out in outputs:
+        if out is None:
+            continue
+        if os.path.isdir(out):
+            raise CLIError(f"{flag} {out} is a folder; give the path of a file")
+        for what, inp in inputs:
+            if _same_file(out, inp):
+                raise CLIError(f"{flag} {out} is the {what} file: it would be overwritten; choose another path")
+
+
+def cmd_fit(args):
+    from sklearn.base import is_classifier, is_regressor
+
+    from .persistence import save_model
+
+    _check_outputs([("--model", args.model)], [("data", args.data)])
+    params = {k: getattr(args, k, UNSET) for k in FIT_PARAMS}
     est = make_estimator(args.estimator, **params)
-    Xd = _estimator_input(X)
-    if args.estimator == "cvm":
-        y = y.astype(int) if np.all(y == np.round(y)) and np.all(np.abs(y) < 2**31) else y
-        est.fit(Xd, y)
-    elif args.estimator == "cvr":
-        est.fit(Xd, y)
+    data = read_training_data(args.data, args.format, args.header, args.n_features,
+                              numeric_target=is_regressor(est))
+    X, y = _estimator_input(data.X), data.y
+    if is_classifier(est):
+        est.fit(X, y)
+    elif is_regressor(est):
+        est.fit(X, y.astype(np.float64))
     else:  # cvdd, meb: unsupervised, the target column / label is not used
-        est.fit(Xd)
-    save_model(est, args.model, data_format=fmt)
-    msg = f"fitted {type(est).__name__} on {X.shape[0]} x {X.shape[1]} ({fmt}): core set {len(est.core_set_)}"
-    if args.estimator == "cvm":
-        msg += f", training accuracy {est.score(Xd, y):.4f}"
-    elif args.estimator == "cvr":
-        msg += f", training R^2 {est.score(Xd, y):.4f}"
+        est.fit(X)
+    save_model(est, args.model, feature_names=data.names, target_name=data.target_name, data_format=data.fmt)
+    msg = (f"fitted {type(est).__name__} on {X.shape[0]} x {X.shape[1]} ({data.fmt}): core set "
+           f"{len(est.core_set_)}")
+    if is_classifier(est):
+        msg += f", training accuracy {est.score(X, y):.4f}"
+    elif is_regressor(est):
+        msg += f", training R^2 {est.score(X, y.astype(np.float64)):.4f}"
     print(msg + f" -> {args.model}", file=sys.stderr)
     return 0
+
+
+def _is_libsvm_model(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(9) == b"svm_type "
+    except OSError:
+        return False
+
+
+def read_model(path, allow_unsafe_pickle=False):
+    """(estimator, header) of a corevector model file, or of a LIBSVM model file (by its first bytes)."""
+    from .interchange import load_libsvm_model
+    from .persistence import load_model
+
+    if _is_libsvm_model(path):
+        est = load_libsvm_model(path)
+        return est, {"n_features": est.n_features_in_, "feature_names": None, "target_name": None,
+                     "data_format": None}
+    return load_model(path, allow_unsafe_pickle=allow_unsafe_pickle, return_header=True)
 
 
 def cmd_predict(args):
     from sklearn.base import is_classifier, is_outlier_detector
 
-    from .model_file import atomic_write, load_model
+    from .persistence import atomic_write
 
-    est, _ = load_model(args.model)
-    X, y, _ = read_prediction_data(args.data, est.n_features_in_, args.format, args.header)
-    pred = est.predict(_estimator_input(X))
-    text = "".join(_fmt_label(p) + "\n" for p in pred)
+    _check_outputs([("--out", args.out)], [("model", args.model), ("data", args.data)])
+    est, header = read_model(args.model)
+    if args.probability and not (is_classifier(est) and getattr(est, "probability", False)):
+        raise CLIError(f"--probability needs a classifier fitted with --probability ({args.model} is not)")
+    data = read_prediction_data(args.data, est.n_features_in_, args.format, args.header, header["feature_names"],
+                                header["target_name"], args.by_position)
+    X, y = _estimator_input(data.X), data.y
+    with warnings.catch_warnings():
+        # columns were matched by name above; the estimator may carry feature_names_in_ from a DataFrame
+        warnings.filterwarnings("ignore", message="X does not have valid feature names")
+        pred = est.predict(X)
+        proba = est.predict_proba(X) if args.probability else None
+    if proba is None:
+        text = "".join(_fmt_label(p) + "\n" for p in pred)
+    else:  # LIBSVM's svm-predict -b 1: a line of labels, then the label and its probabilities
+        text = "labels " + " ".join(_fmt_label(c) for c in est.classes_) + "\n" + "".join(
+            _fmt_label(p) + " " + " ".join(f"{v:.6g}" for v in row) + "\n" for p, row in zip(pred, proba))
     if args.out:
         with atomic_write(args.out) as f:
             f.write(text)
@@ -418,10 +288,25 @@ def cmd_predict(args):
         print(outlier_summary(pred, y), file=sys.stderr)
     elif y is not None and is_classifier(est):
         print(f"accuracy {np.mean(pred == y):.4f} on {len(y)} samples", file=sys.stderr)
-    elif y is not None:  # a regressor (CVR): 000 footnote 10's errors
+    elif y is not None and y.dtype.kind in "iuf":  # a regressor (CVR): 000 footnote 10's errors
         from refimpl.cvr import normalized_rmse
         rmse = float(np.sqrt(np.mean((pred - y) ** 2)))
         print(f"RMSE {rmse:.6g} (RMSE/max y {normalized_rmse(y, pred):.6g}) on {len(y)} samples", file=sys.stderr)
+    return 0
+
+
+def cmd_convert(args):
+    from .interchange import save_libsvm_model
+    from .persistence import save_model
+
+    _check_outputs([("OUT", args.out)], [("model", args.model)])
+    est, header = read_model(args.model, allow_unsafe_pickle=args.allow_unsafe_pickle)
+    if args.to == "libsvm":
+        save_libsvm_model(est, args.out)
+    else:
+        save_model(est, args.out, feature_names=header.get("feature_names"), target_name=header.get("target_name"),
+                   data_format=header.get("data_format"))
+    print(f"converted {type(est).__name__} {args.model} -> {args.out} ({args.to})", file=sys.stderr)
     return 0
 
 
@@ -431,11 +316,11 @@ MAX_LABELS_SHOWN = 10
 
 def outlier_summary(pred, y=None):
     """One line: the inlier and outlier rates of an outlier detector's predictions (+1 / -1), and per
-    label of a labelled file with few (integral) labels."""
+    label of a labelled file with few labels."""
     n = len(pred)
     inl = int(np.sum(pred == 1))
     msg = f"inliers {inl / n:.4f} ({inl}), outliers {(n - inl) / n:.4f} ({n - inl}) of {n} samples"
-    if y is not None and np.all(y == np.round(y)):
+    if y is not None and (y.dtype.kind not in "f" or np.all(y == np.round(y))):
         labels = np.unique(y)
         if len(labels) <= MAX_LABELS_SHOWN:
             msg += "; inlier rate by label: " + ", ".join(
@@ -493,20 +378,33 @@ ASV_SUBCOMMANDS = {"run", "continuous", "compare", "publish", "preview", "check"
                    "find", "rm", "update", "profile", "gh-pages", "setup"}
 
 
+#: asv subcommands that take --python and would otherwise build environments of their own (hundreds of MB,
+#: in the checkout asv.conf.json names): corevector bench runs them in this interpreter (--python=same)
+ASV_SAME_PYTHON = {"run", "check", "profile", "setup", "dev"}
+
+
+def _sets_python(extra):
+    return any(a == "-E" or a.split("=", 1)[0] in ("--python", "--environment", "-E") for a in extra)
+
+
 def asv_command(extra, commit=None):
     """The asv command line for ``corevector bench EXTRA...``.
 
     Without an asv subcommand: ``asv run --python=same --quick --show-stderr EXTRA``, plus
     ``--set-commit-hash COMMIT`` when ``commit`` is given and EXTRA does not set one (asv saves no
     results of a run in an existing environment, such as --python=same, without it).  A full asv
-    subcommand (``continuous HEAD~1 HEAD``) is passed as it is.
+    subcommand (``continuous HEAD~1 HEAD``) is passed as it is, with ``--python=same`` added to those that
+    would build an environment (:data:`ASV_SAME_PYTHON`) unless EXTRA chooses one.
     """
     exe = shutil.which("asv")
     base = [exe] if exe else [sys.executable, "-m", "asv"]
     if extra and extra[0] == "--":
         extra = extra[1:]
     if not _default_run(extra):
-        return base + list(extra)
+        sub, rest = extra[0], list(extra[1:])
+        if sub in ASV_SAME_PYTHON and not _sets_python(rest):
+            rest = ["--python=same"] + rest
+        return base + [sub] + rest
     cmd = base + ["run", "--python=same", "--quick", "--show-stderr"]
     if commit and not _sets_commit(extra):
         cmd += ["--set-commit-hash", commit]
@@ -559,6 +457,12 @@ def cmd_bench(args):
             print(f"note: the working tree has uncommitted changes; the results are saved against HEAD "
                   f"{commit[:12]} but measure the working tree", file=sys.stderr)
     # with --python=same asv imports corevector from this interpreter (the editable install)
+    state = "not a git checkout" if commit is None else f"HEAD {commit[:12]}" + (", uncommitted changes" if dirty else "")
+    print(f"{PROG} bench: benchmarking the checkout {root} ({state}) with {sys.executable}", file=sys.stderr)
+    here = _git(Path.cwd(), "rev-parse", "--show-toplevel")
+    if here and Path(here.strip()).resolve() != root.resolve() and (Path(here.strip()) / "asv_benchmarks").is_dir():
+        print(f"note: the current folder is in the checkout {here.strip()}, but this corevector runs from {root}; "
+              f"run that checkout's own corevector (its venv) to benchmark it", file=sys.stderr)
     print("+ " + " ".join(cmd), file=sys.stderr)
     try:
         return subprocess.call(cmd, cwd=bench_dir)
@@ -568,14 +472,11 @@ def cmd_bench(args):
 
 # --------------------------------------------------------------------------------------------
 def build_parser():
-    from refimpl.driver import STOPS
-    from refimpl.kernels import KERNELS
-
     from . import __version__
     from .numerics import IMPLS
-    from .registry import CLI_ESTIMATORS
 
-    p = argparse.ArgumentParser(prog=PROG, description="Core Vector Machines: fit, predict, verify, report, bench.")
+    p = argparse.ArgumentParser(prog=PROG, description="Core Vector Machines: fit, predict, convert, verify, "
+                                                       "report, bench.")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -595,34 +496,31 @@ def build_parser():
     v.add_argument("--no-progress", action="store_true", help="no progress bar")
     v.set_defaults(func=cmd_verify)
 
-    f = sub.add_parser("fit", help="fit a model on a LIBSVM or CSV file and save it")
-    f.add_argument("data", help="training data (LIBSVM text, or CSV with the target in the last column; "
-                                "cvdd and meb do not use the target)")
-    f.add_argument("--model", required=True, help="output model file (a header line and a pickle)")
-    _data_file_options(f)
-    f.add_argument("--n-features", type=_positive_int, default=None,
-                   help="LIBSVM only: the number of features (default: the highest index in the file)")
-    f.add_argument("--estimator", choices=tuple(CLI_ESTIMATORS), default="cvm")
-    f.add_argument("--C", type=_positive_float, default=UNSET, help="penalty (cvm, cvdd: default 1; cvr: default 3000 max|y|)")
-    f.add_argument("--gamma", type=_gamma, default=UNSET, help="positive number or beta/scale/auto (default beta)")
-    f.add_argument("--eps", type=_positive_float, default=UNSET, help="(1+eps) tolerance (default: the estimator's, 1e-2 for cvm and cvr)")
-    f.add_argument("--kernel", choices=KERNELS, default=UNSET)
-    f.add_argument("--impl", choices=IMPLS, default=UNSET)
-    f.add_argument("--sample-size", type=_sample_size, default=UNSET,
-                   help="candidates per iteration (default 59), or 'none' for full scans")
-    f.add_argument("--max-iter", type=_positive_int, default=UNSET)
-    f.add_argument("--random-state", type=int, default=UNSET)
-    f.add_argument("--stop", choices=tuple(STOPS), default=UNSET,
-                   help="stopping rule of the core-set loop (default: the estimator's, hybrid for cvm and cvr; radius is the paper's)")
-    f.add_argument("--mu", type=_positive_float, default=UNSET, help="CVR's mu (expected error; default C / (50 m))")
-    f.set_defaults(func=cmd_fit)
+    _add_fit_parser(sub)
 
-    q = sub.add_parser("predict", help="predict with a model written by 'fit'")
-    q.add_argument("model")
-    q.add_argument("data", help="LIBSVM, or CSV with the model's features and optionally the target (last column)")
+    q = sub.add_parser("predict", help="predict with a model written by 'fit' (or a LIBSVM model file)")
+    q.add_argument("model", help="a model file of 'fit' or corevector.save_model, or a LIBSVM model file")
+    q.add_argument("data", help="LIBSVM, or CSV with the model's features and optionally the target; a header row "
+                                "is matched to the model's feature names")
     _data_file_options(q)
+    q.add_argument("--by-position", action="store_true",
+                   help="match the columns to the model's features by position, not by name")
+    q.add_argument("--probability", action="store_true",
+                   help="write the class probabilities after each label, under a line of labels (as LIBSVM's "
+                        "svm-predict -b 1)")
     q.add_argument("--out", help="write predictions here (one per line) instead of stdout")
     q.set_defaults(func=cmd_predict)
+
+    c = sub.add_parser("convert", help="convert a model file: LIBSVM's format, or an old pickle-format file",
+                       description="Convert a model file (corevector's, or LIBSVM's text format) to corevector's "
+                                   "format (--to native) or LIBSVM's (--to libsvm).")
+    c.add_argument("model")
+    c.add_argument("out")
+    c.add_argument("--to", choices=("native", "libsvm"), default="native", help="default native")
+    c.add_argument("--allow-unsafe-pickle", action="store_true",
+                   help="read a model file in corevector 0.1's pickle format: unpickling RUNS ANY CODE the file "
+                        "holds; only for a file you trust")
+    c.set_defaults(func=cmd_convert)
 
     b = sub.add_parser("bench", help="run the asv benchmarks (asv run --python=same --quick [ARGS])")
     b.add_argument("--config-dir", help=argparse.SUPPRESS)
@@ -630,6 +528,76 @@ def build_parser():
                    help="extra asv arguments, or a full asv subcommand (e.g. 'continuous HEAD~1 HEAD')")
     b.set_defaults(func=cmd_bench)
     return p
+
+
+def _add_fit_parser(sub):
+    """The ``fit`` subcommand's options: each estimator's own defaults in their help (_defaults_help)."""
+    from refimpl.driver import STOPS
+    from refimpl.kernels import KERNELS
+
+    from .numerics import IMPLS
+    from .registry import CLI_ESTIMATORS
+
+    f = sub.add_parser("fit", help="fit a model on a LIBSVM or CSV file and save it",
+                       description="Fit an estimator on a LIBSVM or CSV file (gzip or not) and save it as a model "
+                                   "file (no code in it: see 'Model files' in README).  Defaults below are each "
+                                   "estimator's own.")
+    f.add_argument("data", help="training data (LIBSVM text, or CSV with the target in the last column, numbers "
+                                "or class labels; cvdd and meb do not use the target)")
+    f.add_argument("--model", required=True, help="output model file")
+    _data_file_options(f)
+    f.add_argument("--n-features", type=_positive_int, default=None,
+                   help="LIBSVM only: the number of features (default: the highest index in the file)")
+    f.add_argument("--estimator", choices=tuple(CLI_ESTIMATORS), default="cvm", help="default cvm")
+    f.add_argument("--C", type=_positive_float, default=UNSET,
+                   help="penalty (" + _defaults_help("C", {"auto": "auto: 3000 max|y|"}) + ")")
+    f.add_argument("--gamma", type=_gamma, default=UNSET,
+                   help="kernel width: a positive number or beta/scale/auto (" + _defaults_help("gamma") + ")")
+    f.add_argument("--eps", type=_positive_float, default=UNSET,
+                   help="(1+eps) tolerance (" + _defaults_help("eps") + ")")
+    f.add_argument("--kernel", choices=KERNELS, default=UNSET, help=_defaults_help("kernel"))
+    f.add_argument("--degree", type=_positive_int, default=UNSET,
+                   help="polynomial kernel's degree (" + _defaults_help("degree") + ")")
+    f.add_argument("--coef0", type=_finite_float, default=UNSET,
+                   help="polynomial kernel's constant term (" + _defaults_help("coef0") + ")")
+    f.add_argument("--impl", choices=IMPLS, default=UNSET, help=_defaults_help("impl"))
+    f.add_argument("--sample-size", type=_sample_size, default=UNSET,
+                   help="candidates per iteration, or 'none' for full scans (" + _defaults_help("sample_size") + ")")
+    f.add_argument("--max-iter", type=_positive_int, default=UNSET, help=_defaults_help("max_iter"))
+    f.add_argument("--random-state", type=int, default=DEFAULT_SEED,
+                   help=f"seed of the random draws (default {DEFAULT_SEED}: two fits of one file give one model)")
+    f.add_argument("--stop", choices=tuple(STOPS), default=UNSET,
+                   help="stopping rule of the core-set loop; radius is the paper's (" + _defaults_help("stop") + ")")
+    f.add_argument("--mu", type=_positive_float, default=UNSET,
+                   help="expected error (" + _defaults_help("mu", {"auto": "auto: C / (50 m)"}) + ")")
+    f.add_argument("--class-weight", type=_class_weight, default=UNSET,
+                   help="'balanced' or LABEL:WEIGHT,... multiplying C per class (" + _defaults_help("class_weight") + ")")
+    f.add_argument("--probability", action="store_const", const=True, default=UNSET,
+                   help="fit Platt's sigmoids for 'predict --probability' (5 extra fits per pair; "
+                        + _defaults_help("probability") + ")")
+    f.set_defaults(func=cmd_fit)
+
+
+def _defaults_help(param, words=None):
+    """'default: cvm X, cvdd Y, ...': each command-line estimator's own default of ``param`` (read from the
+    classes, so the help cannot go stale); 'not for E' names those without it."""
+    from .registry import CLI_ESTIMATORS
+
+    have, without = [], []
+    for name, e in CLI_ESTIMATORS.items():
+        params = e.cls().get_params()
+        if param not in params:
+            without.append(name)
+            continue
+        v = params[param]
+        text = (words or {}).get(v, v) if isinstance(v, str) else v
+        have.append(f"{name} {'none' if text is None else text}")
+    # one value for all: say it once
+    values = {h.split(" ", 1)[1] for h in have}
+    out = "default " + (values.pop() if len(values) == 1 and not without else ", ".join(have))
+    if without:
+        out += "; not for " + ", ".join(without)
+    return out
 
 
 def _data_file_options(parser):
@@ -665,8 +633,13 @@ def main(argv=None):
     except CLIError as exc:
         print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
         return 1
-    except (ValueError, TypeError, OSError, MemoryError) as exc:
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    except OSError as exc:  # every OS error in one line: the file and the reason (never a temporary file)
+        names = " -> ".join(str(n) for n in (exc.filename, exc.filename2) if n is not None)
+        reason = exc.strerror or " ".join(str(exc).split()) or type(exc).__name__
+        print(f"{PROG} {args.command}: error: {names + ': ' if names else ''}{reason}", file=sys.stderr)
+        return 1
+    except (ValueError, TypeError, MemoryError) as exc:
+        msg = " ".join(str(exc).split()) or type(exc).__name__
         print(f"{PROG} {args.command}: error: {msg}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

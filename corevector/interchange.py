@@ -1,0 +1,573 @@
+"""A fitted model outside corevector: LIBSVM's text model files, and scikit-learn's ``SVC``, ``SVR`` and
+``OneClassSVM`` (issue 26).
+
+The L2-SVMs of the Core Vector Machine are kernel expansions plus a bias, which is what LIBSVM's models
+hold: the two-class machine of 001 eq. (11) decides by f(x) = sum_i alpha_i y_i (k(x_i, x) + 1) =
+sum_i alpha_i y_i k(x_i, x) + b with b = sum_i alpha_i y_i (the bias penalised in the primal is folded
+into the kernel by the +1 of k~; ``CVMClassifier.intercept_`` is that b).  LIBSVM decides by
+sum_i sv_coef_i k(x_i, x) - rho, so ``sv_coef = dual_coef_`` and ``rho = -b`` exactly, with the kernel's
+parameters as they are (rbf's gamma, poly's gamma, coef0 and degree).  The same holds per pair of a
+one-vs-one model (LIBSVM's layout: support vectors grouped by class, each with one coefficient per other
+class), for CVDD's one-class machine (``rho = -intercept_``), for CVR (LIBSVM's epsilon_svr) and for the
+MEB with the Gaussian kernel: its decision r^2 - ||c - phi(x)||^2 = 2 sum_i alpha_i k(x_i, x) - (rho + 1
+- r^2) since k(x, x) = 1, a one-class model with coefficients 2 alpha.  LIBSVM has no Laplacian kernel and no
+normalised polynomial or linear kernel, and its labels are integers: such models raise a ValueError.
+
+* :func:`save_libsvm_model` / :func:`load_libsvm_model`: the text format of LIBSVM's ``svm_save_model``
+  (its README, "model file"), read back as a corevector estimator (c_svc and nu_svc as CVMClassifier,
+  one_class as CVDD, epsilon_svr and nu_svr as CVR) that predicts what LIBSVM predicts.  Numbers are
+  written with 17 significant digits, so they read back exactly.  LIBSVM files do not record the feature
+  count; when the support vectors' highest index is below it, the last support vector carries an explicit
+  ``n:0`` entry (a zero, which LIBSVM reads and ignores in every kernel) so that the count survives.
+* :func:`to_sklearn` (also the estimators' ``to_sklearn()``): the fitted scikit-learn estimator with the
+  same decision function, built on scikit-learn's own LIBSVM layout, so tools that know scikit-learn's
+  SVMs (skl2onnx, skops) take the model unchanged.
+
+A model read from a LIBSVM file carries no fit diagnostics: ``core_set_``, ``n_iter_`` and the like are
+empty, zero or NaN, and ``support_`` numbers the support vectors in the file's order.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["save_libsvm_model", "load_libsvm_model", "to_sklearn", "LibsvmModelError"]
+
+#: corevector kernel -> LIBSVM kernel_type
+_KERNEL_NAMES = {"linear": "linear", "poly": "polynomial", "rbf": "rbf"}
+_KERNEL_BY_LIBSVM = {v: k for k, v in _KERNEL_NAMES.items()}
+#: the largest line a model file may hold (a support vector of ~3 million nonzeros), and the most classes
+MAX_LINE_BYTES = 64 << 20
+MAX_CLASSES = 10_000
+#: LIBSVM stores labels and feature indices as C ints
+INT_MAX = 2**31 - 1
+#: support-vector matrices up to this many entries are dense when read back (else CSR)
+DENSE_MAX_ENTRIES = 10_000_000
+
+
+class LibsvmModelError(ValueError):
+    """A LIBSVM model file that cannot be read (one-line message naming the file and line)."""
+
+
+@dataclass
+class LibsvmModel:
+    """A model in LIBSVM's terms (``svm_model``): decision values sum_i sv_coef[., i] k(SV_i, x) - rho."""
+
+    svm_type: str
+    kernel_type: str
+    gamma: float
+    degree: int
+    coef0: float
+    sv: sp.csr_matrix          # (l, n_features)
+    sv_coef: np.ndarray        # (nr_class - 1, l)
+    rho: np.ndarray            # (n_pairs,)
+    labels: np.ndarray | None  # (nr_class,) for classification; any labels for to_sklearn, ints in a file
+    n_sv: np.ndarray | None    # (nr_class,) support vectors per class, grouped in label order
+    prob_a: np.ndarray | None
+    prob_b: np.ndarray | None
+    n_features: int
+    support: np.ndarray        # (l,) the training indices of the support vectors, in this order
+
+
+# ------------------------------------------------------------------------------------------------------
+# corevector estimator -> LIBSVM's terms
+# ------------------------------------------------------------------------------------------------------
+def _kernel(est):
+    spec = est.kernel_spec_
+    if spec.name not in _KERNEL_NAMES:
+        raise ValueError(f"{type(est).__name__} with kernel={spec.name!r} has no LIBSVM or scikit-learn SVM "
+                         f"equivalent (kernels: {sorted(_KERNEL_NAMES)})")
+    if spec.normalize and not spec.radial:
+        raise ValueError(f"{type(est).__name__} with normalize=True and kernel={spec.name!r} has no LIBSVM or "
+                         f"scikit-learn SVM equivalent")
+    return _KERNEL_NAMES[spec.name], float(spec.gamma), int(spec.degree), float(spec.coef0)
+
+
+def _csr(X):
+    return sp.csr_matrix(X, dtype=np.float64)
+
+
+def _from_estimator(est):
+    """The :class:`LibsvmModel` of a fitted CVMClassifier, CVDD, MEB or CVR."""
+    from sklearn.utils.validation import check_is_fitted
+
+    from .ball import CVDD, MEB
+    from .classifier import CVMClassifier
+    from .regressor import CVR
+
+    check_is_fitted(est)
+    kernel_type, gamma, degree, coef0 = _kernel(est)
+    d = int(est.n_features_in_)
+    SV = _csr(est.support_vectors_)
+    common = dict(kernel_type=kernel_type, gamma=gamma, degree=degree, coef0=coef0, n_features=d)
+    if isinstance(est, CVMClassifier):
+        return _classifier(est, SV, common)
+    if isinstance(est, CVDD):  # before MEB: CVDD is a subclass
+        return LibsvmModel("one_class", sv=SV, sv_coef=est.center_coef_[None, :].copy(),
+                           rho=np.array([-est.intercept_[0]]), labels=None, n_sv=None, prob_a=None, prob_b=None,
+                           support=np.asarray(est.support_), **common)
+    if isinstance(est, MEB):
+        if est.kernel_spec_.name != "rbf":
+            raise ValueError(f"MEB with kernel={est.kernel_spec_.name!r} has no LIBSVM one-class equivalent: its "
+                             f"decision function holds k(x, x), which only the Gaussian kernel keeps constant")
+        r2 = est.certified_radius_ ** 2
+        return LibsvmModel("one_class", sv=SV, sv_coef=2.0 * est.center_coef_[None, :],
+                           rho=np.array([est.rho_ + 1.0 - r2]), labels=None, n_sv=None, prob_a=None, prob_b=None,
+                           support=np.asarray(est.support_), **common)
+    if isinstance(est, CVR):
+        return LibsvmModel("epsilon_svr", sv=SV, sv_coef=est.dual_coef_.copy(), rho=-est.intercept_.copy(),
+                           labels=None, n_sv=None, prob_a=None, prob_b=None, support=np.asarray(est.support_),
+                           **common)
+    raise TypeError(f"{type(est).__name__} has no LIBSVM equivalent (CVMClassifier, CVDD, MEB and CVR have)")
+
+
+def _classifier(est, SV, common):
+    """LIBSVM's one-vs-one layout: support vectors grouped by class (in classes_ order), each with the
+    coefficients of the pairs of its class against every other class (row o - 1 for a class o above its
+    own, row o below), rho = -b per pair (a, b) in LIBSVM's order."""
+    k = len(est.classes_)
+    dual, pairs = est.dual_coef_, est.pairs_
+    pair_of = {p: i for i, p in enumerate(pairs)}
+    # the class of each support vector: the pair (a, b) coefficient is alpha y with y = +1 for class a
+    cls = np.full(dual.shape[1], -1)
+    for p, (a, b) in enumerate(pairs):
+        nz = dual[p] != 0
+        cls[nz & (dual[p] > 0)] = a
+        cls[nz & (dual[p] < 0)] = b
+    if np.any(cls < 0):
+        raise ValueError("a support vector has no nonzero coefficient")
+    order = np.argsort(cls, kind="stable")
+    coef = np.zeros((k - 1, len(order)))
+    for col, s in enumerate(order):
+        c = cls[s]
+        for o in range(k):
+            if o != c:
+                coef[o - 1 if o > c else o, col] = dual[pair_of[(min(c, o), max(c, o))], s]
+    prob = len(est.probA_) > 0
+    return LibsvmModel("c_svc", sv=SV[order], sv_coef=coef, rho=-est.intercept_.copy(), labels=est.classes_,
+                       n_sv=np.bincount(cls, minlength=k), prob_a=est.probA_.copy() if prob else None,
+                       prob_b=est.probB_.copy() if prob else None, support=np.asarray(est.support_)[order],
+                       **common)
+
+
+# ------------------------------------------------------------------------------------------------------
+# writing
+# ------------------------------------------------------------------------------------------------------
+def _num(v):
+    return repr(float(v))  # the shortest string that reads back as the same double
+
+
+def _int_labels(labels, est_name):
+    lab = np.asarray(labels)
+    if lab.dtype.kind in "iub":
+        out = lab.astype(np.int64)
+    elif lab.dtype.kind == "f" and np.all(np.isfinite(lab)) and np.all(lab == np.round(lab)):
+        out = lab.astype(np.int64)
+    else:
+        raise ValueError(f"LIBSVM model files hold integer class labels; this {est_name} has labels "
+                         f"{lab[:3].tolist()}... (use save_model, or refit on integer labels)")
+    if np.any(np.abs(out) > INT_MAX):
+        raise ValueError(f"LIBSVM model files hold C int labels; {out[np.abs(out) > INT_MAX][0]} is too large")
+    return out
+
+
+def save_libsvm_model(estimator, path):
+    """Write a fitted CVMClassifier (two-class or one-vs-one, with its probability sigmoids), CVDD, MEB
+    (Gaussian kernel) or CVR as a LIBSVM model file, which LIBSVM's ``svm-predict`` and its bindings read
+    and which predicts the same decision values (see the module docstring).  ValueError for what LIBSVM
+    cannot express: the Laplacian kernel, a normalised non-radial kernel, non-integer class labels."""
+    from .persistence import atomic_write
+
+    m = _from_estimator(estimator)
+    lines = [f"svm_type {m.svm_type}", f"kernel_type {m.kernel_type}"]
+    if m.kernel_type == "polynomial":
+        lines.append(f"degree {m.degree}")
+    if m.kernel_type in ("polynomial", "rbf"):
+        lines.append(f"gamma {_num(m.gamma)}")
+    if m.kernel_type == "polynomial":
+        lines.append(f"coef0 {_num(m.coef0)}")
+    nr_class = 2 if m.labels is None else len(m.labels)
+    lines += [f"nr_class {nr_class}", f"total_sv {m.sv.shape[0]}", "rho " + " ".join(map(_num, m.rho))]
+    if m.labels is not None:
+        lines.append("label " + " ".join(str(v) for v in _int_labels(m.labels, type(estimator).__name__)))
+    if m.prob_a is not None:
+        lines += ["probA " + " ".join(map(_num, m.prob_a)), "probB " + " ".join(map(_num, m.prob_b))]
+    if m.n_sv is not None:
+        lines.append("nr_sv " + " ".join(str(int(v)) for v in m.n_sv))
+    lines.append("SV")
+    sv = m.sv
+    top = int(sv.indices.max()) + 1 if sv.nnz else 0
+    for i in range(sv.shape[0]):
+        lo, hi = sv.indptr[i], sv.indptr[i + 1]
+        order = np.argsort(sv.indices[lo:hi], kind="stable")
+        idx, val = sv.indices[lo:hi][order], sv.data[lo:hi][order]
+        parts = [_num(c) for c in m.sv_coef[:, i]]
+        parts += [f"{j + 1}:{_num(v)}" for j, v in zip(idx, val) if v != 0]
+        if i == sv.shape[0] - 1 and top < m.n_features:
+            parts.append(f"{m.n_features}:0")  # the feature count (a zero, ignored by every kernel)
+        lines.append(" ".join(parts))
+    with atomic_write(path) as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+# ------------------------------------------------------------------------------------------------------
+# reading
+# ------------------------------------------------------------------------------------------------------
+def _lines(path):
+    """(line number, text) of the file, each line at most MAX_LINE_BYTES (longer: an error naming it)."""
+    with open(path, "rb") as f:
+        lineno = 0
+        while True:
+            raw = f.readline(MAX_LINE_BYTES + 1)
+            if not raw:
+                return
+            lineno += 1
+            if len(raw) > MAX_LINE_BYTES:
+                raise LibsvmModelError(f"{path} line {lineno}: longer than {MAX_LINE_BYTES} bytes")
+            try:
+                text = raw.decode("ascii")
+            except UnicodeDecodeError:
+                raise LibsvmModelError(f"{path} line {lineno}: not ASCII text") from None
+            yield lineno, text
+
+
+def _float(tok, path, lineno, what):
+    try:
+        v = float(tok)
+    except ValueError:
+        raise LibsvmModelError(f"{path} line {lineno}: {what} {tok[:40]!r} is not a number") from None
+    if not math.isfinite(v):
+        raise LibsvmModelError(f"{path} line {lineno}: non-finite {what} {tok[:40]!r}")
+    return v
+
+
+def _int(tok, path, lineno, what, low=None):
+    try:
+        v = int(tok)
+    except ValueError:
+        raise LibsvmModelError(f"{path} line {lineno}: {what} {tok[:40]!r} is not an integer") from None
+    if abs(v) > INT_MAX or (low is not None and v < low):
+        raise LibsvmModelError(f"{path} line {lineno}: {what} {v} out of range")
+    return v
+
+
+def _header_lines(path, it):
+    """({key: (line number, values)}, the line number of 'SV') of the lines before 'SV'; a key may appear
+    once, and must be one of LIBSVM's."""
+    head, seen = {}, {}
+    for lineno, text in it:
+        tok = text.split()
+        if not tok:
+            continue
+        key, vals = tok[0], tok[1:]
+        if key in seen:
+            raise LibsvmModelError(f"{path} line {lineno}: {key} appears twice (line {seen[key]})")
+        seen[key] = lineno
+        if key == "SV":
+            sv_line = lineno
+            break
+        head[key] = (lineno, vals)
+    else:
+        raise LibsvmModelError(f"{path}: not a LIBSVM model file (no 'SV' line)" if seen else f"{path}: empty file")
+    unknown = set(head) - {"svm_type", "kernel_type", "degree", "gamma", "coef0", "nr_class", "total_sv", "rho",
+                           "label", "probA", "probB", "prob_density_marks", "nr_sv"}
+    if unknown:
+        key = min(unknown, key=lambda k: head[k][0])
+        raise LibsvmModelError(f"{path} line {head[key][0]}: unknown text {key[:40]!r}")
+    return head, sv_line
+
+
+def _parse(path):
+    """The :class:`LibsvmModel` of a LIBSVM model file, every field checked."""
+    it = _lines(path)
+    head, sv_line = _header_lines(path, it)
+
+    def field(key, required=True):
+        if key not in head:
+            if required:
+                raise LibsvmModelError(f"{path}: no '{key}' line before 'SV' (line {sv_line})")
+            return None, None
+        return head[key]
+
+    ln, v = field("svm_type")
+    if v != ["c_svc"] and v != ["nu_svc"] and v != ["one_class"] and v != ["epsilon_svr"] and v != ["nu_svr"]:
+        raise LibsvmModelError(f"{path} line {ln}: svm_type must be one of c_svc, nu_svc, one_class, "
+                               f"epsilon_svr, nu_svr")
+    svm_type = {"nu_svc": "c_svc", "nu_svr": "epsilon_svr"}.get(v[0], v[0])
+    ln, v = field("kernel_type")
+    if len(v) != 1 or v[0] not in _KERNEL_BY_LIBSVM:
+        raise LibsvmModelError(f"{path} line {ln}: kernel_type must be one of {sorted(_KERNEL_BY_LIBSVM)} "
+                               f"(corevector has no sigmoid or precomputed kernel)")
+    kernel_type = v[0]
+
+    def scalar(key, conv, default, **kw):
+        ln, v = field(key, required=False)
+        if v is None:
+            return default
+        if len(v) != 1:
+            raise LibsvmModelError(f"{path} line {ln}: {key} needs one value")
+        return conv(v[0], path, ln, key, **kw)
+
+    degree = scalar("degree", _int, 3, low=1)
+    gamma = scalar("gamma", _float, 1.0)
+    coef0 = scalar("coef0", _float, 0.0)
+    if kernel_type != "linear" and not gamma > 0:
+        raise LibsvmModelError(f"{path} line {head['gamma'][0]}: gamma must be positive")
+    if kernel_type == "polynomial" and coef0 < 0:
+        raise LibsvmModelError(f"{path} line {head['coef0'][0]}: coef0 must be >= 0 (else the kernel is not PSD)")
+    nr_class = scalar("nr_class", _int, None, low=2)
+    total_sv = scalar("total_sv", _int, None, low=0)
+    if nr_class is None or total_sv is None:
+        raise LibsvmModelError(f"{path}: nr_class and total_sv are required")
+    if nr_class > MAX_CLASSES or (svm_type != "c_svc" and nr_class != 2):
+        raise LibsvmModelError(f"{path} line {head['nr_class'][0]}: nr_class {nr_class} out of range")
+    n_pairs = nr_class * (nr_class - 1) // 2
+
+    def vector(key, n, conv, required, **kw):
+        ln, v = field(key, required)
+        if v is None:
+            return None
+        if len(v) != n:
+            raise LibsvmModelError(f"{path} line {ln}: {key} has {len(v)} values where {n} are expected")
+        return np.array([conv(t, path, ln, key, **kw) for t in v])
+
+    rho = vector("rho", n_pairs, _float, True)
+    classify = svm_type == "c_svc"
+    labels = vector("label", nr_class, _int, classify) if classify else None
+    n_sv = vector("nr_sv", nr_class, _int, classify, low=0) if classify else None
+    prob_a = vector("probA", n_pairs, _float, False) if classify else None
+    prob_b = vector("probB", n_pairs, _float, False) if classify else None
+    if (prob_a is None) != (prob_b is None):
+        raise LibsvmModelError(f"{path}: probA and probB come together")
+    if not classify and ("label" in head or "nr_sv" in head):
+        raise LibsvmModelError(f"{path}: label and nr_sv belong to classification models")
+    if classify:
+        if len(set(labels.tolist())) != nr_class:
+            raise LibsvmModelError(f"{path} line {head['label'][0]}: repeated class labels")
+        if int(n_sv.sum()) != total_sv:
+            raise LibsvmModelError(f"{path} line {head['nr_sv'][0]}: nr_sv adds up to {int(n_sv.sum())}, "
+                                   f"total_sv is {total_sv}")
+    sv, sv_coef = _support_vectors_of(path, it, nr_class - 1, total_sv)
+    return LibsvmModel(svm_type, kernel_type, gamma, degree, coef0, sv, sv_coef, rho, labels, n_sv, prob_a,
+                       prob_b, sv.shape[1], np.arange(total_sv))
+
+
+def _support_vectors_of(path, it, n_coef, total_sv):
+    """(SV as CSR, sv_coef (n_coef, l)) of the lines after 'SV' (the line iterator ``it``)."""
+    coef_rows, data, indices, indptr = [], [], [], [0]
+    for lineno, text in it:
+        tok = text.split()
+        if not tok:
+            continue
+        if len(coef_rows) == total_sv:
+            raise LibsvmModelError(f"{path} line {lineno}: more support vectors than total_sv = {total_sv}")
+        if len(tok) < n_coef:
+            raise LibsvmModelError(f"{path} line {lineno}: {n_coef} coefficients expected")
+        coef_rows.append([_float(t, path, lineno, "coefficient") for t in tok[:n_coef]])
+        last = 0
+        for t in tok[n_coef:]:
+            i, sep, val = t.partition(":")
+            if not sep:
+                raise LibsvmModelError(f"{path} line {lineno}: {t[:40]!r} is not index:value")
+            j = _int(i, path, lineno, "feature index", low=1)
+            if j <= last:
+                raise LibsvmModelError(f"{path} line {lineno}: feature indices must increase ({j} after {last})")
+            last = j
+            indices.append(j - 1)
+            data.append(_float(val, path, lineno, "value"))
+        indptr.append(len(indices))
+    if len(coef_rows) != total_sv:
+        raise LibsvmModelError(f"{path}: {len(coef_rows)} support vectors where total_sv is {total_sv} (truncated?)")
+    n_features = max(indices) + 1 if indices else 0
+    sv = sp.csr_matrix((np.array(data, dtype=np.float64), np.array(indices, dtype=np.int32),
+                        np.array(indptr, dtype=np.int64)), shape=(total_sv, n_features))
+    return sv, np.array(coef_rows, dtype=np.float64).reshape(total_sv, n_coef).T.copy()
+
+
+def load_libsvm_model(path):
+    """The corevector estimator of a LIBSVM model file: a CVMClassifier (c_svc, nu_svc), a CVDD (one_class)
+    or a CVR (epsilon_svr, nu_svr) with the file's support vectors, coefficients and biases, predicting the
+    decision values LIBSVM predicts (within rounding).  It carries no fit diagnostics (module docstring).
+    A malformed file is a :class:`LibsvmModelError` naming the file and line."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise LibsvmModelError(f"model file not found: {path}" if not os.path.exists(path)
+                               else f"not a regular file: {path}")
+    try:
+        m = _parse(path)
+    except OSError as exc:
+        raise LibsvmModelError(f"cannot read {path}: {exc.strerror}") from None
+    return _to_estimator(m)
+
+
+def _support_vectors(sv, n_features):
+    sv = sp.csr_matrix((sv.data, sv.indices, sv.indptr), shape=(sv.shape[0], n_features))
+    if sv.shape[0] * n_features <= DENSE_MAX_ENTRIES:
+        return np.ascontiguousarray(sv.toarray())
+    return sv
+
+
+def _no_diagnostics(est, n_pairs=None):
+    nan = float("nan")
+    if n_pairs is None:
+        est.core_set_ = est.support_.copy()
+        est.n_iter_, est.radius_, est.certified_ratio_, est.certified_radius_ = 0, nan, nan, nan
+        est.history_, est.converged_, est.kernel_evaluations_, est.kkt_gap_ = {}, True, 0, nan
+    else:
+        est.core_set_ = est.support_.copy()
+        z = np.zeros(n_pairs)
+        est.n_iter_ = np.zeros(n_pairs, dtype=np.int64) if n_pairs > 1 else 0
+        est.radius_ = est.certified_ratio_ = est.kkt_gap_ = z + nan if n_pairs > 1 else nan
+        est.history_ = [{} for _ in range(n_pairs)] if n_pairs > 1 else {}
+        est.converged_ = np.ones(n_pairs, dtype=bool) if n_pairs > 1 else True
+        est.kernel_evaluations_ = np.zeros(n_pairs, dtype=np.int64) if n_pairs > 1 else 0
+
+
+def _to_estimator(m):
+    from refimpl.kernels import KernelSpec
+
+    from .ball import CVDD
+    from .classifier import CVMClassifier
+    from .regressor import CVR
+
+    kernel = _KERNEL_BY_LIBSVM[m.kernel_type]
+    gamma = m.gamma if kernel != "linear" else 1.0
+    spec = KernelSpec(kernel, gamma, m.degree, m.coef0, False)
+    kw = dict(kernel=kernel, gamma=gamma, degree=m.degree, coef0=m.coef0)
+    SV = _support_vectors(m.sv, m.n_features)
+    l = m.sv.shape[0]
+    nan = float("nan")
+    if m.svm_type == "c_svc":
+        est = CVMClassifier(probability=m.prob_a is not None, **kw)
+        k = len(m.labels)
+        rank = np.empty(k, dtype=int)
+        rank[np.argsort(m.labels, kind="stable")] = np.arange(k)   # file class -> sorted class index
+        pairs = [(a, b) for a in range(k) for b in range(a + 1, k)]
+        pair_of = {p: i for i, p in enumerate(pairs)}
+        start = np.concatenate([[0], np.cumsum(m.n_sv)])
+        dual = np.zeros((len(pairs), l))
+        intercept = np.zeros(len(pairs))
+        prob_a = np.zeros(len(pairs)) if m.prob_a is not None else np.empty(0)
+        prob_b = np.zeros(len(pairs)) if m.prob_a is not None else np.empty(0)
+        p_file = 0
+        for i in range(k):
+            for j in range(i + 1, k):
+                # LIBSVM's pair (i, j): class i's vectors carry row j - 1, class j's row i
+                f = np.zeros(l)
+                f[start[i]:start[i + 1]] = m.sv_coef[j - 1, start[i]:start[i + 1]]
+                f[start[j]:start[j + 1]] = m.sv_coef[i, start[j]:start[j + 1]]
+                a, b, sign = rank[i], rank[j], 1.0
+                if a > b:  # the pair in sorted label order decides for the other class: flip it
+                    a, b, sign = b, a, -1.0
+                p = pair_of[(a, b)]
+                dual[p] = sign * f
+                intercept[p] = -sign * m.rho[p_file]
+                if m.prob_a is not None:  # P(first | f) = 1 / (1 + exp(A f + B)); flipped: A, -B
+                    prob_a[p], prob_b[p] = m.prob_a[p_file], sign * m.prob_b[p_file]
+                p_file += 1
+        est.classes_ = np.sort(m.labels)
+        est.class_weight_ = np.ones(k)
+        est.pairs_ = pairs
+        est.support_ = np.arange(l)
+        est.support_vectors_ = SV
+        est.dual_coef_ = dual
+        est.intercept_ = intercept
+        _no_diagnostics(est, len(pairs))
+        n = len(pairs)
+        est.rho_ = est.dual_objective_ = np.full(n, nan) if n > 1 else nan
+        est.xi_ = [np.zeros(0) for _ in range(n)] if n > 1 else np.zeros(0)
+        est.probA_, est.probB_ = prob_a, prob_b
+    elif m.svm_type == "one_class":
+        est = CVDD(**kw)
+        est.support_ = np.arange(l)
+        est.support_vectors_ = SV
+        est.center_coef_ = m.sv_coef[0].copy()
+        est.dual_coef_ = est.center_coef_[None, :]
+        est.intercept_ = np.array([-m.rho[0]])
+        est.rho_ = est.offset_ = float(m.rho[0])
+        est.dual_objective_ = nan
+        est.xi_ = np.zeros(l)
+        _no_diagnostics(est)
+    else:
+        est = CVR(**kw)
+        est.support_ = np.arange(l)
+        est.support_vectors_ = SV
+        est.dual_coef_ = m.sv_coef.copy()
+        est.intercept_ = -m.rho.copy()
+        est.C_ = est.mu_ = est.epsilon_bar_ = est.eta_ = est.dual_objective_ = est.tube_weight_ = nan
+        est.y_mean_, est.y_scale_, est.n_mu_refits_ = 0.0, 1.0, 0
+        est.xi_ = est.xi_star_ = np.zeros(l)
+        _no_diagnostics(est)
+    est.kernel_spec_ = spec
+    est.n_features_in_ = int(m.n_features)
+    return est
+
+
+# ------------------------------------------------------------------------------------------------------
+# scikit-learn
+# ------------------------------------------------------------------------------------------------------
+def to_sklearn(estimator):
+    """The fitted scikit-learn ``SVC`` (CVMClassifier), ``OneClassSVM`` (CVDD; MEB with the Gaussian kernel)
+    or ``SVR`` (CVR) whose ``decision_function`` / ``predict`` equals the estimator's up to rounding
+    (scikit-learn evaluates the same expansion through LIBSVM), with its support vectors, coefficients,
+    intercepts and, for ``probability=True``, Platt's sigmoids.  Tools built on scikit-learn's SVMs take it as
+    it is: skl2onnx (ONNX), skops (safe persistence), anything that reads ``dual_coef_`` and
+    ``support_vectors_``.  ValueError for what those SVMs cannot express (module docstring)."""
+    from sklearn.svm import SVC, SVR, OneClassSVM
+
+    m = _from_estimator(estimator)
+    kernel = "poly" if m.kernel_type == "polynomial" else m.kernel_type
+    kw = dict(kernel=kernel, gamma=m.gamma, degree=m.degree, coef0=m.coef0)
+    sparse = m.sv.shape[0] * m.n_features > DENSE_MAX_ENTRIES
+    SV = sp.csr_matrix((m.sv.data, m.sv.indices, m.sv.indptr), shape=(m.sv.shape[0], m.n_features))
+    SV = SV if sparse else np.ascontiguousarray(SV.toarray())
+    l = m.sv.shape[0]
+    if m.svm_type == "c_svc":
+        prob = m.prob_a is not None
+        out = SVC(C=float(estimator.C), probability=prob, **kw)
+        out.classes_ = np.asarray(estimator.classes_)
+        out.class_weight_ = np.asarray(estimator.class_weight_, dtype=np.float64)
+        out._n_support = np.asarray(m.n_sv, dtype=np.int32)
+        out._probA = m.prob_a.copy() if prob else np.empty(0)
+        out._probB = m.prob_b.copy() if prob else np.empty(0)
+        n_pairs = len(m.rho)
+        out._num_iter = np.zeros(n_pairs, dtype=np.int32)
+        out.n_iter_ = out._num_iter
+        out._effective_probability = prob
+    elif m.svm_type == "one_class":
+        out = OneClassSVM(**kw)
+        out._n_support = np.array([l, l], dtype=np.int32)
+        out._probA = out._probB = np.empty(0)
+        out._num_iter = np.zeros(1, dtype=np.int32)
+        out.n_iter_ = 0
+        out._effective_probability = False
+    else:
+        out = SVR(C=float(estimator.C_) if np.isfinite(getattr(estimator, "C_", np.nan)) else 1.0, **kw)
+        out._n_support = np.array([l, l], dtype=np.int32)
+        out._probA = out._probB = np.empty(0)
+        out._num_iter = np.zeros(1, dtype=np.int32)
+        out.n_iter_ = 0
+        out._effective_probability = False
+    out._sparse = sparse
+    out.n_features_in_ = int(m.n_features)
+    out.support_ = np.asarray(m.support, dtype=np.int32)
+    out.support_vectors_ = SV
+    out._gamma = float(m.gamma)
+    out.fit_status_ = 0
+    out.shape_fit_ = (l, int(m.n_features))
+    out._dual_coef_ = sp.csr_matrix(m.sv_coef) if sparse else np.ascontiguousarray(m.sv_coef)
+    out._intercept_ = -np.asarray(m.rho, dtype=np.float64)
+    if m.svm_type == "c_svc" and len(m.labels) == 2:  # scikit-learn's public sign for two classes
+        out.dual_coef_, out.intercept_ = -out._dual_coef_, -out._intercept_
+    else:
+        out.dual_coef_, out.intercept_ = out._dual_coef_, out._intercept_.copy()
+    if m.svm_type == "one_class":
+        out.offset_ = -out._intercept_
+    if hasattr(estimator, "feature_names_in_"):
+        out.feature_names_in_ = estimator.feature_names_in_
+    return out
