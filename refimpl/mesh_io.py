@@ -223,7 +223,10 @@ def _read_ply_binary(path, f, elements, want_faces, order):
 
 def _xyz_columns(path, data):
     try:
-        return np.column_stack([np.asarray(data[c], dtype=np.float64) for c in "xyz"])
+        # a binary file may hold any bit pattern (NaN, huge values of a wider type): the cast is quiet and
+        # the caller refuses non-finite coordinates, naming the vertex
+        with np.errstate(invalid="ignore", over="ignore"):
+            return np.column_stack([np.asarray(data[c], dtype=np.float64) for c in "xyz"])
     except (ValueError, KeyError) as exc:
         raise _bad(path, "the vertex element needs properties x, y, z") from exc
 

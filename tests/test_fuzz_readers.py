@@ -585,6 +585,22 @@ def test_read_points_reads_every_format_write_mesh_writes(tmp_path, name, kw):
     assert np.array_equal(v, expected) and np.array_equal(f, faces)
 
 
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("reader", [read_points, read_mesh])
+def test_a_signalling_nan_in_a_binary_ply_is_a_one_line_error(tmp_path, reader):
+    """Found by the fuzzer: a float32 signalling NaN (0x7f800001) raised NumPy's RuntimeWarning in the cast
+    to float64 before the reader's own check of the coordinates could name the vertex."""
+    path = tmp_path / "snan.ply"
+    write_ply(path, np.eye(3), np.array([[0, 1, 2]]), binary=True)
+    data = bytearray(path.read_bytes())
+    start = data.index(b"end_header\n") + len(b"end_header\n")
+    data[start + 4:start + 8] = np.array([0x7F800001], dtype="<u4").tobytes()  # vertex 0's y
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=r"snan\.ply: non-finite coordinates \(vertex 0\)") as exc:
+        reader(path)
+    _one_line_error(exc.value, str(path))
+
+
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # the levels' own, not the mesh's
 def test_an_empty_mesh_warns():
     """surf.mesh(resolution=4) returned an empty mesh silently."""
