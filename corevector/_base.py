@@ -321,8 +321,17 @@ class CoreVectorBase(BaseEstimator):
         return numerics(self.impl).kernel_expansion(self.kernel_spec_, SV, coef, X)
 
     def to_sklearn(self):
-        """The fitted scikit-learn ``SVC``, ``OneClassSVM`` or ``SVR`` with this model's decision function
-        (:func:`corevector.interchange.to_sklearn`), for tools that know those (skl2onnx, skops)."""
+        """Return the fitted scikit-learn SVM with this model's decision function.
+
+        The model as a scikit-learn ``SVC`` (CVMClassifier), ``OneClassSVM`` (CVDD; MEB with the Gaussian
+        kernel) or ``SVR`` (CVR), for tools that know those (skl2onnx, skops); see
+        :func:`corevector.interchange.to_sklearn`.
+
+        Returns
+        -------
+        sklearn.svm.SVC or sklearn.svm.OneClassSVM or sklearn.svm.SVR
+            A fitted estimator whose ``decision_function`` equals this one's within rounding.
+        """
         from .interchange import to_sklearn
 
         return to_sklearn(self)

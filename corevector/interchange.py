@@ -176,10 +176,49 @@ def _int_labels(labels, est_name):
 
 
 def save_libsvm_model(estimator, path):
-    """Write a fitted CVMClassifier (two-class or one-vs-one, with its probability sigmoids), CVDD, MEB
-    (Gaussian kernel) or CVR as a LIBSVM model file, which LIBSVM's ``svm-predict`` and its bindings read
-    and which predicts the same decision values (see the module docstring).  ValueError for what LIBSVM
-    cannot express: the Laplacian kernel, a normalised non-radial kernel, non-integer class labels."""
+    """Write a fitted estimator as a LIBSVM model file.
+
+    LIBSVM's ``svm-predict`` and its bindings read the file, and it predicts the same decision values
+    (see the module docstring).
+
+    Parameters
+    ----------
+    estimator : CVMClassifier, CVDD, MEB or CVR
+        A fitted estimator: CVMClassifier two-class or one-vs-one (with its probability sigmoids), CVDD,
+        MEB with the Gaussian kernel, or CVR.
+    path : str or os.PathLike
+        The file to write (atomically).
+
+    Returns
+    -------
+    str
+        ``path``.
+
+    Raises
+    ------
+    ValueError
+        For what LIBSVM cannot express: the Laplacian kernel, a normalised non-radial kernel,
+        non-integer class labels.
+
+    See Also
+    --------
+    load_libsvm_model : Read a LIBSVM model file.
+    save_model : The native model files (every estimator).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from sklearn.datasets import make_blobs
+    >>> from corevector import CVMClassifier, save_libsvm_model, load_libsvm_model
+    >>> X, y = make_blobs(200, centers=3, random_state=0)
+    >>> clf = CVMClassifier(random_state=0).fit(X, y)
+    >>> path = save_libsvm_model(clf, os.path.join(tempfile.mkdtemp(), "clf.model"))
+    >>> with open(path) as f:
+    ...     f.readline().strip()
+    'svm_type c_svc'
+    >>> bool((load_libsvm_model(path).predict(X) == clf.predict(X)).all())
+    True
+    """
     from .persistence import atomic_write
 
     m = _from_estimator(estimator)
@@ -390,10 +429,45 @@ def _support_vectors_of(path, it, n_coef, total_sv):
 
 
 def load_libsvm_model(path):
-    """The corevector estimator of a LIBSVM model file: a CVMClassifier (c_svc, nu_svc), a CVDD (one_class)
-    or a CVR (epsilon_svr, nu_svr) with the file's support vectors, coefficients and biases, predicting the
-    decision values LIBSVM predicts (within rounding).  It carries no fit diagnostics (module docstring).
-    A malformed file is a :class:`LibsvmModelError` naming the file and line."""
+    """Read a LIBSVM model file as a corevector estimator.
+
+    The estimator holds the file's support vectors, coefficients and biases and predicts the decision
+    values LIBSVM predicts (within rounding).  It carries no fit diagnostics (module docstring).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A model file written by LIBSVM (``svm-train``), ThunderSVM or :func:`save_libsvm_model`.
+
+    Returns
+    -------
+    CVMClassifier or CVDD or CVR
+        CVMClassifier for c_svc and nu_svc, CVDD for one_class, CVR for epsilon_svr and nu_svr.
+
+    Raises
+    ------
+    LibsvmModelError
+        For a malformed file, naming the file and line.
+
+    See Also
+    --------
+    save_libsvm_model : Write a LIBSVM model file.
+    load_model : The native model files.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from corevector import load_libsvm_model
+    >>> path = os.path.join(tempfile.mkdtemp(), "tiny.model")
+    >>> lines = ["svm_type c_svc", "kernel_type rbf", "gamma 0.5", "nr_class 2", "total_sv 2", "rho 0",
+    ...          "label 1 -1", "nr_sv 1 1", "SV", "1 1:1", "-1 1:-1"]
+    >>> with open(path, "w") as f:
+    ...     for line in lines:
+    ...         print(line, file=f)
+    >>> clf = load_libsvm_model(path)
+    >>> clf.predict([[2.0], [-2.0]]).tolist()
+    [1, -1]
+    """
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise LibsvmModelError(f"model file not found: {path}" if not os.path.exists(path)
@@ -512,12 +586,28 @@ def _to_estimator(m):
 # scikit-learn
 # ------------------------------------------------------------------------------------------------------
 def to_sklearn(estimator):
-    """The fitted scikit-learn ``SVC`` (CVMClassifier), ``OneClassSVM`` (CVDD; MEB with the Gaussian kernel)
-    or ``SVR`` (CVR) whose ``decision_function`` / ``predict`` equals the estimator's up to rounding
-    (scikit-learn evaluates the same expansion through LIBSVM), with its support vectors, coefficients,
-    intercepts and, for ``probability=True``, Platt's sigmoids.  Tools built on scikit-learn's SVMs take it as
-    it is: skl2onnx (ONNX), skops (safe persistence), anything that reads ``dual_coef_`` and
-    ``support_vectors_``.  ValueError for what those SVMs cannot express (module docstring)."""
+    """Return the fitted scikit-learn SVM with the estimator's decision function.
+
+    The result's ``decision_function`` / ``predict`` equals the estimator's up to rounding (scikit-learn
+    evaluates the same expansion through LIBSVM), with its support vectors, coefficients, intercepts and,
+    for ``probability=True``, Platt's sigmoids.  Tools built on scikit-learn's SVMs take it as it is:
+    skl2onnx (ONNX), skops (safe persistence), anything that reads ``dual_coef_`` and ``support_vectors_``.
+
+    Parameters
+    ----------
+    estimator : CVMClassifier, CVDD, MEB or CVR
+        A fitted estimator (MEB with the Gaussian kernel).
+
+    Returns
+    -------
+    sklearn.svm.SVC or sklearn.svm.OneClassSVM or sklearn.svm.SVR
+        ``SVC`` for CVMClassifier, ``OneClassSVM`` for CVDD and MEB, ``SVR`` for CVR.
+
+    Raises
+    ------
+    ValueError
+        For what those SVMs cannot express (the module docstring lists it).
+    """
     from sklearn.svm import SVC, SVR, OneClassSVM
 
     m = _from_estimator(estimator)

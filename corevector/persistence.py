@@ -355,12 +355,48 @@ def make_header(estimator, *, feature_names=None, target_name=None, data_format=
 
 
 def save_model(estimator, path, *, feature_names=None, target_name=None, data_format=None):
-    """Write the fitted ``estimator`` (any corevector estimator) to ``path`` as a model file, atomically.
+    """Write a fitted estimator to a model file, atomically.
 
     The file holds the header, the parameters and the fitted attributes declared for its class (module
-    docstring); loading it runs no code from it.  ``feature_names`` (default: the estimator's
-    ``feature_names_in_``, if any), ``target_name`` and ``data_format`` ('csv' or 'libsvm') are recorded
-    in the header for ``corevector predict``.  Returns the header.
+    docstring); loading it runs no code from it.
+
+    Parameters
+    ----------
+    estimator : estimator
+        Any fitted corevector estimator.
+    path : str or os.PathLike
+        The file to write.
+    feature_names : sequence of str, optional
+        The input columns' names, recorded for ``corevector predict`` (default: the estimator's
+        ``feature_names_in_``, if any).
+    target_name : str, optional
+        The target column's name, recorded in the header.
+    data_format : {'csv', 'libsvm'}, optional
+        The training file's format, recorded in the header.
+
+    Returns
+    -------
+    dict
+        The header written.
+
+    See Also
+    --------
+    load_model : Read the file back.
+    save_libsvm_model : LIBSVM's text model format.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from sklearn.datasets import make_blobs
+    >>> from corevector import CVMClassifier, save_model, load_model
+    >>> X, y = make_blobs(200, centers=2, random_state=0)
+    >>> clf = CVMClassifier(random_state=0).fit(X, y)
+    >>> path = os.path.join(tempfile.mkdtemp(), "clf.cvm")
+    >>> header = save_model(clf, path)
+    >>> header["estimator"]
+    'CVMClassifier'
+    >>> bool((load_model(path).decision_function(X) == clf.decision_function(X)).all())
+    True
     """
     header = make_header(estimator, feature_names=feature_names, target_name=target_name, data_format=data_format)
     cls = type(estimator)
@@ -425,16 +461,48 @@ def _refuse_pickle(path):
 
 
 def load_model(path, *, allow_unsafe_pickle=False, return_header=False):
-    """The estimator saved in the model file ``path`` by :func:`save_model`, fitted and ready to predict.
+    """Read the estimator saved by :func:`save_model`, fitted and ready to predict.
 
     Nothing in the file is executed: the arrays and parameters are checked against the declaration of
-    the estimator's class (see the module docstring) and the estimator is built from them.  Any problem
-    -- not a model file, a damaged or truncated file, a format version newer than this corevector's, a
-    value that fails its check -- is a :class:`ModelFileError` naming the file.
+    the estimator's class (see the module docstring) and the estimator is built from them.
 
-    A file in corevector 0.1's pickle format is refused unless ``allow_unsafe_pickle=True``, which
-    unpickles it: **that runs whatever code the file holds**; use it only to convert a file you trust.
-    ``return_header=True`` returns ``(estimator, header)``.
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The model file.
+    allow_unsafe_pickle : bool, default=False
+        Read a file in corevector 0.1's pickle format, which is otherwise refused:
+        **unpickling runs whatever code the file holds**; use it only to convert a file you trust.
+    return_header : bool, default=False
+        Also return the file's header.
+
+    Returns
+    -------
+    estimator or tuple
+        The estimator, or ``(estimator, header)`` when ``return_header`` is true.
+
+    Raises
+    ------
+    ModelFileError
+        For any problem, naming the file: not a model file, a damaged or truncated file, a format version
+        newer than this corevector's, a value that fails its check.
+
+    See Also
+    --------
+    save_model : Write a model file.
+    load_libsvm_model : Read LIBSVM's text model format.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from sklearn.datasets import make_regression
+    >>> from corevector import CVR, save_model, load_model
+    >>> X, y = make_regression(200, 3, noise=1.0, random_state=0)
+    >>> path = os.path.join(tempfile.mkdtemp(), "reg.cvm")
+    >>> _ = save_model(CVR(random_state=0).fit(X, y), path)
+    >>> reg, header = load_model(path, return_header=True)
+    >>> type(reg).__name__, reg.n_features_in_
+    ('CVR', 3)
     """
     path = os.fspath(path)
     if not os.path.exists(path):

@@ -65,8 +65,11 @@ def public_methods(cls):
     return out
 
 
-API = [f"corevector.{c.__name__}" for c in CLASSES] + [f"corevector.{c.__name__}.{m}" for c in CLASSES
-                                                        for m in public_methods(c)]
+FUNCTIONS = [name for name in corevector.__all__ if inspect.isfunction(getattr(corevector, name))]
+
+API = ([f"corevector.{c.__name__}" for c in CLASSES] + [f"corevector.{c.__name__}.{m}" for c in CLASSES
+                                                         for m in public_methods(c)]
+       + [f"corevector.{f}" for f in FUNCTIONS])
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -303,6 +306,9 @@ def test_site_pages_carry_their_text_and_figures(site):
                      *cls().get_params(), *_documented(cls, "Attributes"), *public_methods(cls),
                      REFERENCES[entry.paper].title):
             assert word in page.text, f"{cls.__name__}'s page lacks {word!r}"
+    model_files = _Page(html_dir / "api" / "model_files.html")
+    for name in (*FUNCTIONS, "to_sklearn", "Parameters", "Returns", "Raises"):
+        assert name in model_files.text, f"the model files' page lacks {name!r}"
     cli = _Page(html_dir / "cli.html")
     from corevector.cli import build_parser
 
