@@ -23,7 +23,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import _check_sample_weight, validate_data
 
 from refimpl.driver import HYBRID_NU
-from refimpl.kernels import compact_columns
+from refimpl.kernels import KERNELS, compact_columns
 
 import corevector.chunked as chunked
 from ._validation import CORE_CONSTRAINTS, check_eps, checked_kernel_spec
@@ -124,7 +124,7 @@ _DOC = """
         under ``'margin'``, LIBSVM's tolerance relative to the margin under ``'gap'``.  Must lie in
         (0, 1), and in (0, sqrt(3) - 1) under ``'margin'``, beyond which the test passes misclassified
         points (``corevector._validation.EPS_MAX``).
-    kernel : {{'rbf', 'laplacian', 'poly', 'linear'}}, default='rbf'
+    kernel : {kernels}, default='rbf'
         The kernel k: Gaussian ``exp(-gamma ||x - y||^2)``, Laplacian ``exp(-gamma ||x - y||)``
         (Euclidean, as in [000]; scikit-learn's ``laplacian_kernel`` uses the L1 norm), polynomial
         ``(gamma x'y + coef0)^degree`` or linear ``x'y``.  Kernels whose ``k(x, x)`` is not constant
@@ -181,8 +181,21 @@ _DOC = """
 """
 
 
+#: the kernels' names as a numpydoc set, from refimpl.kernels.KERNELS (a new kernel is listed where it is computed)
+KERNEL_CHOICES = "{" + ", ".join(repr(k) for k in KERNELS) + "}"
+KERNELS_MARK = "%KERNELS%"
+
+
 def _doc(**defaults):
-    return _DOC.format(**defaults)
+    return _DOC.format(kernels=KERNEL_CHOICES, **defaults)
+
+
+def kernel_doc(cls):
+    """Class decorator: the kernels' names at the KERNELS mark of the class's docstring."""
+    if KERNELS_MARK not in (cls.__doc__ or ""):
+        raise ValueError(f"{cls.__name__}'s docstring has no {KERNELS_MARK} mark")
+    cls.__doc__ = cls.__doc__.replace(KERNELS_MARK, KERNEL_CHOICES)
+    return cls
 
 
 class WarningsOncePerFit:

@@ -22,6 +22,7 @@ from refimpl.progress import Steps
 
 from ._validation import (plain, POSITIVE, check_eps, checked_kernel_spec, invalid_parameter, shared_constraints,
                           store_params)
+from ._base import kernel_doc
 from .numerics import numerics
 
 METHODS = ("cvm", "svm")
@@ -35,6 +36,7 @@ def _numerics(impl, spec):
     return num.constrained_ops, (lambda A, B: num.kernel_matrix(spec, A, B))
 
 
+@kernel_doc
 class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Maximum margin discriminant analysis features, MMDA(CVM) ([004] Secs. II and IV).
 
@@ -57,7 +59,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     eps : float, default=1e-3
         The ``(1 + eps)`` tolerance of the core-set loop (the paper's Sec. V value); in (0, 1), and in
         (0, sqrt(3) - 1) under ``stop='margin'`` (``corevector._validation.EPS_MAX``).
-    kernel : {'rbf', 'laplacian', 'poly', 'linear'}, default='rbf'
+    kernel : %KERNELS%, default='rbf'
         The kernel (see :class:`CVMClassifier`).
     gamma : float or {'beta', 'scale', 'auto'}, default='beta'
         Kernel coefficient; 'beta' is the paper's ``1 / beta``, beta the mean squared pairwise

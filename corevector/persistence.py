@@ -357,8 +357,8 @@ def make_header(estimator, *, feature_names=None, target_name=None, data_format=
 def save_model(estimator, path, *, feature_names=None, target_name=None, data_format=None):
     """Write a fitted estimator to a model file, atomically.
 
-    The file holds the header, the parameters and the fitted attributes declared for its class (module
-    docstring); loading it runs no code from it.
+    The file holds the header, the parameters and the fitted attributes declared for its class; loading it
+    runs no code from it.
 
     Parameters
     ----------
@@ -392,8 +392,7 @@ def save_model(estimator, path, *, feature_names=None, target_name=None, data_fo
     >>> X, y = make_blobs(200, centers=2, random_state=0)
     >>> clf = CVMClassifier(random_state=0).fit(X, y)
     >>> path = os.path.join(tempfile.mkdtemp(), "clf.cvm")
-    >>> header = save_model(clf, path)
-    >>> header["estimator"]
+    >>> save_model(clf, path)["estimator"]
     'CVMClassifier'
     >>> bool((load_model(path).decision_function(X) == clf.decision_function(X)).all())
     True

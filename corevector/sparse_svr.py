@@ -18,6 +18,7 @@ from refimpl.progress import Steps
 from refimpl.ssvr import SELECTIONS, auto_delta
 
 from ._validation import POSITIVE, checked_kernel_spec, plain, invalid_parameter, shared_constraints, store_params
+from ._base import kernel_doc
 from .numerics import numerics
 
 #: basis size used when ``n_basis=None``
@@ -36,6 +37,7 @@ def get_solver(impl):
     return num.ssvr_srs, num.kernel_expansion
 
 
+@kernel_doc
 class SparseSVR(RegressorMixin, BaseEstimator):
     """Sparse SVR by SSVR-SRS, built in the primal ([002] Table 1).
 
@@ -60,7 +62,7 @@ class SparseSVR(RegressorMixin, BaseEstimator):
         Huber threshold ``Delta > epsilon`` of (7), in the targets' units; ``np.inf`` gives the
         insensitive quadratic loss.  'auto': ``Delta = epsilon + 3 s``, ``s = 1.4826 MAD(y)`` the
         targets' robust scale (``refimpl.ssvr.auto_delta``); the resolved value is ``delta_``.
-    kernel : {'rbf', 'laplacian', 'poly', 'linear'}, default='rbf'
+    kernel : %KERNELS%, default='rbf'
         The kernel (see :class:`CVMClassifier`).
     gamma : float or {'beta', 'scale', 'auto'}, default='beta'
         Kernel coefficient; 'beta' is the papers' ``1 / beta``, beta the mean squared pairwise
