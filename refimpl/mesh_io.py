@@ -314,7 +314,7 @@ def _triangles(path, polys):
 
 
 def _read_xyz(path):
-    rows = []
+    rows, width, first = [], None, None  # the first data line's column count and number
     for lineno, line in _text_lines(path):
         tok = line.split("#", 1)[0].split()
         if not tok:

@@ -8,7 +8,6 @@ so those fits are compared through the (1+eps)^2 bound of full scans instead.
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
