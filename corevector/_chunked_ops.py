@@ -47,6 +47,8 @@ from refimpl.meb import MEBOps, fit_meb as _fit_meb
 from refimpl.problem import MEBProblem
 from refimpl.simplex_qp import TIE
 
+from ._row_slots import RowSlots
+
 __all__ = ["ChunkedMEBOps", "fit_meb", "STATS"]
 
 #: the first window of draws read ahead (stream positions); it doubles up to WINDOW_BYTES of rows
@@ -146,11 +148,9 @@ class ChunkedMEBOps:
             self.loffset[0] = 0.0
         if self.lpdiag is not None:
             self.lpdiag[0] = 0.0
-        self.slot_of = {}                            # row of X -> slot of the buffer
-        self.row_of = np.full(cap, -1, dtype=np.int64)
-        self.refs = np.zeros(cap, dtype=np.int64)    # windows holding the slot's row
-        self.pinned = np.zeros(cap, dtype=bool)      # core vectors keep their rows
-        self.free = list(range(cap - 1, -1, -1))
+        # which row each slot holds, the windows holding it, the core vectors' pins, the free slots
+        self.slots = RowSlots(cap)
+        self.row_of, self.refs, self.pinned = self.slots.row_of, self.slots.refs, self.slots.pinned
         self._n_eval = 0
         # the draws read ahead
         self.stream = None
@@ -177,33 +177,14 @@ class ChunkedMEBOps:
         zs = np.asarray(zs, dtype=np.int64)
         return zs - self.m * (zs >= self.m) if self.mirror else zs
 
-    def _alloc(self, row, values):
-        if not self.free:
-            raise RuntimeError(f"the core set and the draws read ahead need more than {self.cap} rows on the client "
-                               "(corevector._chunked_ops.CORE_ROWS); the fit's core set is unusually large: "
-                               "a smaller C or a larger eps keeps it smaller")
-        q = self.free.pop()
-        self.buf[q] = values
-        r = int(row)
-        if self.lsign is not None:
-            self.lsign[q] = self.problem.sign[r]
-        if self.loffset is not None:
-            self.loffset[q] = self.problem.offset[r]
-        if self.lpdiag is not None:
-            self.lpdiag[q] = self.problem.point_diag[r]
-        self.slot_of[r] = q
-        self.row_of[q] = r
-        return q
-
     def _alloc_many(self, rows, values):
-        """Slots for the rows (none held yet), filled with their values: vectorised _alloc."""
+        """Slots for the rows (unique, none held yet), filled with their values."""
         k = len(rows)
-        if k > len(self.free):
+        if k > self.slots.n_free:
             raise RuntimeError(f"the core set and the draws read ahead need more than {self.cap} rows on the client "
                                "(corevector._chunked_ops.CORE_ROWS); the fit's core set is unusually large: "
                                "a smaller C or a larger eps keeps it smaller")
-        qs = np.array(self.free[len(self.free) - k:][::-1], dtype=np.int64)
-        del self.free[len(self.free) - k:]
+        qs = self.slots.claim(rows)
         self.buf[qs] = values
         if self.lsign is not None:
             self.lsign[qs] = self.problem.sign[rows]
@@ -211,36 +192,26 @@ class ChunkedMEBOps:
             self.loffset[qs] = self.problem.offset[rows]
         if self.lpdiag is not None:
             self.lpdiag[qs] = self.problem.point_diag[rows]
-        self.slot_of.update(zip(rows.tolist(), qs.tolist()))
-        self.row_of[qs] = rows
         return qs
-
-    def _release(self, q):
-        if self.refs[q] == 0 and not self.pinned[q]:
-            del self.slot_of[int(self.row_of[q])]
-            self.row_of[q] = -1
-            self.free.append(q)
 
     def _fetch(self, rows):
         """Rows of X not held yet (e.g. a full scan's violators): one round trip, counted apart."""
         rows = np.unique(np.asarray(rows, dtype=np.int64))
-        rows = np.array([r for r in rows.tolist() if r not in self.slot_of], dtype=np.int64)
+        rows = rows[self.slots.lookup(rows) < 0]
         if len(rows):
             vals = self.X.take(rows)
             self.stats["extra_fetch_rows"] += len(rows)
             self.stats["fetch_bytes"] += len(rows) * self.d * self.X.source.dtype.itemsize
-            for r, v in zip(rows.tolist(), vals):
-                self._alloc(r, v)
+            self._alloc_many(rows, vals)
 
     def _local(self, zs, pin=False):
         """Local indices (slots, mirrored) of the augmented points zs; their rows are fetched if not held."""
         zs = np.asarray(zs, dtype=np.int64)
         rows = self._rows(zs)
-        get = self.slot_of.get
-        q = np.fromiter((get(r, -1) for r in rows.tolist()), dtype=np.int64, count=len(rows))
+        q = self.slots.lookup(rows)
         if (q < 0).any():
             self._fetch(rows[q < 0])
-            q = np.fromiter((get(r) for r in rows.tolist()), dtype=np.int64, count=len(rows))
+            q = self.slots.lookup(rows)
         if pin:
             self.pinned[q] = True
         return q + self.cap * (zs >= self.m) if self.mirror else q
@@ -272,7 +243,7 @@ class ChunkedMEBOps:
         self.last_window = size
         self.window = min(2 * self.window, self.window_max)
         rows = np.unique(self._rows(values))
-        qs = np.fromiter((self.slot_of.get(r, -1) for r in rows.tolist()), dtype=np.int64, count=len(rows))
+        qs = self.slots.lookup(rows)
         self.refs[qs[qs >= 0]] += 1
         need = rows[qs < 0]
         fut = self.pool.submit(self.X.take, need) if len(need) else None
@@ -291,7 +262,7 @@ class ChunkedMEBOps:
         self.stats["fetch_rows"] += len(need)
         self.stats["fetch_bytes"] += len(need) * self.d * self.X.source.dtype.itemsize  # as sent
         # a row another path fetched meanwhile keeps its slot
-        qs = np.fromiter((self.slot_of.get(r, -1) for r in need.tolist()), dtype=np.int64, count=len(need))
+        qs = self.slots.lookup(need)
         new = qs < 0
         if new.any():
             qs[new] = self._alloc_many(need[new], vals[new])
@@ -308,13 +279,9 @@ class ChunkedMEBOps:
         # windows wholly before this draw are done with: their rows go (core vectors keep theirs)
         while self.windows and self.windows[0][1] <= start:
             _, _, rows = self.windows.pop(0)
-            qs = np.fromiter((self.slot_of[r] for r in rows.tolist()), dtype=np.int64, count=len(rows))
+            qs = self.slots.lookup(rows)
             self.refs[qs] -= 1
-            gone = qs[(self.refs[qs] == 0) & ~self.pinned[qs]]
-            for r in self.row_of[gone].tolist():
-                del self.slot_of[r]
-            self.row_of[gone] = -1
-            self.free.extend(gone.tolist())
+            self.slots.drop(qs[(self.refs[qs] == 0) & ~self.pinned[qs]])
         self._land(wait=False)
         while self._covered() < self.pos:
             if self.pending is None:
@@ -350,7 +317,7 @@ class ChunkedMEBOps:
 
     def in_core(self, z):
         r = int(self._rows([z])[0])
-        q = self.slot_of.get(r)
+        q = self.slots.get(r)
         if q is None or not self.pinned[q]:
             return False
         lz = q + self.cap if (self.mirror and z >= self.m) else q
@@ -392,7 +359,7 @@ class ChunkedMEBOps:
         core = self._global(core_l)
         sv = alpha > 0
         rows = self._rows(core[sv])
-        SV = self.buf[np.fromiter((self.slot_of[int(r)] for r in rows), dtype=np.int64, count=len(rows))]
+        SV = self.buf[self.slots.lookup(rows)]
         s = np.ones(len(core)) if self.problem.sign is None else self.problem.sign[self._rows(core)].astype(np.float64)
         if self.mirror:
             s = np.where(core >= self.m, -s, s)

@@ -233,12 +233,19 @@ class _DaskSource:
     def read(self, b):
         return np.asarray(self.blocks[b].compute())
 
+    def _direct(self):
+        """Scatter straight to the workers when the scheduler runs in this process (a LocalCluster's): through
+        it, every byte scattered would also pass through the caller's memory a second time (the labels: one
+        byte a row).  Otherwise the client's own choice (``direct_to_workers``)."""
+        from distributed import Scheduler
+        return True if isinstance(getattr(self.client.cluster, "scheduler", None), Scheduler) else None
+
     def scatter(self, objs):
         """Per-block objects sent to the workers once (a fit's labels and weights), or kept as they are."""
         client = self.client
         if client is None:
             return objs
-        refs = [_Ref(o, f) for o, f in zip(objs, client.scatter(list(objs), hash=False))]
+        refs = [_Ref(o, f) for o, f in zip(objs, client.scatter(list(objs), hash=False, direct=self._direct()))]
         self._refs.extend(refs)
         return refs
 
