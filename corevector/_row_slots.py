@@ -21,12 +21,12 @@ class RowSlots:
     def __init__(self, cap):
         self.cap = int(cap)
         self.row_of = np.full(cap, -1, dtype=np.int64)
-        self.refs = np.zeros(cap, dtype=np.int32)
+        self.refs = np.zeros(cap, dtype=np.int16)  # at most the three windows in flight
         self.pinned = np.zeros(cap, dtype=bool)
-        self._free = np.arange(cap - 1, -1, -1, dtype=np.int64)  # the top of the stack is at n_free - 1
+        self._free = np.arange(cap - 1, -1, -1, dtype=np.int32)  # the top of the stack is at n_free - 1
         self.n_free = int(cap)
         self._rows = np.zeros(0, dtype=np.int64)   # rows held, ascending
-        self._slots = np.zeros(0, dtype=np.int64)  # their slots
+        self._slots = np.zeros(0, dtype=np.int32)  # their slots
 
     def __len__(self):
         return len(self._rows)
@@ -37,7 +37,7 @@ class RowSlots:
         if len(self._rows) == 0 or len(rows) == 0:
             return np.full(len(rows), -1, dtype=np.int64)
         p = np.minimum(np.searchsorted(self._rows, rows), len(self._rows) - 1)
-        return np.where(self._rows[p] == rows, self._slots[p], -1)
+        return np.where(self._rows[p] == rows, self._slots[p].astype(np.int64), -1)
 
     def get(self, row):
         """The slot of one row, or None."""
@@ -48,13 +48,13 @@ class RowSlots:
         """Free slots for ``rows`` (unique, none held), in the order successive pops of the stack give."""
         rows = np.asarray(rows, dtype=np.int64)
         k = len(rows)
-        qs = self._free[self.n_free - k:self.n_free][::-1].copy()
+        qs = self._free[self.n_free - k:self.n_free][::-1].astype(np.int64)
         self.n_free -= k
         self.row_of[qs] = rows
         order = np.argsort(rows, kind="stable")
         at = np.searchsorted(self._rows, rows[order])
         self._rows = np.insert(self._rows, at, rows[order])
-        self._slots = np.insert(self._slots, at, qs[order])
+        self._slots = np.insert(self._slots, at, qs[order].astype(np.int32))
         return qs
 
     def drop(self, qs):
