@@ -387,9 +387,9 @@ class ChunkedMEBOps:
 
     def _scan_all(self, k, d2_over):
         sh = self._shared(k, d2_over)
-        parts = self.X.map_blocks(_scan_block, sh, self.extra)
+        parts = self.X.map_blocks(_scan_block, sh, self.extra, combine=_merge_scans)
         self.stats["scans"] += 1
-        self.stats["scan_blocks"] += len(parts)
+        self.stats["scan_blocks"] += len(self.X.plan())
         self.stats["scan_bytes"] += len(pickle.dumps(parts, protocol=5))
         nsv = len(sh["svcoef"])
         self._n_eval += (self.m if self.impl == "fast" else self.n) * nsv
@@ -398,9 +398,9 @@ class ChunkedMEBOps:
         thr = best - TIE * (abs(best) + abs(c0))
         first = min((z for p in parts for z, v in zip(p["band_z"].tolist(), p["band_v"].tolist()) if v >= thr),
                     default=None)
-        if any(p["band_cut"] and p["vmax"] >= thr for p in parts):
-            # a block's band list was cut short: ask every block for its first candidate at or above thr
-            again = self.X.map_blocks(_scan_block, dict(sh, band=thr, k=0), self.extra)
+        if max(p["cut_v"] for p in parts) >= thr:
+            # a band list was cut short of a candidate at or above thr: ask every block for its first one
+            again = self.X.map_blocks(_scan_block, dict(sh, band=thr, k=0), self.extra, combine=_merge_scans)
             first = min(int(p["band_z"][0]) for p in again if len(p["band_z"]))
         if k > 0:
             tz = np.concatenate([p["top_z"] for p in parts])
@@ -429,13 +429,9 @@ class ChunkedMEBOps:
                   diag_add=float(p.diag_add))
         masks = [None] * len(self.extra) if mask is None else self._mask_parts(mask)
         extra = [(e, mk) for e, mk in zip(self.extra, masks)]
-        parts = self.X.map_blocks(_furthest_block, sh, extra)
+        parts = self.X.map_blocks(_furthest_block, sh, extra, combine=_best_of)
         self._n_eval += len(idx)
-        best_v, best_z = -np.inf, -1
-        for v, zz in parts:
-            if zz >= 0 and (v > best_v or (v == best_v and zz < best_z)):
-                best_v, best_z = v, zz
-        return best_z
+        return _best_of(parts, sh)[1]
 
     def _mask_parts(self, mask):
         halves = (mask[:self.m], mask[self.m:]) if self.mirror else (mask,)
@@ -502,7 +498,7 @@ def _scan_block(X, sh, pb):
     else:
         from refimpl.kernels import kernel_diag
         raw = kernel_diag(spec, X)
-    out = dict(vmax=-np.inf, band_z=[], band_v=[], band_cut=False, top_z=[], top_v=[])
+    out = dict(vmax=-np.inf, band_z=[], band_v=[], cut_v=-np.inf, top_z=[], top_v=[])
     over, k, c0 = sh["over"], sh["k"], sh["c0"]
     vals_all, z_all = [], []
     for h in range(halves):
@@ -545,11 +541,43 @@ def _scan_block(X, sh, pb):
     bz, bv = np.concatenate(out["band_z"]), np.concatenate(out["band_v"])
     order = np.argsort(bz, kind="stable")
     bz, bv = bz[order], bv[order]
-    out["band_cut"] = len(bz) > BAND_KEEP and band_thr is None
+    if len(bz) > BAND_KEEP and band_thr is None:  # the largest value left out of the band list
+        out["cut_v"] = float(bv[BAND_KEEP:].max())
     out["band_z"], out["band_v"] = bz[:BAND_KEEP], bv[:BAND_KEEP]
     out["top_z"] = np.concatenate(out["top_z"]) if out["top_z"] else np.zeros(0, dtype=np.int64)
     out["top_v"] = np.concatenate(out["top_v"]) if out["top_v"] else np.zeros(0)
     return out
+
+
+def _merge_scans(parts, sh):
+    """One scan result from those of several slices or blocks, as the client would read them all: the
+    largest value; the band lists merged (lowest indices first, at most BAND_KEEP, ``cut_v`` the largest
+    value left out), less the candidates below ``vmax - 2 TIE (|vmax| + |c0|)`` (no threshold of the scan,
+    best - TIE (|best| + |c0|) with best >= vmax, reaches them); the k largest violators of them all."""
+    vmax = max(p["vmax"] for p in parts)
+    cut_v = max(p["cut_v"] for p in parts)
+    bz = np.concatenate([p["band_z"] for p in parts])
+    bv = np.concatenate([p["band_v"] for p in parts])
+    if sh.get("band") is None:
+        keep = bv >= vmax - 2.0 * TIE * (abs(vmax) + abs(sh["c0"]))
+        bz, bv = bz[keep], bv[keep]
+    order = np.argsort(bz, kind="stable")
+    bz, bv = bz[order], bv[order]
+    if len(bz) > BAND_KEEP and sh.get("band") is None:
+        cut_v = max(cut_v, float(bv[BAND_KEEP:].max()))
+    tz = np.concatenate([p["top_z"] for p in parts])
+    tv = np.concatenate([p["top_v"] for p in parts])
+    top = np.lexsort((tz, -tv))[:sh["k"]] if sh["k"] > 0 else np.zeros(0, dtype=np.int64)
+    return dict(vmax=vmax, band_z=bz[:BAND_KEEP], band_v=bv[:BAND_KEEP], cut_v=cut_v, top_z=tz[top], top_v=tv[top])
+
+
+def _best_of(parts, _sh):
+    """The (value, index) of the largest value of several (the lowest index among equals; -1: none)."""
+    best_v, best_z = -np.inf, -1
+    for v, zz in parts:
+        if zz >= 0 and (v > best_v or (v == best_v and zz < best_z)):
+            best_v, best_z = v, zz
+    return best_v, best_z
 
 
 def _furthest_block(X, sh, pb):
