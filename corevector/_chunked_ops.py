@@ -162,7 +162,7 @@ class ChunkedMEBOps:
         self.last_window = self.window
         self.pool = ThreadPoolExecutor(max_workers=1)
         self.extra = X.per_block((problem.sign, problem.offset, problem.point_diag))
-        self.stats = dict(impl=self.impl, m=self.m, n=self.n, d=d, draws=0, positions=0, fetch_rounds=0, fetch_rows=0, fetch_bytes=0,
+        self.stats = dict(impl=self.impl, m=self.m, n=self.n, d=d, draws=0, positions=0, fetch_rounds=0, fetch_rows=0, fetch_bytes=0, sent_bytes=0,
                           sync_waits=0, extra_fetch_rows=0, scans=0, scan_blocks=0, scan_bytes=0)
         STATS.append(self.stats)
         del STATS[:-100]
@@ -202,6 +202,7 @@ class ChunkedMEBOps:
             vals = self.X.take(rows)
             self.stats["extra_fetch_rows"] += len(rows)
             self.stats["fetch_bytes"] += len(rows) * self.d * self.X.source.dtype.itemsize
+            self.stats["sent_bytes"] += len(rows) * self.d * self.X.source.dtype.itemsize
             self._alloc_many(rows, vals)
 
     def _local(self, zs, pin=False):
@@ -246,8 +247,15 @@ class ChunkedMEBOps:
         qs = self.slots.lookup(rows)
         self.refs[qs[qs >= 0]] += 1
         need = rows[qs < 0]
-        fut = self.pool.submit(self.X.take, need) if len(need) else None
+        fut = self.pool.submit(self._take, need) if len(need) else None
         self.pending = (start, end, rows, need, fut)
+
+    def _take(self, rows):
+        """X.take in the background; ``sent_bytes`` counts every window's rows as they arrive, also those of
+        a window the fit ends before using (``fetch_bytes`` counts the windows installed)."""
+        out = self.X.take(rows)
+        self.stats["sent_bytes"] += len(rows) * self.d * self.X.source.dtype.itemsize
+        return out
 
     def _land(self, wait):
         """Install the window on its way (waiting for it if ``wait``); True if one was installed."""
