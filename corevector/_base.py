@@ -30,16 +30,21 @@ from ._validation import CORE_CONSTRAINTS, check_eps, checked_kernel_spec
 from .numerics import numerics
 from refimpl.meb import validate_engine_params
 
+#: labels per slice of the passes over all m labels
+SLICE = 1 << 16
+
+
 def _classes(y):
     """np.unique(y), through a bincount for integer labels of a small range (np.unique hashes every label:
     ~25 ms at m = 1e6, a tenth of a whole 1M-point fit; the bincount ~3 ms)."""
     if y.dtype.kind in "iu" and y.size:
         lo, hi = int(y.min()), int(y.max())
         if hi - lo < 1 << 16:
-            # in slices of 2^20 labels: an intp copy of all m labels would cost 8 bytes a row (800 MB at 1e8)
+            # in slices of 2^16 labels: an intp copy of all m labels would cost 8 bytes a row (800 MB at 1e8);
+            # 2^16 keeps the temporary at 0.5 MB (a chunked fit's caller holds no O(m) floats)
             counts = np.zeros(hi - lo + 1, dtype=np.int64)
-            for s in range(0, y.size, 1 << 20):
-                counts += np.bincount(y[s:s + (1 << 20)].astype(np.intp) - lo, minlength=hi - lo + 1)
+            for s in range(0, y.size, SLICE):
+                counts += np.bincount(y[s:s + SLICE].astype(np.intp) - lo, minlength=hi - lo + 1)
             return (np.flatnonzero(counts) + lo).astype(y.dtype)
     return np.unique(y)
 
@@ -48,6 +53,14 @@ def _signs(positive):
     """int8 signs: +1 where ``positive``, -1 elsewhere (no int64/float64 temporaries of length m)."""
     out = np.asarray(positive, dtype=bool).view(np.int8) * np.int8(2)  # 0/1 -> 0/2, one byte a point
     out -= 1
+    return out
+
+
+def _signs_of(y, label):
+    """``_signs(y == label)`` in slices: no boolean temporary of length m beside the signs."""
+    out = np.empty(len(y), dtype=np.int8)
+    for s in range(0, len(y), SLICE):
+        out[s:s + SLICE] = _signs(y[s:s + SLICE] == label)
     return out
 
 

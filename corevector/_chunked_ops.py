@@ -47,6 +47,8 @@ from refimpl.meb import MEBOps, fit_meb as _fit_meb
 from refimpl.problem import MEBProblem
 from refimpl.simplex_qp import TIE
 
+from ._row_slots import RowSlots
+
 __all__ = ["ChunkedMEBOps", "fit_meb", "STATS"]
 
 #: the first window of draws read ahead (stream positions); it doubles up to WINDOW_BYTES of rows
@@ -146,11 +148,9 @@ class ChunkedMEBOps:
             self.loffset[0] = 0.0
         if self.lpdiag is not None:
             self.lpdiag[0] = 0.0
-        self.slot_of = {}                            # row of X -> slot of the buffer
-        self.row_of = np.full(cap, -1, dtype=np.int64)
-        self.refs = np.zeros(cap, dtype=np.int64)    # windows holding the slot's row
-        self.pinned = np.zeros(cap, dtype=bool)      # core vectors keep their rows
-        self.free = list(range(cap - 1, -1, -1))
+        # which row each slot holds, the windows holding it, the core vectors' pins, the free slots
+        self.slots = RowSlots(cap)
+        self.row_of, self.refs, self.pinned = self.slots.row_of, self.slots.refs, self.slots.pinned
         self._n_eval = 0
         # the draws read ahead
         self.stream = None
@@ -162,7 +162,7 @@ class ChunkedMEBOps:
         self.last_window = self.window
         self.pool = ThreadPoolExecutor(max_workers=1)
         self.extra = X.per_block((problem.sign, problem.offset, problem.point_diag))
-        self.stats = dict(impl=self.impl, m=self.m, n=self.n, d=d, draws=0, positions=0, fetch_rounds=0, fetch_rows=0, fetch_bytes=0,
+        self.stats = dict(impl=self.impl, m=self.m, n=self.n, d=d, draws=0, positions=0, fetch_rounds=0, fetch_rows=0, fetch_bytes=0, sent_bytes=0,
                           sync_waits=0, extra_fetch_rows=0, scans=0, scan_blocks=0, scan_bytes=0)
         STATS.append(self.stats)
         del STATS[:-100]
@@ -177,33 +177,14 @@ class ChunkedMEBOps:
         zs = np.asarray(zs, dtype=np.int64)
         return zs - self.m * (zs >= self.m) if self.mirror else zs
 
-    def _alloc(self, row, values):
-        if not self.free:
-            raise RuntimeError(f"the core set and the draws read ahead need more than {self.cap} rows on the client "
-                               "(corevector._chunked_ops.CORE_ROWS); the fit's core set is unusually large: "
-                               "a smaller C or a larger eps keeps it smaller")
-        q = self.free.pop()
-        self.buf[q] = values
-        r = int(row)
-        if self.lsign is not None:
-            self.lsign[q] = self.problem.sign[r]
-        if self.loffset is not None:
-            self.loffset[q] = self.problem.offset[r]
-        if self.lpdiag is not None:
-            self.lpdiag[q] = self.problem.point_diag[r]
-        self.slot_of[r] = q
-        self.row_of[q] = r
-        return q
-
     def _alloc_many(self, rows, values):
-        """Slots for the rows (none held yet), filled with their values: vectorised _alloc."""
+        """Slots for the rows (unique, none held yet), filled with their values."""
         k = len(rows)
-        if k > len(self.free):
+        if k > self.slots.n_free:
             raise RuntimeError(f"the core set and the draws read ahead need more than {self.cap} rows on the client "
                                "(corevector._chunked_ops.CORE_ROWS); the fit's core set is unusually large: "
                                "a smaller C or a larger eps keeps it smaller")
-        qs = np.array(self.free[len(self.free) - k:][::-1], dtype=np.int64)
-        del self.free[len(self.free) - k:]
+        qs = self.slots.claim(rows)
         self.buf[qs] = values
         if self.lsign is not None:
             self.lsign[qs] = self.problem.sign[rows]
@@ -211,36 +192,27 @@ class ChunkedMEBOps:
             self.loffset[qs] = self.problem.offset[rows]
         if self.lpdiag is not None:
             self.lpdiag[qs] = self.problem.point_diag[rows]
-        self.slot_of.update(zip(rows.tolist(), qs.tolist()))
-        self.row_of[qs] = rows
         return qs
-
-    def _release(self, q):
-        if self.refs[q] == 0 and not self.pinned[q]:
-            del self.slot_of[int(self.row_of[q])]
-            self.row_of[q] = -1
-            self.free.append(q)
 
     def _fetch(self, rows):
         """Rows of X not held yet (e.g. a full scan's violators): one round trip, counted apart."""
         rows = np.unique(np.asarray(rows, dtype=np.int64))
-        rows = np.array([r for r in rows.tolist() if r not in self.slot_of], dtype=np.int64)
+        rows = rows[self.slots.lookup(rows) < 0]
         if len(rows):
             vals = self.X.take(rows)
             self.stats["extra_fetch_rows"] += len(rows)
             self.stats["fetch_bytes"] += len(rows) * self.d * self.X.source.dtype.itemsize
-            for r, v in zip(rows.tolist(), vals):
-                self._alloc(r, v)
+            self.stats["sent_bytes"] += len(rows) * self.d * self.X.source.dtype.itemsize
+            self._alloc_many(rows, vals)
 
     def _local(self, zs, pin=False):
         """Local indices (slots, mirrored) of the augmented points zs; their rows are fetched if not held."""
         zs = np.asarray(zs, dtype=np.int64)
         rows = self._rows(zs)
-        get = self.slot_of.get
-        q = np.fromiter((get(r, -1) for r in rows.tolist()), dtype=np.int64, count=len(rows))
+        q = self.slots.lookup(rows)
         if (q < 0).any():
             self._fetch(rows[q < 0])
-            q = np.fromiter((get(r) for r in rows.tolist()), dtype=np.int64, count=len(rows))
+            q = self.slots.lookup(rows)
         if pin:
             self.pinned[q] = True
         return q + self.cap * (zs >= self.m) if self.mirror else q
@@ -272,11 +244,18 @@ class ChunkedMEBOps:
         self.last_window = size
         self.window = min(2 * self.window, self.window_max)
         rows = np.unique(self._rows(values))
-        qs = np.fromiter((self.slot_of.get(r, -1) for r in rows.tolist()), dtype=np.int64, count=len(rows))
+        qs = self.slots.lookup(rows)
         self.refs[qs[qs >= 0]] += 1
         need = rows[qs < 0]
-        fut = self.pool.submit(self.X.take, need) if len(need) else None
+        fut = self.pool.submit(self._take, need) if len(need) else None
         self.pending = (start, end, rows, need, fut)
+
+    def _take(self, rows):
+        """X.take in the background; ``sent_bytes`` counts every window's rows as they arrive, also those of
+        a window the fit ends before using (``fetch_bytes`` counts the windows installed)."""
+        out = self.X.take(rows)
+        self.stats["sent_bytes"] += len(rows) * self.d * self.X.source.dtype.itemsize
+        return out
 
     def _land(self, wait):
         """Install the window on its way (waiting for it if ``wait``); True if one was installed."""
@@ -291,7 +270,7 @@ class ChunkedMEBOps:
         self.stats["fetch_rows"] += len(need)
         self.stats["fetch_bytes"] += len(need) * self.d * self.X.source.dtype.itemsize  # as sent
         # a row another path fetched meanwhile keeps its slot
-        qs = np.fromiter((self.slot_of.get(r, -1) for r in need.tolist()), dtype=np.int64, count=len(need))
+        qs = self.slots.lookup(need)
         new = qs < 0
         if new.any():
             qs[new] = self._alloc_many(need[new], vals[new])
@@ -308,13 +287,9 @@ class ChunkedMEBOps:
         # windows wholly before this draw are done with: their rows go (core vectors keep theirs)
         while self.windows and self.windows[0][1] <= start:
             _, _, rows = self.windows.pop(0)
-            qs = np.fromiter((self.slot_of[r] for r in rows.tolist()), dtype=np.int64, count=len(rows))
+            qs = self.slots.lookup(rows)
             self.refs[qs] -= 1
-            gone = qs[(self.refs[qs] == 0) & ~self.pinned[qs]]
-            for r in self.row_of[gone].tolist():
-                del self.slot_of[r]
-            self.row_of[gone] = -1
-            self.free.extend(gone.tolist())
+            self.slots.drop(qs[(self.refs[qs] == 0) & ~self.pinned[qs]])
         self._land(wait=False)
         while self._covered() < self.pos:
             if self.pending is None:
@@ -350,7 +325,7 @@ class ChunkedMEBOps:
 
     def in_core(self, z):
         r = int(self._rows([z])[0])
-        q = self.slot_of.get(r)
+        q = self.slots.get(r)
         if q is None or not self.pinned[q]:
             return False
         lz = q + self.cap if (self.mirror and z >= self.m) else q
@@ -392,7 +367,7 @@ class ChunkedMEBOps:
         core = self._global(core_l)
         sv = alpha > 0
         rows = self._rows(core[sv])
-        SV = self.buf[np.fromiter((self.slot_of[int(r)] for r in rows), dtype=np.int64, count=len(rows))]
+        SV = self.buf[self.slots.lookup(rows)]
         s = np.ones(len(core)) if self.problem.sign is None else self.problem.sign[self._rows(core)].astype(np.float64)
         if self.mirror:
             s = np.where(core >= self.m, -s, s)
@@ -420,9 +395,9 @@ class ChunkedMEBOps:
 
     def _scan_all(self, k, d2_over):
         sh = self._shared(k, d2_over)
-        parts = self.X.map_blocks(_scan_block, sh, self.extra)
+        parts = self.X.map_blocks(_scan_block, sh, self.extra, combine=_merge_scans)
         self.stats["scans"] += 1
-        self.stats["scan_blocks"] += len(parts)
+        self.stats["scan_blocks"] += len(self.X.plan())
         self.stats["scan_bytes"] += len(pickle.dumps(parts, protocol=5))
         nsv = len(sh["svcoef"])
         self._n_eval += (self.m if self.impl == "fast" else self.n) * nsv
@@ -431,9 +406,9 @@ class ChunkedMEBOps:
         thr = best - TIE * (abs(best) + abs(c0))
         first = min((z for p in parts for z, v in zip(p["band_z"].tolist(), p["band_v"].tolist()) if v >= thr),
                     default=None)
-        if any(p["band_cut"] and p["vmax"] >= thr for p in parts):
-            # a block's band list was cut short: ask every block for its first candidate at or above thr
-            again = self.X.map_blocks(_scan_block, dict(sh, band=thr, k=0), self.extra)
+        if max(p["cut_v"] for p in parts) >= thr:
+            # a band list was cut short of a candidate at or above thr: ask every block for its first one
+            again = self.X.map_blocks(_scan_block, dict(sh, band=thr, k=0), self.extra, combine=_merge_scans)
             first = min(int(p["band_z"][0]) for p in again if len(p["band_z"]))
         if k > 0:
             tz = np.concatenate([p["top_z"] for p in parts])
@@ -462,13 +437,9 @@ class ChunkedMEBOps:
                   diag_add=float(p.diag_add))
         masks = [None] * len(self.extra) if mask is None else self._mask_parts(mask)
         extra = [(e, mk) for e, mk in zip(self.extra, masks)]
-        parts = self.X.map_blocks(_furthest_block, sh, extra)
+        parts = self.X.map_blocks(_furthest_block, sh, extra, combine=_best_of)
         self._n_eval += len(idx)
-        best_v, best_z = -np.inf, -1
-        for v, zz in parts:
-            if zz >= 0 and (v > best_v or (v == best_v and zz < best_z)):
-                best_v, best_z = v, zz
-        return best_z
+        return _best_of(parts, sh)[1]
 
     def _mask_parts(self, mask):
         halves = (mask[:self.m], mask[self.m:]) if self.mirror else (mask,)
@@ -535,7 +506,7 @@ def _scan_block(X, sh, pb):
     else:
         from refimpl.kernels import kernel_diag
         raw = kernel_diag(spec, X)
-    out = dict(vmax=-np.inf, band_z=[], band_v=[], band_cut=False, top_z=[], top_v=[])
+    out = dict(vmax=-np.inf, band_z=[], band_v=[], cut_v=-np.inf, top_z=[], top_v=[])
     over, k, c0 = sh["over"], sh["k"], sh["c0"]
     vals_all, z_all = [], []
     for h in range(halves):
@@ -578,11 +549,43 @@ def _scan_block(X, sh, pb):
     bz, bv = np.concatenate(out["band_z"]), np.concatenate(out["band_v"])
     order = np.argsort(bz, kind="stable")
     bz, bv = bz[order], bv[order]
-    out["band_cut"] = len(bz) > BAND_KEEP and band_thr is None
+    if len(bz) > BAND_KEEP and band_thr is None:  # the largest value left out of the band list
+        out["cut_v"] = float(bv[BAND_KEEP:].max())
     out["band_z"], out["band_v"] = bz[:BAND_KEEP], bv[:BAND_KEEP]
     out["top_z"] = np.concatenate(out["top_z"]) if out["top_z"] else np.zeros(0, dtype=np.int64)
     out["top_v"] = np.concatenate(out["top_v"]) if out["top_v"] else np.zeros(0)
     return out
+
+
+def _merge_scans(parts, sh):
+    """One scan result from those of several slices or blocks, as the client would read them all: the
+    largest value; the band lists merged (lowest indices first, at most BAND_KEEP, ``cut_v`` the largest
+    value left out), less the candidates below ``vmax - 2 TIE (|vmax| + |c0|)`` (no threshold of the scan,
+    best - TIE (|best| + |c0|) with best >= vmax, reaches them); the k largest violators of them all."""
+    vmax = max(p["vmax"] for p in parts)
+    cut_v = max(p["cut_v"] for p in parts)
+    bz = np.concatenate([p["band_z"] for p in parts])
+    bv = np.concatenate([p["band_v"] for p in parts])
+    if sh.get("band") is None:
+        keep = bv >= vmax - 2.0 * TIE * (abs(vmax) + abs(sh["c0"]))
+        bz, bv = bz[keep], bv[keep]
+    order = np.argsort(bz, kind="stable")
+    bz, bv = bz[order], bv[order]
+    if len(bz) > BAND_KEEP and sh.get("band") is None:
+        cut_v = max(cut_v, float(bv[BAND_KEEP:].max()))
+    tz = np.concatenate([p["top_z"] for p in parts])
+    tv = np.concatenate([p["top_v"] for p in parts])
+    top = np.lexsort((tz, -tv))[:sh["k"]] if sh["k"] > 0 else np.zeros(0, dtype=np.int64)
+    return dict(vmax=vmax, band_z=bz[:BAND_KEEP], band_v=bv[:BAND_KEEP], cut_v=cut_v, top_z=tz[top], top_v=tv[top])
+
+
+def _best_of(parts, _sh):
+    """The (value, index) of the largest value of several (the lowest index among equals; -1: none)."""
+    best_v, best_z = -np.inf, -1
+    for v, zz in parts:
+        if zz >= 0 and (v > best_v or (v == best_v and zz < best_z)):
+            best_v, best_z = v, zz
+    return best_v, best_z
 
 
 def _furthest_block(X, sh, pb):

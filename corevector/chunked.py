@@ -32,6 +32,8 @@ import uuid
 
 import numpy as np
 
+from ._chunk_stats import block_stats as _block_stats, merge_stats as _merge_stats
+
 __all__ = ["needs_chunked", "ChunkedRows", "validate", "kernel_spec", "apply", "score", "EXTRA_MESSAGE"]
 
 #: a view of at most this many bytes (as float64) is read into memory when asked for as an array (e.g.
@@ -145,11 +147,26 @@ class _LocalSource:
         return np.concatenate([self.read(int(which[p[0]]))[rows[p] - self.bounds[int(which[p[0]])]]
                                for p in np.split(np.arange(len(rows)), cuts)])
 
-    def map(self, fn, shared, per_block, blocks):
-        return [fn(self.read(b), shared, pb) for b, pb in zip(blocks, per_block)]
+    def map(self, fn, shared, per_block, blocks, combine=None):
+        parts = [fn(self.read(b), shared, pb) for b, pb in zip(blocks, per_block)]
+        return parts if combine is None or len(parts) < 2 else [_Combined(combine)(shared, *parts)]
 
     def scatter(self, objs):
         return objs
+
+
+class _Combined:
+    """``combine(results, shared)`` over the lists of results of several blocks: a list of one."""
+
+    def __init__(self, combine):
+        self.combine = combine
+
+    def __call__(self, shared, *parts):
+        return [self.combine([r for p in parts for r in p], shared)]
+
+
+#: blocks' results combined per task of the tree that reduces a scan on the workers
+FAN_IN = 8
 
 
 def _take_block(block, local):
@@ -233,12 +250,19 @@ class _DaskSource:
     def read(self, b):
         return np.asarray(self.blocks[b].compute())
 
+    def _direct(self):
+        """Scatter straight to the workers when the scheduler runs in this process (a LocalCluster's): through
+        it, every byte scattered would also pass through the caller's memory a second time (the labels: one
+        byte a row).  Otherwise the client's own choice (``direct_to_workers``)."""
+        from distributed import Scheduler
+        return True if isinstance(getattr(self.client.cluster, "scheduler", None), Scheduler) else None
+
     def scatter(self, objs):
         """Per-block objects sent to the workers once (a fit's labels and weights), or kept as they are."""
         client = self.client
         if client is None:
             return objs
-        refs = [_Ref(o, f) for o, f in zip(objs, client.scatter(list(objs), hash=False))]
+        refs = [_Ref(o, f) for o, f in zip(objs, client.scatter(list(objs), hash=False, direct=self._direct()))]
         self._refs.extend(refs)
         return refs
 
@@ -262,12 +286,19 @@ class _DaskSource:
         return np.concatenate(self._compute(
             lambda: [dask.delayed(_take_block, pure=True)(self.blocks[b], loc) for b, loc in parts]))
 
-    def map(self, fn, shared, per_block, blocks):
+    def map(self, fn, shared, per_block, blocks, combine=None):
         import dask
         sh = self._shared(shared)
+
+        def build():
+            tasks = [dask.delayed(fn, pure=False)(self.blocks[b], _resolve(sh), _resolve(pb))
+                     for b, pb in zip(blocks, per_block)]
+            while combine is not None and len(tasks) > 1:  # a tree on the workers: one result comes back
+                tasks = [dask.delayed(_Combined(combine), pure=False)(_resolve(sh), *tasks[a:a + FAN_IN])
+                         for a in range(0, len(tasks), FAN_IN)]
+            return tasks
         try:
-            return self._compute(lambda: [dask.delayed(fn, pure=False)(self.blocks[b], _resolve(sh), _resolve(pb))
-                                          for b, pb in zip(blocks, per_block)])
+            return self._compute(build)
         finally:
             if isinstance(sh, _Ref):  # the scan's broadcast is done with
                 self._refs.remove(sh)
@@ -375,12 +406,14 @@ class ChunkedRows:
         """The view index of each planned block's first row (whole blocks of an unsubset view)."""
         return [int(self.source.bounds[b]) if pidx is None else None for b, pidx, _ in self.plan()]
 
-    def map_blocks(self, fn, shared, extra=None):
+    def map_blocks(self, fn, shared, extra=None, combine=None):
+        """(``combine(results, shared)``: one result from many, applied beside the data -- per block, then in
+        a tree over the blocks -- so that a single result comes back, whatever the number of blocks.)"""
         plan = self.plan()
         extra = [None] * len(plan) if extra is None else extra
         per_block = [(int(self.source.bounds[b]) if pidx is None else None, pidx, pos, e)
                      for (b, pidx, pos), e in zip(plan, extra)]
-        parts = self.source.map(_on_rows(fn), shared, per_block, [b for b, _, _ in plan])
+        parts = self.source.map(_on_rows(fn, combine), shared, per_block, [b for b, _, _ in plan], combine)
         return [r for part in parts for r in part]
 
     def per_block(self, arrays):
@@ -426,8 +459,8 @@ class _on_rows:
     """fn(block_rows_float64, shared, (pidx, extra)): the view's rows of a block, as float64, and their
     view indices (a picklable callable, so that it runs on a worker)."""
 
-    def __init__(self, fn):
-        self.fn = fn
+    def __init__(self, fn, combine=None):
+        self.fn, self.combine = fn, combine
 
     def __call__(self, block, shared, pb):
         """fn on slices of at most SUB_ROWS rows (float64 one slice at a time): a list of results."""
@@ -442,7 +475,7 @@ class _on_rows:
             sl = slice(a, a + SUB_ROWS)
             ex = extra if extra is None else _slice_extra(extra, sl)
             out.append(self.fn(_as_float(block[sl]), shared, (pidx[sl], ex)))
-        return out
+        return out if self.combine is None or len(out) < 2 else [self.combine(out, shared)]
 
 
 def _slice_extra(extra, sl):
@@ -452,52 +485,6 @@ def _slice_extra(extra, sl):
     if isinstance(extra, np.ndarray):
         return extra[sl]
     return extra
-
-
-def _block_stats(X, _shared, pb):
-    """One block's part of the validation pass: non-finite values, column ranges, sums and centred sums of
-    squares (per column and over all entries), the largest squared row norm and |x|."""
-    n = X.shape[0]
-    with np.errstate(over="ignore", invalid="ignore"):
-        nan = bool(np.isnan(X).any())
-        inf = bool(np.isinf(X).any())
-        mean = X.mean(axis=0)
-        dev = X - mean
-        m2 = (dev * dev).sum(axis=0)
-        amean = float(X.mean())
-        adev = X - amean
-        am2 = float((adev * adev).sum())
-        sq = np.einsum("ij,ij->i", X, X)
-        return dict(n=n, nan=nan, inf=inf, min=X.min(axis=0), max=X.max(axis=0), mean=mean, m2=m2,
-                    amean=amean, am2=am2, sqmax=float(sq.max()) if n else 0.0,
-                    absmax=float(np.abs(X).max()) if X.size else 0.0)
-
-
-def _merge_stats(parts, d):
-    """Chan et al.'s parallel merge of per-block means and centred sums of squares."""
-    n, mean, m2, amean, am2 = 0, np.zeros(d), np.zeros(d), 0.0, 0.0
-    out = dict(nan=False, inf=False, min=np.full(d, np.inf), max=np.full(d, -np.inf), sqmax=0.0, absmax=0.0)
-    with np.errstate(over="ignore", invalid="ignore"):
-        for p in parts:
-            nb = p["n"]
-            if nb == 0:
-                continue
-            out["nan"] |= p["nan"]
-            out["inf"] |= p["inf"]
-            out["min"] = np.minimum(out["min"], p["min"])
-            out["max"] = np.maximum(out["max"], p["max"])
-            out["sqmax"] = max(out["sqmax"], p["sqmax"])
-            out["absmax"] = max(out["absmax"], p["absmax"])
-            tot = n + nb
-            delta = p["mean"] - mean
-            mean = mean + delta * (nb / tot)
-            m2 = m2 + p["m2"] + delta * delta * (n * nb / tot)
-            adelta = p["amean"] - amean
-            amean = amean + adelta * (nb / tot)
-            am2 = am2 + p["am2"] + adelta * adelta * (n * d * nb * d / (tot * d))
-            n = tot
-    out.update(n=n, col_var=m2 / max(n, 1), var=am2 / max(n * d, 1))
-    return out
 
 
 def _block_kernel_diag(X, spec, pb):

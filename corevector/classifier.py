@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from refimpl import cvm
 from refimpl.driver import make_rng
 
-from ._base import CoreVectorBase, WarningsOncePerFit, _classes, shared_doc, _drop_zero_weights, _point_weights, _signs, _take
+from ._base import CoreVectorBase, WarningsOncePerFit, _classes, shared_doc, _drop_zero_weights, _point_weights, _signs, _signs_of, _take
 from ._validation import POSITIVE, plain, store_params
 from .distributed import run_tasks
 from .probability import MIN_PROB, PROBABILITY_FOLDS, class_probabilities, cross_validated_sigmoid
@@ -242,7 +242,7 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
     def _pair_data(self, X, y, w, a, b):
         """(members, X_pair, y_pm, w_pair) of the pair a (positive, as in LIBSVM) against b."""
         if len(self.classes_) == 2:  # no subset copy of X and 1 byte a point: a fit's extra memory stays small
-            return None, X, _signs(y == self.classes_[a]), w
+            return None, X, _signs_of(y, self.classes_[a]), w
         idx = np.flatnonzero((y == self.classes_[a]) | (y == self.classes_[b]))
         return idx, X[idx], _signs(y[idx] == self.classes_[a]), None if w is None else w[idx]
 

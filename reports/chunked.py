@@ -12,7 +12,11 @@ memory map float32), written once per m into ``<out>/chunked-data`` (zarr chunks
   were opened), next to ``x_mb``, X's bytes as float64; ``worker_peak_mb`` -- the largest worker's peak;
 * ``core_set``, ``accuracy``, ``certified_ratio``;
 * ``row_bytes_per_iter`` -- bytes of rows sent to the client per iteration of the loop (the draws read
-  ahead), ``scan_bytes_per_block`` -- bytes a block returns from a full scan, ``fetch_rounds``;
+  ahead, windows installed), ``bytes_per_iter`` -- every byte from the workers per iteration (every window's
+  rows, also one the fit ended before using, and the full scans' results), ``positions_per_iter`` -- the
+  driver's draws per iteration (the same in memory: what the loop asks for, not what the transport adds),
+  ``scan_bytes_per_block`` -- bytes a full scan returns per block (one merged result per scan),
+  ``fetch_rounds``;
 * ``scan_evals_per_s`` -- a full pass of ``decision_function`` over the training rows, in kernel
   evaluations per second (rows x support vectors / wall seconds): the throughput of the scans.
 
@@ -40,7 +44,8 @@ KINDS = ("memory", "memmap", "zarr", "dask")
 WORKERS, WORKER_MEMORY = 2, "1GB"
 TIMEOUT = {"tiny": 300, "quick": 900, "full": 3600}
 COLUMNS = ["input", "m", "chunk_rows", "workers", "fit_time", "fit_cpu_time", "load", "rss_growth_mb", "x_mb", "worker_peak_mb", "core_set",
-           "accuracy", "certified_ratio", "row_bytes_per_iter", "scan_bytes_per_block", "fetch_rounds",
+           "accuracy", "certified_ratio", "row_bytes_per_iter", "bytes_per_iter", "positions_per_iter",
+           "scan_bytes_per_block", "fetch_rounds",
            "scan_evals_per_s"]
 
 
@@ -119,7 +124,6 @@ def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
     growth = _rss("VmHWM:") - base
     w1 = client.run(_worker_usage) if client else {}
     cpu += sum(w1[k][0] - w0[k][0] for k in w1)
-    st = _chunked_ops.STATS[-1] if _chunked_ops.STATS and kind != "memory" else {}
     # the scan throughput on at most SCAN_ROWS rows (a prediction of every row returns 8 bytes a row)
     n_scan = min(m, SCAN_ROWS)
     Xs = X
@@ -139,11 +143,15 @@ def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
             dec = dec.compute()
         scan = time.perf_counter() - t1
     n_iter = max(int(est.n_iter_), 1)
+    # read after the scan pass: a window of draws still on its way when the fit ended has arrived (sent_bytes)
+    st = _chunked_ops.STATS[-1] if _chunked_ops.STATS and kind != "memory" else {}
     out = dict(input=kind, m=m, chunk_rows=chunk_rows, workers=workers if kind == "dask" else 0, fit_time=wall, fit_cpu_time=cpu, load=load, rss_growth_mb=growth / 2**20,
                x_mb=m * 2 * 8 / 2**20, worker_peak_mb=max((v[1] for v in w1.values()), default=0) / 2**20,
                core_set=int(est.core_set_.size), accuracy=float(est.score(Xt, yt)),
                certified_ratio=float(est.certified_ratio_),
                row_bytes_per_iter=st.get("fetch_bytes", 0) / n_iter if st else 0.0,
+               bytes_per_iter=(st.get("sent_bytes", st["fetch_bytes"]) + st["scan_bytes"]) / n_iter if st else 0.0,
+               positions_per_iter=st.get("positions", 0) / n_iter,
                scan_bytes_per_block=st["scan_bytes"] / max(st["scan_blocks"], 1) if st else 0.0,
                fetch_rounds=st.get("fetch_rounds", 0), scan_evals_per_s=n_scan * len(est.support_) / scan,
                positions=st.get("positions", 0), n_iter=int(est.n_iter_))

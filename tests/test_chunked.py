@@ -166,6 +166,28 @@ def test_rows_fetched_per_iteration_do_not_grow_with_m(tmp_path):
     assert all(per_block < 4096 for *_, per_block in stats)
 
 
+def test_scans_merged_beside_the_data(tmp_path, monkeypatch):
+    """A full scan sends one result to the client, merged per slice and in a tree over the blocks; with
+    every candidate tied three times and band lists of one (BAND_KEEP = 1), the merged lists are cut and
+    the second pass finds the in-memory fit's furthest point: the same fit, full scans every iteration."""
+    monkeypatch.setattr(_chunked_ops, "BAND_KEEP", 1)
+    monkeypatch.setattr(chunked, "SUB_ROWS", 64)
+    X, y = checkerboard(400, random_state=2)
+    X, y = np.concatenate([X, X, X]), np.concatenate([y, y, y])
+    z = zarr.open_array(str(tmp_path / "t.zarr"), mode="w", shape=X.shape, chunks=(150, 2), dtype="f8")
+    z[:] = X
+    for est in (CVMClassifier(C=100, gamma=1.0, sample_size=None, random_state=0),
+                MEB(gamma=1.0, sample_size=None, eps=1e-3, random_state=0)):
+        a = est.fit(X, y)
+        a_attrs = (a.core_set_.copy(), a.dual_coef_.copy())
+        for Xc in (z, da.from_array(X, chunks=250)):
+            del _chunked_ops.STATS[:]
+            b = est.__class__(**est.get_params()).fit(Xc, y)
+            assert np.array_equal(a_attrs[0], b.core_set_) and np.array_equal(a_attrs[1], b.dual_coef_)
+            st = _chunked_ops.STATS[-1]
+            assert st["scans"] > 3 and st["scan_bytes"] / st["scans"] < 2048  # one small result per scan
+
+
 def test_chunked_validation(tmp_path):
     X, y, *_ = _data(500)
     bad = X.copy()
