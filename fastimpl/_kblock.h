@@ -38,4 +38,25 @@ static void cv_fdot2(const float *v, const double *w, const double *a, ptrdiff_t
 #endif
     cv_fdot2_base(v, w, a, n, s);
 }
+
+/* The block's sums of n candidates over one panel: s0[i] += sum_j w[j] v_i[j], s1[i] += sum_j a[j] v_i[j],
+ * v_i = panel + rows[i] * ld (cols values).  Candidates are random rows of a large array, so each row is
+ * a few cache misses: the row CV_PREFETCH candidates ahead is requested while the current one is summed.
+ * Every (candidate, panel) sum is cv_fdot2's, added in panel order by the caller: the same values as one
+ * candidate at a time. */
+#define CV_PREFETCH 8
+static void cv_panel_sums(const float *panel, ptrdiff_t ld, const ptrdiff_t *rows, ptrdiff_t n,
+                          const double *w, const double *a, ptrdiff_t cols, double *s0, double *s1)
+{
+    for (ptrdiff_t i = 0; i < n; i++) {
+        double s[2] = {0.0, 0.0};
+        if (i + CV_PREFETCH < n) {
+            const char *q = (const char *)(panel + rows[i + CV_PREFETCH] * ld);
+            for (ptrdiff_t b = 0; b < (ptrdiff_t)(cols * sizeof(float)); b += 64) __builtin_prefetch(q + b);
+        }
+        cv_fdot2(panel + rows[i] * ld, w, a, cols, s);
+        s0[i] += s[0];
+        s1[i] += s[1];
+    }
+}
 #endif

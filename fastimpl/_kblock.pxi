@@ -32,6 +32,8 @@
 
 cdef extern from "_kblock.h":
     void cv_fdot2(const float* v, const double* w, const double* a, Py_ssize_t n, double* s) noexcept nogil
+    void cv_panel_sums(const float* panel, Py_ssize_t ld, const Py_ssize_t* rows, Py_ssize_t n, const double* w,
+                       const double* a, Py_ssize_t cols, double* s0, double* s1) noexcept nogil
 
 #: core vectors per panel of the block
 cdef Py_ssize_t KB_PANEL = 128
@@ -120,6 +122,16 @@ cdef class _KBlock:
             self.scratch = p
             self.scap = n
         return self.scratch
+
+    cdef void sums(self, const Py_ssize_t* rows, Py_ssize_t n, double* s0, double* s1) noexcept nogil:
+        """sum_row for the inputs rows[0:n], panel by panel (the next rows prefetched: cv_panel_sums)."""
+        cdef Py_ssize_t i, j
+        for i in range(n):
+            s0[i] = 0.0
+            s1[i] = 0.0
+        for j in range((self.filled + KB_PANEL - 1) // KB_PANEL):
+            cv_panel_sums(self.panels[j], KB_PANEL, rows, n, &self.coef[j * KB_PANEL], &self.cabsv[j * KB_PANEL],
+                          min(KB_PANEL, self.filled - j * KB_PANEL), s0, s1)
 
     cdef inline void sum_row(self, Py_ssize_t p, double* s) noexcept nogil:
         """s[0] = sum_{t < filled} coef_t k(x_p, c_t) and s[1] = sum_{t < filled} |coef_t| k(x_p, c_t) from
@@ -278,12 +290,10 @@ cdef Py_ssize_t kb_decide(FastMEBOps ops, const Py_ssize_t* rows, Py_ssize_t n, 
     again."""
     cdef Py_ssize_t i, again = 0, nover = 0
     cdef double lo = -INFINITY, band, e
-    cdef double s2[2]
     cdef double* err = &acc[n]
+    ops.kb.sums(rows, n, vals, err)
     for i in range(n):
-        ops.kb.sum_row(rows[i], s2)
-        vals[i] = s2[0]
-        err[i] = 2.0 * ops.kb.rho * s2[1] + fixed
+        err[i] = 2.0 * ops.kb.rho * err[i] + fixed
     if ops.kb.filled < ops.size:
         kb_exact(ops, rows, n, ops.kb.filled, vals, buf)
     for i in range(n):
