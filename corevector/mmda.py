@@ -1,4 +1,4 @@
-"""The MMDA transformer: maximum margin discriminant features by core vectors (004_41bfd2b98060112a.txt).
+"""The MMDA transformer: maximum margin discriminant features by core vectors ([004]).
 
 A thin scikit-learn estimator over :mod:`refimpl.mmda`: validate, resolve the kernel once on the
 whole training set, extract ``n_components`` orthonormal directions per one-vs-all binary problem
@@ -20,7 +20,7 @@ from refimpl import mmda as ref_mmda
 from refimpl.baselines.mmda_svm import SOLVERS as QP_SOLVERS
 from refimpl.progress import Steps
 
-from ._validation import (POSITIVE, check_eps, checked_kernel_spec, invalid_parameter, shared_constraints,
+from ._validation import (plain, POSITIVE, check_eps, checked_kernel_spec, invalid_parameter, shared_constraints,
                           store_params)
 from .numerics import numerics
 
@@ -36,7 +36,7 @@ def _numerics(impl, spec):
 
 
 class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
-    """Maximum margin discriminant analysis features, MMDA(CVM) (004_41bfd2b98060112a.txt, Secs. II and IV).
+    """Maximum margin discriminant analysis features, MMDA(CVM) ([004], Secs. II and IV).
 
     Each binary problem (one per class against the rest; a single one for two classes) gives
     ``n_components`` directions u_1, u_2, ...: u_1 is the normalised weight vector of the L2-SVM (1),
@@ -130,7 +130,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise invalid_parameter(self, "n_components", f"at most n_samples={X.shape[0]}", self.n_components)
         classes = np.unique(y)
         if len(classes) < 2:
-            raise ValueError(f"y has only one class ({classes[0]!r}); MMDA needs at least 2")
+            raise ValueError(f"y has only one class ({plain(classes[0])!r}); MMDA needs at least 2")
         spec = checked_kernel_spec(X, self.kernel, self.gamma, self.degree, self.coef0, self.normalize)
         ops_class, _ = _numerics(self.impl, spec)
         if self.method == "cvm":

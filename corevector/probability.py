@@ -24,6 +24,11 @@ PROBABILITY_FOLDS = 5
 MIN_PROB = 1e-7
 
 
+def _run_tasks(fn, tasks):
+    from .distributed import run_tasks
+    return run_tasks(fn, tasks)
+
+
 def cross_validated_sigmoid(fold_decisions, y_pm, seed, n_folds=PROBABILITY_FOLDS):
     """(A, B) of Platt's sigmoid P(y = +1 | f) = 1 / (1 + exp(A f + B)) for the labels ``y_pm`` (+1/-1).
 
@@ -38,13 +43,17 @@ def cross_validated_sigmoid(fold_decisions, y_pm, seed, n_folds=PROBABILITY_FOLD
     rng = make_rng(seed)
     folds = KFold(min(n_folds, len(y_pm)), shuffle=True, random_state=int(rng.integers(0, 2**31 - 1)))
     dec = np.empty(len(y_pm))
+    fits = []
     for k, (train, test) in enumerate(folds.split(y_pm)):
         fold_seed = int(rng.integers(0, 2**31 - 1))
         y_tr = y_pm[train]
         if np.all(y_tr == y_tr[0]):
             dec[test] = float(y_tr[0])
             continue
-        dec[test] = fold_decisions(train, test, fold_seed, k)
+        fits.append((train, test, fold_seed, k))
+    # the folds are separate tasks on a running dask.distributed client (corevector.distributed)
+    for (_, test, _, _), values in zip(fits, _run_tasks(fold_decisions, fits)):
+        dec[test] = values
     A, B = _sigmoid_calibration(dec, y_pm > 0)
     return float(A), float(B)
 

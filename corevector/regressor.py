@@ -123,7 +123,7 @@ class CVR(RegressorMixin, CoreVectorBase):
     def fit(self, X, y, sample_weight=None):
         """Fit on (X, y); ``sample_weight`` w_i gives both slacks of point i the weight C w_i (points of
         weight 0 are left out; an integer weight k is the point repeated k times, in the primal)."""
-        X, y = validate_data(self, X, y, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2,
+        X, y = self._validated(X, y, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2,
                              y_numeric=True)
         w = _point_weights(X, sample_weight)
         kept = _drop_zero_weights(w)

@@ -1,4 +1,4 @@
-"""SparseSVR: SSVR-SRS sparse support vector regression built in the primal (002_e1ad84299eaaf4ed.txt).
+"""SparseSVR: SSVR-SRS sparse support vector regression built in the primal ([002]).
 
 A thin scikit-learn estimator over the SSVR-SRS loop :func:`refimpl.ssvr.ssvr_srs`, run with the
 NumPy numerics (``impl='ref'``) or with the C numerics of :func:`fastimpl._ssvr.ssvr_srs`
@@ -17,7 +17,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from refimpl.progress import Steps
 from refimpl.ssvr import SELECTIONS, auto_delta
 
-from ._validation import POSITIVE, checked_kernel_spec, invalid_parameter, shared_constraints, store_params
+from ._validation import POSITIVE, checked_kernel_spec, plain, invalid_parameter, shared_constraints, store_params
 from .numerics import numerics
 
 #: basis size used when ``n_basis=None``
@@ -158,7 +158,7 @@ class SparseSVR(RegressorMixin, BaseEstimator):
         (on the centred problem when ``fit_intercept``: add ``intercept_`` to predictions)."""
         X, y = validate_data(self, X, y, dtype=np.float64, order="C", ensure_min_samples=2, y_numeric=True)
         if np.ptp(y) == 0:
-            raise ValueError(f"y is constant ({y[0]!r}): nothing to regress")
+            raise ValueError(f"y is constant ({plain(y[0])!r}): nothing to regress")
         n = X.shape[0]
         n_basis = min(DEFAULT_N_BASIS, n) if self.n_basis is None else self.n_basis
         if n_basis > n:

@@ -1,4 +1,4 @@
-"""Implicit-surface modelling with CVR (000_88c8f8810bf6206d.txt, Sec. 4.2): the ``ImplicitSurface`` estimator.
+"""Implicit-surface modelling with CVR ([000], Sec. 4.2): the ``ImplicitSurface`` estimator.
 
 The scheme (one-set f^-1(1), three Laplacian-kernel CVRs fitting successive residuals, marching
 cubes) is documented in :mod:`refimpl.surface`; this module runs it with the :class:`~corevector.CVR`

@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """MMDA(CVM) numerics in C: SOR on the core-set sub-problem, the distance scans and kernel blocks.
 
-* :func:`sor_solve` is Algorithm 3 of 004_41bfd2b98060112a.txt (``refimpl.sor.sor_solve``) with
+* :func:`sor_solve` is Algorithm 3 of [004] (``refimpl.sor.sor_solve``) with
   the same arithmetic in the same order and the same tie rule, so its steps match the reference;
 * :func:`constrained_gx` and :func:`constrained_furthest` are the (G x)_l scans of eqs. (23), (40)
   (``ConstrainedOps.gx`` / ``furthest``) in one pass over the candidates: rows of X read in place,

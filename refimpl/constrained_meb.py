@@ -1,4 +1,4 @@
-"""The MEB with projection constraints on its center, by core sets (004_41bfd2b98060112a.txt, Sec. IV).
+"""The MEB with projection constraints on its center, by core sets ([004], Sec. IV).
 
 Problem (19): find the smallest ball enclosing the augmented points [phi~(z_i); delta_i] whose
 center [c; 0] is orthogonal to given orthonormal directions u~_1 .. u~_s.  Its dual is (20)-(21),

@@ -1,4 +1,4 @@
-"""Core Vector Machine formulations: kernel methods as MEB problems (001_1b97d3ee98da12aa.txt, Sec. 3).
+"""Core Vector Machine formulations: kernel methods as MEB problems ([001], Sec. 3).
 
 Each function builds the :class:`~refimpl.problem.MEBProblem` of one formulation and, after
 the engine (``fit_meb``) has run, recovers the model from the core-set weights alpha.
@@ -21,7 +21,7 @@ has no slack penalty to trade against, and is left out of the problem by the est
 does).  Equal weights w give the problem of C w exactly.
 
 For kernels whose k(x, x) is not constant (linear, polynomial on raw inputs) the L2-SVMs use
-the generalized CVM of 000_88c8f8810bf6206d.txt Sec. 3.2: Delta_i = eta - k~(z_i, z_i),
+the generalized CVM of [000] Sec. 3.2: Delta_i = eta - k~(z_i, z_i),
 eta = max_i k~(z_i, z_i), which keeps the MEB dual equal to max -alpha'K~alpha.
 """
 from __future__ import annotations

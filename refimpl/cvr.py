@@ -1,4 +1,4 @@
-"""Core Vector Regression: the L2-SVR as a center-constrained MEB (000_88c8f8810bf6206d.txt, Sec. 3).
+"""Core Vector Regression: the L2-SVR as a center-constrained MEB ([000], Sec. 3).
 
 The L2-SVR primal (000 eq. (6)), with the bias penalised and squared slacks,
 
@@ -47,7 +47,8 @@ from .problem import MEBProblem
 def cvr_problem(X, y, kernel: KernelSpec, C: float, mu: float, weights=None) -> MEBProblem:
     """The center-constrained MEB of the L2-SVR (000 eqs. (7), (8), (15)); ``weights``: C_i = C w_i
     in the slack term (both copies of a point share it)."""
-    X = X if sp.issparse(X) else np.asarray(X)  # CSR rows stay sparse (refimpl.problem)
+    # CSR rows stay sparse, chunked rows where they are (refimpl.problem)
+    X = X if sp.issparse(X) or getattr(X, "chunked_rows", False) else np.asarray(X)
     y = np.ascontiguousarray(y, dtype=np.float64)
     m = X.shape[0]
     if y.shape != (m,):

@@ -1,6 +1,6 @@
 """Data sets for the experiments, and loaders for a user's own files.
 
-* :func:`checkerboard` -- the synthetic benchmark of 001_1b97d3ee98da12aa.txt Sec. 5.1: points drawn
+* :func:`checkerboard` -- the synthetic benchmark of [001] Sec. 5.1: points drawn
   uniformly in [0, n_cells)^2 (a 4 x 4 board by default), labelled by the colour of their cell.
 * :func:`friedman` -- Friedman #1 / #3 (000 Sec. 4.1 item 4; 002 Sec. 4), via scikit-learn's generators.
 * :func:`load_dataset` -- the real benchmark sets that ship inside installable packages

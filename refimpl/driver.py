@@ -1,6 +1,6 @@
 """The core-set loop of the CVM papers, written once for every formulation and both implementations.
 
-001_1b97d3ee98da12aa.txt, Sec. 4 (and 000_88c8f8810bf6206d.txt Sec. 3, 004_41bfd2b98060112a.txt Alg. 1):
+[001], Sec. 4 (and [000] Sec. 3, [004] Alg. 1):
 
     1. Initialise S_0, c_0, R_0                                          (Sec. 4.1.1)
     2. Terminate if no phi~(z) lies outside the stop rule's ball          (Sec. 4.1.2, eq. (12))
@@ -288,6 +288,8 @@ class _CoreSetLoop:
         self.max_add = WIDE_MAX_ADD if self.wide else MAX_ADD
         self.method_for = method_for
         self.rng = make_rng(random_state)
+        if hasattr(ops, "draws"):  # numerics over rows kept elsewhere fetch the rows of the draws ahead
+            self.rng = ops.draws(self.rng)  # (corevector._chunked_ops: the same draws, the same generator)
         self.t0 = time.perf_counter()
         self.history = {"core_set_size": [], "radius": [], "elapsed": [], "inner_steps": [], "inner_capped": []}
         self.solves = self.capped = self.steps = 0
@@ -373,13 +375,43 @@ class _CoreSetLoop:
         self.finished = not new
 
 
+#: iterations in a row that change neither the core set nor the ball before the loop is declared stalled
+STALL_ITERATIONS = 200
+
+
+class Stall:
+    """Detects a loop that cannot progress: STALL_ITERATIONS iterations in a row whose violators change
+    neither the core set nor the ball (R^2 and the margin term bit for bit).  It happens when the ball's
+    quantities reach the resolution of float64: an L2-SVM at a very large C on data that are not separable,
+    whose margin rho shrinks as 1/C (CVMClassifier(C=1e12) on overlapping Gaussians: rho = 4e-14 of R^2 = 2;
+    the loop ran to max_iter = 100,000 in minutes and ended at 62% accuracy).  Sampling draws new candidates
+    each iteration, so the same ball for 200 iterations is not a sampling accident."""
+
+    def __init__(self):
+        self.last, self.count = None, 0
+
+    def stuck(self, n_core, ball):
+        key = (n_core, ball.R2, ball.margin)
+        self.count = self.count + 1 if key == self.last else 0
+        self.last = key
+        return self.count >= STALL_ITERATIONS
+
+    def message(self, ball, stop, hint):
+        rel = ball.S / ball.R2 if ball.R2 else float("nan")
+        return (f"the core-set loop stalled: for {STALL_ITERATIONS} iterations the violators of the stop={stop!r} "
+                f"test changed neither the core set nor the ball (margin term {ball.S:.3g} = {rel:.2g} of "
+                f"R^2 = {ball.R2:.3g}, near the resolution of float64){hint}; the certified ratio reports what "
+                "was reached")
+
+
 def run_core_set_loop(ops, eps, *, stop="radius", sample_size=59, n_confirm=30, max_iter=10_000, tol=None,
                       random_state=None, certify=True, verbose=False, label="MEB", batch=False,
-                      method_for=lambda ops: None, hybrid_nu=HYBRID_NU, wide=False) -> LoopOutcome:
+                      method_for=lambda ops: None, hybrid_nu=HYBRID_NU, wide=False, stall_hint="") -> LoopOutcome:
     """Steps 1-5 above on the numerics ``ops``; ``method_for(ops)`` names the inner solver for the next
     solve (e.g. 'active_set' or 'smo', switched by the caller's policy); ``hybrid_nu`` the cap of
     stop='hybrid' (:func:`d2_threshold`); ``wide``: with ``batch``, the iterations' samples grow while
-    violators are rare (:data:`WIDE_MAX`).  See the module docstring."""
+    violators are rare (:data:`WIDE_MAX`); ``stall_hint`` ends the warning of a stalled loop
+    (:class:`Stall`).  See the module docstring."""
     n = ops.n
     loop = _CoreSetLoop(ops, eps, stop, tol, batch, method_for, random_state, wide)
     if sample_size is not None and sample_size >= n:
@@ -389,6 +421,7 @@ def run_core_set_loop(ops, eps, *, stop="radius", sample_size=59, n_confirm=30, 
     loop.solve(loop.final_tol(ops.ball()))
     progress = Progress(verbose, label)
     converged, n_iter, last_scan = False, 0, None
+    stall = Stall()
     while True:
         ball = ops.ball()
         loop.record(ball)
@@ -408,6 +441,9 @@ def run_core_set_loop(ops, eps, *, stop="radius", sample_size=59, n_confirm=30, 
         if n_iter >= max_iter:
             warnings.warn(f"the core-set loop stopped at max_iter={max_iter} before the stop={stop!r} test held; "
                           "the certified ratio reports what was reached", ConvergenceWarning, stacklevel=3)
+            break
+        if stall.stuck(ops.n_core(), ball):
+            warnings.warn(stall.message(ball, stop, stall_hint), ConvergenceWarning, stacklevel=3)
             break
         loop.update(ball, scan, idx, thr)                                                 # steps 3-4
         n_iter += 1

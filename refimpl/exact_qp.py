@@ -1,9 +1,9 @@
 """The exact-QP baseline: the whole MEB dual solved by an independent interior-point solver.
 
-The CVM papers compare against solving the full QP (001_1b97d3ee98da12aa.txt, Sec. 4.2 and 5);
+The CVM papers compare against solving the full QP ([001], Sec. 4.2 and 5);
 here it is the *independent* reference the tests, ``corevector verify`` and the report use to
 check the (1+eps)^2 bound of eqs. (14)-(15).  It solves the MEB dual (001 eq. (2), with the
-Delta offsets of 000_88c8f8810bf6206d.txt eq. (12) in the linear term)
+Delta offsets of [000] eq. (12) in the linear term)
 
     max_a  l'a - a'Q a    s.t.  a >= 0,  1'a = 1,
 

@@ -1,14 +1,14 @@
 """Kernel functions, computed on demand in rows and blocks.
 
 The CVM papers never form the m x m kernel matrix: every quantity the engine needs
-is a handful of kernel rows against the current core set (001_1b97d3ee98da12aa.txt,
+is a handful of kernel rows against the current core set ([001],
 eq. (12)).  This module therefore exposes only ``kernel_block(spec, A, B)`` for small
 blocks and ``kernel_diag(spec, A)`` for the diagonal.
 
 Kernels (``x``, ``y`` in R^d):
 
 * ``'rbf'``       Gaussian  exp(-gamma ||x - y||^2)           (001 Sec. 5: gamma = 1/beta)
-* ``'laplacian'`` Laplacian exp(-gamma ||x - y||)  (Euclidean, 000_88c8f8810bf6206d.txt Sec. 4.2,
+* ``'laplacian'`` Laplacian exp(-gamma ||x - y||)  (Euclidean, [000] Sec. 4.2,
   gamma = 1/sigma; note scikit-learn's ``laplacian_kernel`` uses the L1 norm instead)
 * ``'poly'``      (gamma x'y + coef0)^degree
 * ``'linear'``    x'y

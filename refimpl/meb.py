@@ -1,4 +1,4 @@
-"""The core-set MEB engine: Badoiu-Clarkson with the CVM refinements (001_1b97d3ee98da12aa.txt, Sec. 4).
+"""The core-set MEB engine: Badoiu-Clarkson with the CVM refinements ([001], Sec. 4).
 
 The loop itself (steps 1-5 of Sec. 4: initialisation, the (1+eps) test on a sample, the furthest
 point, the warm-started core-set QP) is :func:`refimpl.driver.run_core_set_loop`, shared by every
@@ -6,7 +6,7 @@ formulation and both implementations.  This module holds the reference *numerics
 the augmented-point problem of :mod:`refimpl.problem` (:class:`MEBOps`, readable NumPy) and
 :func:`fit_meb`, which runs the loop on them and packages an :class:`MEBResult`.
 
-Distances use eq. (12) (plus Delta, 000_88c8f8810bf6206d.txt eq. (13)) and touch only kernel
+Distances use eq. (12) (plus Delta, [000] eq. (13)) and touch only kernel
 rows against the core set; no n x n matrix is ever formed.  With ``sample_size`` (default 59,
 the probabilistic speed-up of Sec. 4.1.2) steps 2-3 look at a random sample only; with
 ``sample_size=None`` they scan all n points.
@@ -302,7 +302,7 @@ class MEBOps:
 def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000, tol=None,
             random_state=None, cache_size=200 * 2**20, certify=True, verbose=False,
             n_confirm=30, solver="auto", stop="radius", label=None, ops_class=MEBOps,
-            hybrid_nu=HYBRID_NU) -> MEBResult:
+            hybrid_nu=HYBRID_NU, stall_hint="") -> MEBResult:
     """Approximate the MEB of the augmented points of ``problem`` to within (1+eps) (001 Sec. 4).
 
     Parameters
@@ -333,6 +333,8 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
     hybrid_nu : float > 0 -- the cap of stop='hybrid': d^2 - R^2 <= 2 hybrid_nu tau (``refimpl.driver``;
         1 for the L2-SVMs: a sampled point passes only if classified correctly).
     ops_class : the numerics: :class:`MEBOps` (NumPy) or ``fastimpl._engine.FastMEBOps`` (Cython).
+    stall_hint : str -- appended to the warning of a stalled loop (``refimpl.driver.STALL_ITERATIONS``): what
+        the caller's user can change (e.g. "lower C").
     """
     n = problem.n
     validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm, solver, stop, hybrid_nu)
@@ -341,7 +343,8 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
                             max_iter=max_iter, tol=tol, random_state=random_state, certify=certify,
                             verbose=verbose, label=label or f"MEB ({ops_class.__name__})",
                             batch=solver == "auto", method_for=solver_policy(solver, problem),
-                            hybrid_nu=float(hybrid_nu), wide=wide_samples(solver, problem))
+                            hybrid_nu=float(hybrid_nu), wide=wide_samples(solver, problem),
+                            stall_hint=stall_hint)
     if out.last_capped:
         # Intermediate QPs stopped by the bound are harmless (the next one warm-starts from them); the
         # final one defines the model, so its inexactness is worth a warning.

@@ -1,4 +1,4 @@
-"""Maximum margin discriminant analysis (MMDA) features by core vectors (004_41bfd2b98060112a.txt).
+"""Maximum margin discriminant analysis (MMDA) features by core vectors ([004]).
 
 Sec. II.  For a binary problem with labels y_i in {-1, +1}, MMDA extracts directions one at a
 time.  The first is the weight vector w_1 of the L2-SVM (1); after s unit directions

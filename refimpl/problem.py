@@ -1,12 +1,12 @@
 """The one problem every MEB-based algorithm solves: a ball around "augmented points".
 
-Following ``ARCHITECTURE.md`` and 001_1b97d3ee98da12aa.txt Sec. 3.2, each formulation is a
+Following ``ARCHITECTURE.md`` and [001] Sec. 3.2, each formulation is a
 transformed kernel over n augmented points z_i,
 
     k~(z_i, z_j) = s_i s_j ( k(x_i, x_j) + beta_b ) + delta_ij * c            (001 eqs. (7), (10))
 
 together with a per-point offset Delta_i >= 0 that makes the linear term of the dual
-constant (the center-constrained MEB of 000_88c8f8810bf6206d.txt, eqs. (11)-(14)).  The
+constant (the center-constrained MEB of [000], eqs. (11)-(14)).  The
 engine then solves the MEB dual (001 eq. (2), with Delta added as in 000 eq. (12))
 
     max_alpha  alpha' (diag(K~) + Delta) - alpha' K~ alpha   s.t.  alpha >= 0, 1'alpha = 1
@@ -88,6 +88,9 @@ class MEBProblem:
             # k(x, x) of every row once (O(nnz); ones for the radial kernels): rows of a CSR matrix are
             # copied when indexed
             self._rawdiag_all = kernel_diag(self.kernel, self.X)
+        elif getattr(self.X, "chunked_rows", False):
+            # rows that stay where they are (corevector.chunked): k(x, x) from one pass beside them
+            self._rawdiag_all = self.X.kernel_diag(self.kernel)
         else:
             self.X = np.ascontiguousarray(self.X, dtype=np.float64)
         if self.sign is not None:

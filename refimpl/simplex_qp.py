@@ -1,7 +1,7 @@
-"""Warm-started SMO for the core-set MEB dual (001_1b97d3ee98da12aa.txt, Sec. 4.1.4).
+"""Warm-started SMO for the core-set MEB dual ([001], Sec. 4.1.4).
 
 On the core set S_t the engine solves the MEB dual (001 eq. (2); with the Delta term of
-000_88c8f8810bf6206d.txt eq. (12)), written here as a minimisation:
+[000] eq. (12)), written here as a minimisation:
 
     min_alpha  f(alpha) = alpha' Q alpha - l' alpha    s.t.  alpha >= 0,  1' alpha = 1,
 

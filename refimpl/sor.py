@@ -1,4 +1,4 @@
-"""SOR for the core-set sub-problem of MMDA (004_41bfd2b98060112a.txt, Sec. IV-C, Algorithms 2-3).
+"""SOR for the core-set sub-problem of MMDA ([004], Sec. IV-C, Algorithms 2-3).
 
 On a core set S_t of t points and s previous directions, the constrained MEB of S_t is found
 through the MMDA sub-problem (3) restricted to S_t, written as the bound-constrained QP (36)

@@ -1,4 +1,4 @@
-"""SSVR-SRS: sparse support vector regression built in the primal (002_e1ad84299eaaf4ed.txt).
+"""SSVR-SRS: sparse support vector regression built in the primal ([002]).
 
 The model is f(x) = sum_{j in P} beta_j k(x, x_j) (002 eq. (10)) over a reduced set P of training
 points, grown one basis function at a time (Table 1) to decrease the primal objective (8)

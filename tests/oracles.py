@@ -5,11 +5,11 @@ Laplacian, exp(-gamma ||x - y||_2) as in 000 Sec. 4.2, is written out from sciki
 Euclidean distances), the feature maps are explicit, and each problem is the *primal* of a paper,
 written out as a QP for cvxopt -- not the MEB dual the engines solve, no K~, no Delta, no eta:
 
-* :func:`two_class_l2svm`  -- 001_1b97d3ee98da12aa.txt eq. (8);
+* :func:`two_class_l2svm`  -- [001] eq. (8);
 * :func:`one_class_l2svm`  -- 001 eq. (7) (its primal, Sec. 3.2.1);
 * :func:`hard_meb`         -- 001 eq. (1), the hard-margin SVDD;
-* :func:`l2svr`            -- 000_88c8f8810bf6206d.txt eq. (6);
-* :func:`mmda_directions`  -- 004_41bfd2b98060112a.txt eq. (2), one direction after another.
+* :func:`l2svr`            -- [000] eq. (6);
+* :func:`mmda_directions`  -- [004] eq. (2), one direction after another.
 
 Feature maps (:class:`FeatureMap`): the identity for the linear kernel, the exact monomial map of
 the degree-2 polynomial kernel, and for the Gaussian and Laplacian kernels the factor

@@ -1,4 +1,4 @@
-"""The (1+eps)^2 approximation bound of 001_1b97d3ee98da12aa.txt eqs. (14)-(15), against an exact solver.
+"""The (1+eps)^2 approximation bound of [001] eqs. (14)-(15), against an exact solver.
 
 Under full-scan termination (sample_size=None), CVM must return R_tau with
 

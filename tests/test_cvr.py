@@ -1,4 +1,4 @@
-"""CVR (000_88c8f8810bf6206d.txt): Property 3 against an independent primal solver, recovery, estimator.
+"""CVR ([000]): Property 3 against an independent primal solver, recovery, estimator.
 
 The reference solution here is the *primal* L2-SVR (000 eq. (6)) solved by cvxopt's QP solver in an
 explicit feature map (tests/oracles.py: scikit-learn's kernels, K = L L' by eigendecomposition or

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from fastimpl._engine import fit_meb as fit_fast, kernel_expansion as expand_fast
-from refimpl.kernels import kernel_expansion as expand_ref, make_kernel_spec
+from refimpl.kernels import KERNELS, kernel_expansion as expand_ref, make_kernel_spec
 from refimpl.meb import fit_meb as fit_ref
 from helpers import random_problem
 
@@ -25,7 +25,7 @@ RADIUS_RTOL = 1e-7
 
 problems = st.fixed_dictionaries({
     "formulation": st.sampled_from(["meb", "one_class", "two_class", "cvr"]),
-    "kernel": st.sampled_from(["rbf", "laplacian", "poly", "linear"]),
+    "kernel": st.sampled_from(KERNELS),
     "normalize": st.booleans(),
     "m": st.integers(10, 150),
     "d": st.integers(1, 5),
@@ -73,7 +73,7 @@ def test_same_core_set_and_coefficients(p):
 
 
 @settings(max_examples=40, deadline=None)
-@given(kernel=st.sampled_from(["rbf", "laplacian", "poly", "linear"]), normalize=st.booleans(),
+@given(kernel=st.sampled_from(KERNELS), normalize=st.booleans(),
        n_sv=st.integers(1, 50), n_x=st.integers(1, 300), d=st.integers(1, 6), seed=st.integers(0, 2**16))
 def test_kernel_expansion_agrees(kernel, normalize, n_sv, n_x, d, seed):
     rng = np.random.default_rng(seed)

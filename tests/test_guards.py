@@ -306,3 +306,41 @@ def test_fork_after_fit_does_not_hang():
     parent_cvm, parent_ssvr, child_cvm, child_ssvr, n_folds = map(float, vals)
     assert child_cvm == parent_cvm and child_ssvr == parent_ssvr  # same seed, same data: same model
     assert n_folds == 2
+
+
+def test_pairs_warn_once_per_fit_with_plain_labels():
+    """CVMClassifier(stop='radius', C=1e4) on the 10 digits raised 43 ConvergenceWarnings in one fit, one per
+    pair (issue 27): each kind of warning now comes once, saying in how many pairs it arose, and labels read
+    as the user gave them (0 vs 1, not np.int64(0) vs np.int64(1))."""
+    import warnings
+
+    from sklearn.datasets import load_digits
+    from sklearn.exceptions import ConvergenceWarning
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:500], y[:500]
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        CVMClassifier(stop="radius", C=1e4, random_state=0, probability=True).fit(X, y)
+    slack = [x for x in w if issubclass(x.category, ConvergenceWarning) and "slack" in str(x.message)]
+    assert len(slack) == 1, [str(x.message) for x in w]
+    assert "of 45 pairs, first 0 vs 1]" in str(slack[0].message)
+    assert "np." not in str(slack[0].message)
+    with pytest.raises(ValueError, match=r"only one class \(1\.0\)"):
+        CVMClassifier().fit(X[:5], np.ones(5, dtype=np.float64))
+
+
+def test_large_C_on_data_that_are_not_separable_stops_early_naming_C():
+    """CVMClassifier(C=1e12) on overlapping Gaussians ran to max_iter (2,000 points: 10 s and 62% accuracy; 20,000:
+    minutes): the margin shrinks as 1/C to float64's resolution and the loop stalls.  The stall is detected
+    (refimpl.driver.Stall) and a ConvergenceWarning names C, after a bounded number of iterations: far below
+    max_iter (the time bound itself is measured by the report, not here)."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    from refimpl.datasets import overlapping_gaussians
+    from refimpl.driver import STALL_ITERATIONS
+    X, y = overlapping_gaussians(2000, random_state=0)
+    with pytest.warns(ConvergenceWarning, match=r"stalled.*C=1e\+12 is likely too large.*lower C"):
+        est = CVMClassifier(C=1e12, random_state=0).fit(X, y)
+    assert not est.converged_
+    assert est.n_iter_ < 5 * STALL_ITERATIONS
+    assert est.score(X, y) > 0.5

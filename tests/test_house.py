@@ -162,3 +162,93 @@ def test_python_sources_keep_to_the_house_limits():
     assert {"cli.py", "regressor.py", "_openmp.py"} <= {p.name for p in files}
     bad = violations(files)
     assert not bad, "\n".join(bad)
+
+
+# ------------------------------------------------------------------------------------------------ imports
+#: the floors of the house, top to bottom: a module may import only from its own floor or the ones below
+FLOORS = {"reports": 3, "asv_benchmarks": 3, "corevector": 2, "fastimpl": 1, "refimpl": 0}
+
+
+def _module_name(path):
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _imports(path):
+    """(imported module, at module level?) of every import in a .py/.pyx file (relative imports resolved)."""
+    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rsplit(".", 1)[0]
+    if path.suffix == ".pyx":  # not Python: read the import lines (cimport and include lines are C-level)
+        out = []
+        for line in path.read_text().splitlines():
+            m = re.match(r"(\s*)(?:from\s+(\.*[\w.]*)\s+import\s+(.+)|import\s+([\w., ]+))$", line.split("#")[0].rstrip())
+            if m and "cimport" not in line:
+                base = m.group(2) if m.group(2) is not None else None
+                names = [base] if base else [n.strip().split(" ")[0] for n in m.group(4).split(",")]
+                if base and base.startswith("."):
+                    dots = len(base) - len(base.lstrip("."))
+                    base = ".".join(package.split(".")[:len(package.split(".")) - dots + 1] + [base.lstrip(".")])
+                    names = [base]
+                out += [(n, m.group(1) == "") for n in names]
+        return out
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            names = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        out += [(n, node.col_offset == 0) for n in names]
+    return out
+
+
+def _house_modules():
+    files = []
+    for floor in FLOORS:
+        files += [p for p in (ROOT / floor).rglob("*.py") if ".asv" not in p.parts and "env" not in p.parts]
+    files += sorted((ROOT / "fastimpl").glob("*.pyx"))
+    return files
+
+
+def test_no_import_points_up():
+    """reports/asv -> corevector -> fastimpl -> refimpl: no module imports from a floor above its own (lazy
+    imports inside functions included)."""
+    bad = []
+    for path in _house_modules():
+        own = FLOORS[path.relative_to(ROOT).parts[0]]
+        for name, _ in _imports(path):
+            floor = FLOORS.get(name.split(".")[0])
+            if floor is not None and floor > own:
+                bad.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_circle():
+    """The module-level imports of refimpl, fastimpl and corevector form no cycle (a circle makes the import
+    order matter; the one between corevector's validation and estimators was issue 23's)."""
+    modules = {_module_name(p): p for p in _house_modules() if p.parts[len(ROOT.parts)] in ("refimpl", "fastimpl",
+                                                                                          "corevector")}
+    graph = {m: {n for n, top in _imports(p) if top and n in modules and n != m} for m, p in modules.items()}
+    assert "corevector._validation" in graph and graph["corevector.classifier"]  # the graph is not empty
+    state, cycle = {}, []
+
+    def visit(m, path):
+        state[m] = "open"
+        for n in sorted(graph[m]):
+            if state.get(n) == "open":
+                cycle.append(path + [n])
+            elif n not in state:
+                visit(n, path + [n])
+        state[m] = "done"
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not cycle, " -> ".join(cycle[0])

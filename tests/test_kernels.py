@@ -17,7 +17,7 @@ A, B = rng.normal(size=(30, 4)), rng.normal(size=(20, 4))
     ("rbf", lambda a, b: rbf_kernel(a, b, gamma=0.3)),
     ("poly", lambda a, b: polynomial_kernel(a, b, degree=3, gamma=0.3, coef0=1.0)),
     ("linear", lambda a, b: linear_kernel(a, b)),
-    # 000_88c8f8810bf6206d.txt Sec. 4.2: exp(-||x - y|| / sigma), Euclidean norm, gamma = 1/sigma
+    # [000] Sec. 4.2: exp(-||x - y|| / sigma), Euclidean norm, gamma = 1/sigma
     ("laplacian", lambda a, b: np.exp(-0.3 * np.linalg.norm(a[:, None] - b[None], axis=-1))),
 ])
 def test_kernel_block_matches_definition(name, ref):

@@ -282,3 +282,12 @@ def test_plot_results_series_groups_values_by_m():
                               "track_test_accuracy": {"impl=ref": [(1000, 0.9)],
                                                       "impl=fast": [(1000, 0.9), (10000, 0.95)]}}}
     assert plot_results.series([res], benchmarks, pattern="^mmda") == {}
+
+
+def test_chunked_experiment(tiny_report):
+    """Every input kind gives the same fit; the chunked ones fetch rows, not the data set, per iteration."""
+    df = pd.read_csv(tiny_report / "chunked.csv")
+    assert set(df["input"]) == {"memory", "memmap", "zarr", "dask"}
+    assert "error" not in df.columns or df["error"].isna().all()
+    assert df["core_set"].nunique() <= 2  # the memmap holds the float32 rows: its own (equal-sized) fit
+    assert (df.loc[df["input"] != "memory", "scan_bytes_per_block"] < 4096).all()

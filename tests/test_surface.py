@@ -1,4 +1,4 @@
-"""Implicit surfaces (000_88c8f8810bf6206d.txt Sec. 4.2): file readers/writers (refimpl.mesh_io), the
+"""Implicit surfaces ([000] Sec. 4.2): file readers/writers (refimpl.mesh_io), the
 multi-scale CVR model on a sphere (refimpl.surface, corevector.surface), marching cubes
 (refimpl.isosurface), rendering (refimpl.render), fast == ref, and input validation."""
 import numpy as np

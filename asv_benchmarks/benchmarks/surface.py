@@ -1,4 +1,4 @@
-"""The implicit surface of the Stanford bunny (000_88c8f8810bf6206d.txt Sec. 4.2, Table 2): the
+"""The implicit surface of the Stanford bunny ([000] Sec. 4.2, Table 2): the
 three-level CVR fit and the narrow-band marching cubes, on a random subsample and on all 50,000 points.
 
 Needs the project's ``data`` extra (pymeshfix ships the bunny scan; scikit-image does marching cubes).

@@ -1,4 +1,4 @@
-"""Exact epsilon-SVR and nu-SVR by SMO on the dual, after the SVR tutorial (003_4ff7aea8b6345b0f.txt).
+"""Exact epsilon-SVR and nu-SVR by SMO on the dual, after the SVR tutorial ([003]).
 
 The tutorial's dual of the epsilon-SVR (its Sec. 1.2, "dual problem and quadratic programs")
 

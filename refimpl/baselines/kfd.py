@@ -1,4 +1,4 @@
-"""Multi-class kernel Fisher discriminant (KFD), the baseline of 004_41bfd2b98060112a.txt Sec. V.
+"""Multi-class kernel Fisher discriminant (KFD), the baseline of [004] Sec. V.
 
 Mika et al.'s KFD [3] in its multi-class form [30] (generalized discriminant analysis): with the
 m x m kernel matrix K of the training points, each direction is w = sum_j a_j phi(x_j) and

@@ -1,4 +1,4 @@
-"""MMDA(SVM): the original MMDA, problem (3) solved exactly by a dense QP (004_41bfd2b98060112a.txt, Sec. II, V).
+"""MMDA(SVM): the original MMDA, problem (3) solved exactly by a dense QP ([004], Sec. II, V).
 
 Kocsor et al.'s MMDA solves, for each new direction, the dual (3)
 

@@ -1,4 +1,4 @@
-"""RSS: reduced set selection approximating a full SVR's weight vector (002_e1ad84299eaaf4ed.txt, eqs. (25)-(26)).
+"""RSS: reduced set selection approximating a full SVR's weight vector ([002], eqs. (25)-(26)).
 
 Given the SVR solution w = sum_{i in S} beta_i phi(x_i) (S its support vectors), RSS picks reduced
 vectors z_j among the training points one at a time and sets their coefficients alpha_P to minimise

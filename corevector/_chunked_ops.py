@@ -1,0 +1,635 @@
+"""The numerics of the core-set loop over rows that stay where they are (issue 24): :class:`ChunkedMEBOps`.
+
+``refimpl.driver.run_core_set_loop`` drives it exactly as it drives ``MEBOps`` and ``FastMEBOps``: the
+same loop, the same decisions, the same random draws.  The rows of X stay in their source
+(:class:`corevector.chunked.ChunkedRows`: a Dask array's partitions on the workers, a zarr, HDF5 or
+memory-mapped file's chunks on disk); the client holds only
+
+* the rows of the core vectors and of the random candidates drawn ahead, in a row buffer that an
+  in-memory engine of the chosen implementation (``FastMEBOps`` or ``MEBOps``: the *local* ops) treats as
+  its X.  The core-set QP, the ball and every sampled scan run there, by the in-memory engine's own code, so
+  their arithmetic, and with it every decision, is the in-memory fit's;
+* per-point labels, weights and targets (one value a row), which go to the workers once per fit.
+
+**Draws ahead.**  The driver's random candidates do not depend on the model: they are one stream of
+``rng.integers(0, n)`` values, cut into calls of the driver's sizes (NumPy's Generator gives the same values
+whether they are drawn in one call or many; ``tests/test_chunked.py`` checks it).  :meth:`ChunkedMEBOps.draws`
+wraps the driver's generator (the one hook in ``refimpl/driver.py``): a copy of it predicts the stream, and
+the rows of the next ``window`` draws are fetched in one round trip, in the background, before the driver
+asks for them; the window doubles up to ``WINDOW_BYTES``.  An iteration then never waits on a fetch of one
+row: the bytes fetched per iteration are the sample's rows, whatever m.
+
+**Full scans** (the certificate, confirmations that cover every point, initialisation without sampling) run
+per block beside the data (:func:`_scan_block`): the support's rows and weights are sent once per scan
+(scattered to every worker), and each block returns its largest squared distance, the candidates within the
+tie band of it and its top-k violators -- a few hundred bytes, whatever the block's size.  The values are
+formed by the in-memory engine's own kernel routine (``fastimpl._engine.kernel_expansion`` or
+``refimpl.kernels.kernel_block``) and its finishing arithmetic, term by term, so they match the in-memory
+scan's.
+
+Why a chunked fit can differ from the in-memory one in the last bits (and is tested against the bound
+instead): ``gamma='scale'``/``'beta'`` come from variances merged per block, not NumPy's one-array sums;
+BLAS blocks (d >= 16) and the reference's ``kernel_block`` may round a row differently when the blocks
+start elsewhere; the initial furthest point of a full scan (``sample_size=None``) is found with the
+reference's kernel rows.  With a numeric gamma and d < 16 the fast implementation's fit is the same, bit
+for bit, whatever the chunking.
+"""
+from __future__ import annotations
+
+import copy
+import pickle
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from refimpl.driver import Scan
+from refimpl.meb import MEBOps, fit_meb as _fit_meb
+from refimpl.problem import MEBProblem
+from refimpl.simplex_qp import TIE
+
+__all__ = ["ChunkedMEBOps", "fit_meb", "STATS"]
+
+#: the first window of draws read ahead (stream positions); it doubles up to WINDOW_BYTES of rows
+WINDOW_START = 8192
+#: the largest window of draws read ahead: positions, and bytes of float64 rows
+WINDOW_MAX = 1 << 16
+WINDOW_BYTES = 64 * 2**20
+#: rows of the buffer kept for core vectors beyond the windows in flight
+CORE_ROWS = 1 << 16
+#: candidates within this many TIEs of a block's maximum are returned (the first of them within TIE of the
+#: global maximum is the scan's furthest point, as in the in-memory scans)
+BAND_KEEP = 256
+#: rows per kernel block of the reference's scans (refimpl.meb.SCAN_BLOCK)
+REF_BLOCK = 4096
+#: what each fit's chunked numerics measured (traffic, rounds, scans), for reports and benchmarks
+STATS: list = []
+
+
+class _Draws:
+    """The driver's generator, as the driver sees it; every draw from [0, n) is reported to the ops, which
+    have read its rows ahead."""
+
+    def __init__(self, rng, ops):
+        self._rng, self._ops = rng, ops
+
+    def integers(self, low, high=None, size=None, **kwargs):
+        out = self._rng.integers(low, high, size=size, **kwargs)
+        if low == 0 and high == self._ops.n and not kwargs:
+            self._ops._drawn(np.asarray(out, dtype=np.int64).ravel())
+        return out
+
+    def __getattr__(self, name):
+        return getattr(self._rng, name)
+
+
+class _InitView:
+    """What ``refimpl.driver.initial_pair`` reads of the problem: n and the class labels."""
+
+    def __init__(self, problem):
+        self.n = problem.n
+        self.labels = problem.labels
+
+
+def _local_problem(problem, buf, sign, offset, pdiag):
+    """The problem over the row buffer ``buf`` (slot q holds some row of X), with the global problem's
+    constants (eta above all: the generalized CVM's and CVR's eta are maxima over every point).  Built
+    without MEBProblem.__post_init__, whose O(rows) passes would read the whole (lazily allocated) buffer."""
+    local = MEBProblem.__new__(MEBProblem)
+    local.__dict__.update(X=buf, kernel=problem.kernel, sign=sign, label_bias=problem.label_bias,
+                          diag_add=problem.diag_add, constant_linear_term=problem.constant_linear_term, labels=None,
+                          mirror=problem.mirror, offset=offset, point_diag=pdiag, eta=problem.eta,
+                          _rawdiag_all=None)
+    return local
+
+
+class ChunkedMEBOps:
+    """The numerics interface of ``refimpl.driver`` (see its docstring) over a :class:`MEBProblem` whose X
+    is a :class:`corevector.chunked.ChunkedRows`; ``impl`` chooses the local engine and the scans'
+    arithmetic ('fast': ``FastMEBOps``, 'ref': ``MEBOps``)."""
+
+    impl = "fast"
+
+    def __init__(self, problem, cache_size=200 * 2**20):
+        X = problem.X
+        self.problem, self.X = problem, X
+        self.init_problem = _InitView(problem)
+        self.n, self.m = problem.n, problem.m
+        self.d = d = X.shape[1]
+        self.mirror = bool(problem.mirror)
+        self.c0 = problem.constant_term or 0.0
+        row_bytes = 8 * max(d, 1)
+        # never much more than the data: a window of draws from m rows holds at most m of them
+        self.window_max = max(1024, min(WINDOW_BYTES // row_bytes, WINDOW_MAX, self.n // 4))
+        self.cap = cap = int(min(self.m, CORE_ROWS + 3 * self.window_max))
+        # lazily allocated (untouched pages cost no memory): only the slots in use are ever written
+        self.buf = np.zeros((cap, d))
+        self.lsign = None if problem.sign is None else np.zeros(cap, dtype=np.int8)
+        self.loffset = None if problem.offset is None else np.zeros(cap)
+        self.lpdiag = None if problem.point_diag is None else np.zeros(cap)
+        if d <= 16 and cap >= 2:
+            # FastMEBOps centres its screens on the bounding box of its X, taken once, now: the box of every
+            # input (the unused slots are zeros, so the box also holds 0; a larger box only loosens the
+            # screens' bounds -- decisions stay the exact path's)
+            self.buf[0], self.buf[1] = X.box
+        if self.loffset is not None:  # its bound on the finishing round-off reads the largest |offset| now
+            self.loffset[0] = float(np.max(np.abs(problem.offset)))
+        if self.lpdiag is not None:
+            self.lpdiag[0] = float(np.max(problem.point_diag))
+        local = _local_problem(problem, self.buf, self.lsign, self.loffset, self.lpdiag)
+        if self.impl == "fast":
+            from fastimpl._engine import FastMEBOps
+            self.local = FastMEBOps(local, int(cache_size))
+        else:
+            self.local = MEBOps(local, int(cache_size))
+        self.buf[:2] = 0.0
+        if self.loffset is not None:
+            self.loffset[0] = 0.0
+        if self.lpdiag is not None:
+            self.lpdiag[0] = 0.0
+        self.slot_of = {}                            # row of X -> slot of the buffer
+        self.row_of = np.full(cap, -1, dtype=np.int64)
+        self.refs = np.zeros(cap, dtype=np.int64)    # windows holding the slot's row
+        self.pinned = np.zeros(cap, dtype=bool)      # core vectors keep their rows
+        self.free = list(range(cap - 1, -1, -1))
+        self._n_eval = 0
+        # the draws read ahead
+        self.stream = None
+        self.pos = 0            # stream positions the driver has drawn
+        self.horizon = 0        # positions whose rows are held or being fetched
+        self.windows = []       # [(start, end, rows)] installed, oldest first
+        self.pending = None     # (start, end, future of (rows, values)) being fetched
+        self.window = min(WINDOW_START, self.window_max)
+        self.last_window = self.window
+        self.pool = ThreadPoolExecutor(max_workers=1)
+        self.extra = X.per_block((problem.sign, problem.offset, problem.point_diag))
+        self.stats = dict(impl=self.impl, m=self.m, n=self.n, d=d, draws=0, positions=0, fetch_rounds=0, fetch_rows=0, fetch_bytes=0,
+                          sync_waits=0, extra_fetch_rows=0, scans=0, scan_blocks=0, scan_bytes=0)
+        STATS.append(self.stats)
+        del STATS[:-100]
+
+    def __del__(self):
+        pool = getattr(self, "pool", None)
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    # ---------------------------------------------------------------- rows of X on the client
+    def _rows(self, zs):
+        zs = np.asarray(zs, dtype=np.int64)
+        return zs - self.m * (zs >= self.m) if self.mirror else zs
+
+    def _alloc(self, row, values):
+        if not self.free:
+            raise RuntimeError(f"the core set and the draws read ahead need more than {self.cap} rows on the client "
+                               "(corevector._chunked_ops.CORE_ROWS); the fit's core set is unusually large: "
+                               "a smaller C or a larger eps keeps it smaller")
+        q = self.free.pop()
+        self.buf[q] = values
+        r = int(row)
+        if self.lsign is not None:
+            self.lsign[q] = self.problem.sign[r]
+        if self.loffset is not None:
+            self.loffset[q] = self.problem.offset[r]
+        if self.lpdiag is not None:
+            self.lpdiag[q] = self.problem.point_diag[r]
+        self.slot_of[r] = q
+        self.row_of[q] = r
+        return q
+
+    def _alloc_many(self, rows, values):
+        """Slots for the rows (none held yet), filled with their values: vectorised _alloc."""
+        k = len(rows)
+        if k > len(self.free):
+            raise RuntimeError(f"the core set and the draws read ahead need more than {self.cap} rows on the client "
+                               "(corevector._chunked_ops.CORE_ROWS); the fit's core set is unusually large: "
+                               "a smaller C or a larger eps keeps it smaller")
+        qs = np.array(self.free[len(self.free) - k:][::-1], dtype=np.int64)
+        del self.free[len(self.free) - k:]
+        self.buf[qs] = values
+        if self.lsign is not None:
+            self.lsign[qs] = self.problem.sign[rows]
+        if self.loffset is not None:
+            self.loffset[qs] = self.problem.offset[rows]
+        if self.lpdiag is not None:
+            self.lpdiag[qs] = self.problem.point_diag[rows]
+        self.slot_of.update(zip(rows.tolist(), qs.tolist()))
+        self.row_of[qs] = rows
+        return qs
+
+    def _release(self, q):
+        if self.refs[q] == 0 and not self.pinned[q]:
+            del self.slot_of[int(self.row_of[q])]
+            self.row_of[q] = -1
+            self.free.append(q)
+
+    def _fetch(self, rows):
+        """Rows of X not held yet (e.g. a full scan's violators): one round trip, counted apart."""
+        rows = np.unique(np.asarray(rows, dtype=np.int64))
+        rows = np.array([r for r in rows.tolist() if r not in self.slot_of], dtype=np.int64)
+        if len(rows):
+            vals = self.X.take(rows)
+            self.stats["extra_fetch_rows"] += len(rows)
+            self.stats["fetch_bytes"] += len(rows) * self.d * self.X.source.dtype.itemsize
+            for r, v in zip(rows.tolist(), vals):
+                self._alloc(r, v)
+
+    def _local(self, zs, pin=False):
+        """Local indices (slots, mirrored) of the augmented points zs; their rows are fetched if not held."""
+        zs = np.asarray(zs, dtype=np.int64)
+        rows = self._rows(zs)
+        get = self.slot_of.get
+        q = np.fromiter((get(r, -1) for r in rows.tolist()), dtype=np.int64, count=len(rows))
+        if (q < 0).any():
+            self._fetch(rows[q < 0])
+            q = np.fromiter((get(r) for r in rows.tolist()), dtype=np.int64, count=len(rows))
+        if pin:
+            self.pinned[q] = True
+        return q + self.cap * (zs >= self.m) if self.mirror else q
+
+    def _global(self, lz):
+        lz = np.asarray(lz, dtype=np.int64)
+        if self.mirror:
+            half = lz >= self.cap
+            return self.row_of[lz - self.cap * half] + self.m * half
+        return self.row_of[lz]
+
+    # ---------------------------------------------------------------- the draws read ahead
+    def draws(self, rng):
+        """The driver's hook: its generator, wrapped so that the rows of its draws are fetched ahead."""
+        self.stream = copy.deepcopy(rng)
+        self.pos = self.horizon = 0
+        self._ahead()
+        return _Draws(rng, self)
+
+    def _ahead(self):
+        """Start fetching the next window of draws (in the background) if none is on its way.  Rows held
+        already are claimed for the window now, so that nothing releases them before it lands."""
+        if self.pending is not None or self.stream is None:
+            return
+        size = self.window
+        values = self.stream.integers(0, self.n, size=size)
+        start, end = self.horizon, self.horizon + size
+        self.horizon = end
+        self.last_window = size
+        self.window = min(2 * self.window, self.window_max)
+        rows = np.unique(self._rows(values))
+        qs = np.fromiter((self.slot_of.get(r, -1) for r in rows.tolist()), dtype=np.int64, count=len(rows))
+        self.refs[qs[qs >= 0]] += 1
+        need = rows[qs < 0]
+        fut = self.pool.submit(self.X.take, need) if len(need) else None
+        self.pending = (start, end, rows, need, fut)
+
+    def _land(self, wait):
+        """Install the window on its way (waiting for it if ``wait``); True if one was installed."""
+        if self.pending is None:
+            return False
+        start, end, rows, need, fut = self.pending
+        if fut is not None and not wait and not fut.done():
+            return False
+        vals = fut.result() if fut is not None else np.zeros((0, self.d))
+        self.pending = None
+        self.stats["fetch_rounds"] += 1
+        self.stats["fetch_rows"] += len(need)
+        self.stats["fetch_bytes"] += len(need) * self.d * self.X.source.dtype.itemsize  # as sent
+        # a row another path fetched meanwhile keeps its slot
+        qs = np.fromiter((self.slot_of.get(r, -1) for r in need.tolist()), dtype=np.int64, count=len(need))
+        new = qs < 0
+        if new.any():
+            qs[new] = self._alloc_many(need[new], vals[new])
+        self.refs[qs] += 1
+        self.windows.append((start, end, rows))
+        return True
+
+    def _drawn(self, values):
+        """The driver drew ``values`` (stream positions pos .. pos + len): their rows must be held now."""
+        start = self.pos
+        self.pos += len(values)
+        self.stats["draws"] += 1
+        self.stats["positions"] = self.pos
+        # windows wholly before this draw are done with: their rows go (core vectors keep theirs)
+        while self.windows and self.windows[0][1] <= start:
+            _, _, rows = self.windows.pop(0)
+            qs = np.fromiter((self.slot_of[r] for r in rows.tolist()), dtype=np.int64, count=len(rows))
+            self.refs[qs] -= 1
+            gone = qs[(self.refs[qs] == 0) & ~self.pinned[qs]]
+            for r in self.row_of[gone].tolist():
+                del self.slot_of[r]
+            self.row_of[gone] = -1
+            self.free.extend(gone.tolist())
+        self._land(wait=False)
+        while self._covered() < self.pos:
+            if self.pending is None:
+                self._ahead()
+            self.stats["sync_waits"] += 1
+            self._land(wait=True)
+        # read the next window while this one is used: once fewer than half of the last window's positions
+        # are left to draw
+        if self.pending is None and self._covered() - self.pos < self.last_window / 2:
+            self._ahead()
+
+    def _covered(self):
+        return self.windows[-1][1] if self.windows else 0
+
+    # ---------------------------------------------------------------- the numerics interface
+    @property
+    def n_eval(self):
+        return int(self.local.n_eval) + self._n_eval
+
+    def furthest_from(self, z, idx):
+        idx = np.asarray(idx, dtype=np.int64)
+        if len(idx) <= self.window_max:
+            lz = self._local([z])[0]
+            return int(self._global([self.local.furthest_from(int(lz), self._local(idx))])[0])
+        return self._furthest_chunked(int(z), idx)
+
+    def start(self, z_a, z_b):
+        la, lb = self._local([z_a, z_b], pin=True)
+        self.local.start(int(la), int(lb))
+
+    def add(self, zs):
+        self.local.add([int(v) for v in self._local(zs, pin=True)])
+
+    def in_core(self, z):
+        r = int(self._rows([z])[0])
+        q = self.slot_of.get(r)
+        if q is None or not self.pinned[q]:
+            return False
+        lz = q + self.cap if (self.mirror and z >= self.m) else q
+        return bool(self.local.in_core(int(lz)))
+
+    def n_core(self):
+        return self.local.n_core()
+
+    def n_support(self):
+        return self.local.n_support()
+
+    def core_set(self):
+        return self._global(self.local.core_set()).astype(np.intp)
+
+    def weights(self):
+        return self.local.weights()
+
+    def step_bound(self):
+        return self.local.step_bound()
+
+    def solve(self, tol, method, bound):
+        return self.local.solve(tol, method, bound)
+
+    def ball(self):
+        return self.local.ball()
+
+    def scan(self, idx, k, d2_over):
+        if idx is not None:
+            s = self.local.scan(self._local(idx), k, d2_over)
+            return Scan(int(self._global([s.best])[0]), s.d2, sample_d2=s.sample_d2)
+        return self._scan_all(int(k), float(d2_over))
+
+    # ---------------------------------------------------------------- full scans beside the data
+    def _support(self):
+        """What a full scan broadcasts: the support's rows (core order, alpha > 0), alpha_t s_t, and the
+        core set's augmented indices and weights (for the ridge term of a candidate that is a core vector)."""
+        core_l = np.asarray(self.local.core_set(), dtype=np.int64)
+        alpha = np.asarray(self.local.weights(), dtype=np.float64)
+        core = self._global(core_l)
+        sv = alpha > 0
+        rows = self._rows(core[sv])
+        SV = self.buf[np.fromiter((self.slot_of[int(r)] for r in rows), dtype=np.int64, count=len(rows))]
+        s = np.ones(len(core)) if self.problem.sign is None else self.problem.sign[self._rows(core)].astype(np.float64)
+        if self.mirror:
+            s = np.where(core >= self.m, -s, s)
+        return core, alpha, sv, SV, s
+
+    def _shared(self, k, d2_over):
+        p = self.problem
+        core, alpha, sv, SV, s = self._support()
+        svcoef = alpha[sv] * s[sv]
+        svsum = 0.0
+        for c in svcoef.tolist():  # the engine's running sum, in core order
+            svsum += c
+        order = np.argsort(core)
+        if self.impl == "fast":
+            marg = float(self.local.ball().margin)
+        else:
+            lo = self.local
+            marg = float(lo.alpha @ (lo.grad + lo.l)) / 2.0
+        return dict(impl=self.impl, spec=p.kernel, SV=np.ascontiguousarray(SV), svcoef=svcoef, svsum=svsum,
+                    alpha_sv=alpha[sv], s_sv=s[sv], core_sv=core[sv], marg=marg, lb=float(p.label_bias),
+                    c0=self.c0, diag_add=float(p.diag_add), has_pdiag=p.point_diag is not None,
+                    has_delta=bool(p.has_delta), lconst=bool((not p.has_delta) and p.kernel.constant_diagonal),
+                    has_offset=p.offset is not None, mirror=self.mirror, m=self.m,
+                    core=core[order], core_alpha=alpha[order], k=k, over=d2_over)
+
+    def _scan_all(self, k, d2_over):
+        sh = self._shared(k, d2_over)
+        parts = self.X.map_blocks(_scan_block, sh, self.extra)
+        self.stats["scans"] += 1
+        self.stats["scan_blocks"] += len(parts)
+        self.stats["scan_bytes"] += len(pickle.dumps(parts, protocol=5))
+        nsv = len(sh["svcoef"])
+        self._n_eval += (self.m if self.impl == "fast" else self.n) * nsv
+        c0 = self.c0
+        best = max(p["vmax"] for p in parts)
+        thr = best - TIE * (abs(best) + abs(c0))
+        first = min((z for p in parts for z, v in zip(p["band_z"].tolist(), p["band_v"].tolist()) if v >= thr),
+                    default=None)
+        if any(p["band_cut"] and p["vmax"] >= thr for p in parts):
+            # a block's band list was cut short: ask every block for its first candidate at or above thr
+            again = self.X.map_blocks(_scan_block, dict(sh, band=thr, k=0), self.extra)
+            first = min(int(p["band_z"][0]) for p in again if len(p["band_z"]))
+        if k > 0:
+            tz = np.concatenate([p["top_z"] for p in parts])
+            tv = np.concatenate([p["top_v"] for p in parts])
+            order = np.lexsort((tz, -tv))[:k]
+            top, top_d2 = tz[order], tv[order]
+        else:
+            top, top_d2 = np.zeros(0, dtype=np.intp), np.zeros(0)
+        return Scan(int(first), best + c0, top=top.astype(np.intp), top_d2=top_d2 + c0)
+
+    def _furthest_chunked(self, z, idx):
+        """Initialisation over many candidates (no sampling, or a sample that missed a class): the furthest
+        of idx from z by one pass beside the data (the reference's arithmetic: k~ rows of refimpl.kernels)."""
+        p = self.problem
+        r = int(self._rows([z])[0])
+        xz = self.X.take([r])[0]
+        sz = (1.0 if p.sign is None else float(p.sign[r])) * (-1.0 if (self.mirror and z >= self.m) else 1.0)
+        cz = float(p.point_diag[r]) if p.point_diag is not None else float(p.diag_add)
+        from refimpl.kernels import kernel_diag
+        kzz = float(kernel_diag(p.kernel, xz[None])[0]) + p.label_bias + cz
+        mask = np.zeros(self.n, dtype=bool) if len(idx) < self.n else None
+        if mask is not None:
+            mask[idx] = True
+        sh = dict(spec=p.kernel, xz=xz, z=z, sz=sz, cz=cz, kzz=kzz, lb=float(p.label_bias), eta=float(p.eta),
+                  has_delta=bool(p.has_delta), const=bool(p.kernel.constant_diagonal), mirror=self.mirror, m=self.m,
+                  diag_add=float(p.diag_add))
+        masks = [None] * len(self.extra) if mask is None else self._mask_parts(mask)
+        extra = [(e, mk) for e, mk in zip(self.extra, masks)]
+        parts = self.X.map_blocks(_furthest_block, sh, extra)
+        self._n_eval += len(idx)
+        best_v, best_z = -np.inf, -1
+        for v, zz in parts:
+            if zz >= 0 and (v > best_v or (v == best_v and zz < best_z)):
+                best_v, best_z = v, zz
+        return best_z
+
+    def _mask_parts(self, mask):
+        halves = (mask[:self.m], mask[self.m:]) if self.mirror else (mask,)
+        out = []
+        for b, pidx, _ in self.X.plan():
+            if pidx is None:
+                lo, hi = self.X.source.bounds[b], self.X.source.bounds[b + 1]
+                out.append(tuple(h[lo:hi] for h in halves))
+            else:
+                out.append(tuple(h[pidx] for h in halves))
+        return out
+
+
+# -------------------------------------------------------------------------------- block functions (workers)
+def _ridge_of_core(z, sh, cdiag):
+    """alpha_z c_z for candidates z that are core vectors (0 elsewhere), as the engines add it."""
+    core, calpha = sh["core"], sh["core_alpha"]
+    if len(core) == 0:
+        return None, None
+    p = np.searchsorted(core, z)
+    p = np.minimum(p, len(core) - 1)
+    hit = core[p] == z
+    return hit, calpha[p] * cdiag
+
+
+def _ref_d2(X, z, s, cd, offset, raw, sh):
+    """d^2 - c0 of the candidates z by the reference's arithmetic (refimpl.meb.MEBOps._dist2: blocks of
+    REF_BLOCK rows, MEBProblem.block, then the shifted linear term)."""
+    from refimpl.kernels import kernel_block
+    spec, lb = sh["spec"], sh["lb"]
+    Ka = np.zeros(len(z))
+    for a in range(0, len(z) if len(sh["svcoef"]) else 0, REF_BLOCK):
+        sl = slice(a, a + REF_BLOCK)
+        K = kernel_block(spec, X[sl], sh["SV"]) + lb
+        K *= np.outer(s[sl], sh["s_sv"])
+        if sh["diag_add"] or sh["has_pdiag"]:
+            K += cd[sl, None] * (z[sl, None] == sh["core_sv"][None, :])
+        Ka[sl] = K @ sh["alpha_sv"]
+    if sh["has_delta"]:
+        ld = s * offset if sh["has_offset"] else np.zeros(len(z))
+    elif spec.constant_diagonal:
+        ld = np.zeros(len(z))
+    else:
+        ld = raw + lb + cd
+    return sh["marg"] - 2.0 * Ka + ld
+
+
+def _scan_block(X, sh, pb):
+    """One block's part of a full scan: for each half (CVR's mirrored points are the second), the largest
+    d^2 - c0, the candidates within 2 TIE of it (lowest indices first), and the k largest beyond ``over``."""
+    pidx, (sign, offset, pdiag) = pb[0], pb[1][:3]
+    spec, m, lb = sh["spec"], sh["m"], sh["lb"]
+    nsv = len(sh["svcoef"])
+    s_in = np.ones(len(pidx)) if sign is None else sign.astype(np.float64)
+    cd = np.full(len(pidx), sh["diag_add"]) if pdiag is None else pdiag
+    halves = 2 if sh["mirror"] else 1
+    if sh["impl"] == "fast":
+        from fastimpl._engine import kernel_expansion
+        ka = kernel_expansion(spec, sh["SV"], sh["svcoef"], X) if nsv else np.zeros(len(pidx))
+        raw = None
+        if not sh["lconst"] and not sh["has_delta"]:
+            from refimpl.kernels import kernel_diag
+            raw = kernel_diag(spec, X)
+    else:
+        from refimpl.kernels import kernel_diag
+        raw = kernel_diag(spec, X)
+    out = dict(vmax=-np.inf, band_z=[], band_v=[], band_cut=False, top_z=[], top_v=[])
+    over, k, c0 = sh["over"], sh["k"], sh["c0"]
+    vals_all, z_all = [], []
+    for h in range(halves):
+        z = pidx + h * m
+        s = -s_in if h == 1 else s_in
+        hit, ridge = _ridge_of_core(z, sh, cd)
+        if sh["impl"] == "fast":
+            kal = s * (ka + lb * sh["svsum"])
+            if hit is not None and (sh["diag_add"] != 0.0 or sh["has_pdiag"]):
+                kal = np.where(hit, kal + ridge, kal)
+            if sh["has_delta"]:
+                ld = s * offset if sh["has_offset"] else 0.0
+            elif sh["lconst"]:
+                ld = 0.0
+            else:
+                ld = raw + lb + cd
+            v = sh["marg"] - 2.0 * kal + ld
+        else:
+            v = _ref_d2(X, z, s, cd, offset, raw, sh)
+        vals_all.append(v)
+        z_all.append(z)
+    for z, v in zip(z_all, vals_all):
+        if len(v):
+            out["vmax"] = max(out["vmax"], float(v.max()))
+    band_thr = sh.get("band")
+    for z, v in zip(z_all, vals_all):
+        if band_thr is None:
+            vmax = out["vmax"]
+            sel = np.flatnonzero(v >= vmax - 2.0 * TIE * (abs(vmax) + abs(c0)))
+        else:
+            sel = np.flatnonzero(v >= band_thr)
+        sel = sel[np.argsort(z[sel], kind="stable")]
+        out["band_z"].append(z[sel])
+        out["band_v"].append(v[sel])
+        if k > 0:
+            viol = np.flatnonzero(v > over - c0) if sh["impl"] == "fast" else np.flatnonzero(v + c0 > over)
+            keep = viol[np.lexsort((z[viol], -v[viol]))][:k]
+            out["top_z"].append(z[keep])
+            out["top_v"].append(v[keep])
+    bz, bv = np.concatenate(out["band_z"]), np.concatenate(out["band_v"])
+    order = np.argsort(bz, kind="stable")
+    bz, bv = bz[order], bv[order]
+    out["band_cut"] = len(bz) > BAND_KEEP and band_thr is None
+    out["band_z"], out["band_v"] = bz[:BAND_KEEP], bv[:BAND_KEEP]
+    out["top_z"] = np.concatenate(out["top_z"]) if out["top_z"] else np.zeros(0, dtype=np.int64)
+    out["top_v"] = np.concatenate(out["top_v"]) if out["top_v"] else np.zeros(0)
+    return out
+
+
+def _furthest_block(X, sh, pb):
+    """(best value, its augmented index) of one block for the initialisation's furthest point (the
+    reference's arithmetic, refimpl.meb.MEBOps.furthest_from)."""
+    from refimpl.kernels import kernel_block, kernel_diag
+    pidx, (percol, masks) = pb
+    sign, offset, pdiag = percol
+    m, lb = sh["m"], sh["lb"]
+    k = kernel_block(sh["spec"], X, sh["xz"][None])[:, 0] + lb
+    s_in = np.ones(len(pidx)) if sign is None else sign.astype(np.float64)
+    cd = np.full(len(pidx), sh["diag_add"]) if pdiag is None else pdiag
+    raw = kernel_diag(sh["spec"], X)
+    best_v, best_z = -np.inf, -1
+    for h in range(2 if sh["mirror"] else 1):
+        z = pidx + h * m
+        s = -s_in if h == 1 else s_in
+        v = sh["sz"] * s * k
+        v = np.where(z == sh["z"], v + sh["cz"], v)
+        if sh["has_delta"]:
+            lin = sh["eta"] + (s * offset if offset is not None else 0.0)
+        else:
+            lin = raw + lb + cd
+        v = sh["kzz"] - 2.0 * v + lin
+        if masks is not None:
+            v = np.where(masks[h], v, -np.inf)
+        if len(v):
+            j = int(np.argmax(v))
+            if v[j] > best_v:
+                best_v, best_z = float(v[j]), int(z[j])
+    return best_v, best_z
+
+
+# -------------------------------------------------------------------------------- the engine call
+_CLASSES = {}
+
+
+def ops_class(impl):
+    """ChunkedMEBOps with the local engine and the scans' arithmetic of ``impl``."""
+    if impl not in _CLASSES:
+        _CLASSES[impl] = type(f"ChunkedMEBOps_{impl}", (ChunkedMEBOps,), {"impl": impl})
+    return _CLASSES[impl]
+
+
+def fit_meb(impl):
+    """``fit_meb(problem, eps, **options)`` (refimpl.meb.fit_meb's contract) on the chunked numerics."""
+    def fit(problem, eps, **kwargs):
+        kwargs["ops_class"] = ops_class(impl)
+        return _fit_meb(problem, eps, **kwargs)
+    return fit

@@ -1,0 +1,686 @@
+"""Data that stay where they are: Dask arrays, zarr arrays, HDF5 datasets and memory maps as inputs (issue 24).
+
+The estimators ``MEB``, ``CVDD``, ``CVMClassifier`` and ``CVR`` accept, in ``fit``, ``predict``,
+``decision_function``, ``score`` (and the other per-row methods):
+
+* a ``dask.array.Array``, on a ``dask.distributed`` client or on the local scheduler;
+* a zarr array or an h5py dataset, read by chunks (on the workers, through ``dask.array.from_zarr``,
+  when a distributed client is running);
+* an ``np.memmap`` (or a memory-mapped ``.npy``, ``np.load(..., mmap_mode='r')``).  A float64 C-ordered
+  map is what the in-memory engines read anyway, in place and without a copy, so it takes the in-memory
+  path; any other (float32, Fortran order) is read by chunks here, never converted whole.
+
+None of them is read whole into the caller's memory.  This module is the data side: detecting such an
+input (:func:`needs_chunked`), :class:`ChunkedRows` (rows of a source, or a subset of them, as the
+estimators' ``X``: its shape, row subsets as views, a few rows on request, a function mapped over its
+blocks beside the data), the chunked input checks (:func:`validate`: the same checks and messages as
+scikit-learn's ``validate_data``, from one pass that also gathers what the kernel width needs), the
+kernel resolution from those statistics (:func:`kernel_spec`, the checks of
+:func:`refimpl.kernels.checked_kernel_spec`), and per-row methods applied per block (:func:`apply`: a Dask
+array in, a Dask array out).  The numerics of the core-set loop over such rows are
+:mod:`corevector._chunked_ops`.
+
+Every block is converted to float64 when it is computed on, one block at a time: a float32 input stays
+float32 on disk and in transit.
+"""
+from __future__ import annotations
+
+import math
+import mmap
+import sys
+import uuid
+
+import numpy as np
+
+__all__ = ["needs_chunked", "ChunkedRows", "validate", "kernel_spec", "apply", "score", "EXTRA_MESSAGE"]
+
+#: a view of at most this many bytes (as float64) is read into memory when asked for as an array (e.g.
+#: support vectors); larger ones refuse, so that nothing is read whole by accident
+MATERIALIZE_BYTES = 256 * 2**20
+#: rows per block of a local source (memmap, zarr, HDF5): about this many bytes as float64
+BLOCK_BYTES = 16 * 2**20
+#: a block function sees at most this many rows at once (float64 temporaries stay small whatever the chunks)
+SUB_ROWS = 1 << 16
+
+EXTRA_MESSAGE = ("Dask inputs need the optional dependencies of corevector's 'dask' extra: "
+                 "pip install 'corevector[dask]' (dask, distributed, zarr, h5py)")
+
+
+# ---------------------------------------------------------------------------------------- what is chunked
+def _top_module(X) -> str:
+    return type(X).__module__.split(".")[0]
+
+
+def is_dask(X) -> bool:
+    return _top_module(X) == "dask" and hasattr(X, "chunks") and hasattr(X, "dask")
+
+
+def is_zarr(X) -> bool:
+    return _top_module(X) == "zarr" and hasattr(X, "chunks") and hasattr(X, "shape")
+
+
+def is_h5py(X) -> bool:
+    return _top_module(X) == "h5py" and hasattr(X, "chunks") and hasattr(X, "shape")
+
+
+def is_memmap(X) -> bool:
+    if isinstance(X, np.memmap):
+        return True
+    base = getattr(X, "base", None)
+    while base is not None:
+        if isinstance(base, mmap.mmap):
+            return True
+        base = getattr(base, "base", None)
+    return False
+
+
+def needs_chunked(X) -> bool:
+    """True for the inputs that this module reads by chunks (see the module docstring)."""
+    if isinstance(X, ChunkedRows) or is_dask(X) or is_zarr(X) or is_h5py(X):
+        return True
+    if isinstance(X, np.ndarray) and is_memmap(X):
+        return not (X.dtype == np.float64 and X.flags.c_contiguous)
+    return False
+
+
+def require_dask():
+    """dask.array and distributed, or an ImportError naming the extra."""
+    try:
+        import dask  # noqa: F401
+        import dask.array  # noqa: F401
+        import distributed  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(EXTRA_MESSAGE) from exc
+
+
+def distributed_client():
+    """The running ``dask.distributed`` client, or None (no client, or distributed not installed)."""
+    mod = sys.modules.get("distributed")
+    if mod is None:
+        return None
+    try:
+        return mod.get_client()
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------- sources
+def _as_float(block) -> np.ndarray:
+    return np.ascontiguousarray(block, dtype=np.float64)
+
+
+def _block_bounds(m, d, chunk_rows=None):
+    """Row boundaries of blocks of about BLOCK_BYTES (as float64), a multiple of the store's chunk rows."""
+    rows = max(1, BLOCK_BYTES // (8 * max(d, 1)))
+    if chunk_rows:
+        rows = max(chunk_rows, rows // chunk_rows * chunk_rows)
+    return np.unique(np.r_[np.arange(0, m, rows), m]).astype(np.int64)
+
+
+class _LocalSource:
+    """A memmap, a zarr array or an HDF5 dataset read by blocks in the calling process."""
+
+    def __init__(self, arr):
+        self.arr = arr
+        self.shape = tuple(int(s) for s in arr.shape)
+        self.dtype = np.dtype(arr.dtype)
+        chunks = getattr(arr, "chunks", None)
+        chunk_rows = int(chunks[0]) if isinstance(chunks, tuple) and chunks and chunks[0] else None
+        self.bounds = _block_bounds(self.shape[0], self.shape[1] if len(self.shape) > 1 else 1, chunk_rows)
+        self.is_dask = False
+
+    def read(self, b):
+        lo, hi = self.bounds[b], self.bounds[b + 1]
+        return np.asarray(self.arr[lo:hi])
+
+    def take(self, rows):
+        """Rows (sorted, unique source indices) in the source's dtype."""
+        if len(rows) == 0:
+            return np.zeros((0,) + self.shape[1:], dtype=self.dtype)
+        if isinstance(self.arr, np.ndarray):
+            return np.asarray(self.arr[rows])
+        # zarr and HDF5: one block at a time (zarr would otherwise read every chunk concurrently)
+        which = np.searchsorted(self.bounds, rows, side="right") - 1
+        cuts = np.flatnonzero(np.diff(which)) + 1
+        return np.concatenate([self.read(int(which[p[0]]))[rows[p] - self.bounds[int(which[p[0]])]]
+                               for p in np.split(np.arange(len(rows)), cuts)])
+
+    def map(self, fn, shared, per_block, blocks):
+        return [fn(self.read(b), shared, pb) for b, pb in zip(blocks, per_block)]
+
+    def scatter(self, objs):
+        return objs
+
+
+def _take_block(block, local):
+    return np.asarray(block)[local]
+
+
+#: attempts of a scan or fetch whose workers were lost (Dask recomputes their blocks; what was scattered
+#: to them is scattered again) before the fit stops with a RuntimeError
+ATTEMPTS = 3
+
+
+class _Ref:
+    """An object scattered to the workers, kept here too, so that it can be scattered again when the
+    worker holding it is lost."""
+
+    def __init__(self, obj, future):
+        self.obj, self.future = obj, future
+
+
+def _resolve(x):
+    if isinstance(x, _Ref):
+        return x.future
+    if isinstance(x, tuple):
+        return tuple(_resolve(e) for e in x)
+    return x
+
+
+def _refs(x):
+    if isinstance(x, _Ref):
+        yield x
+    elif isinstance(x, tuple):
+        for e in x:
+            yield from _refs(e)
+
+
+def _lost_workers(exc) -> bool:
+    """True for the failures a lost worker causes (cancelled futures, lost dependencies, killed workers)."""
+    import asyncio
+    import concurrent.futures
+    if isinstance(exc, (asyncio.CancelledError, concurrent.futures.CancelledError)):
+        return True
+    return type(exc).__module__.split(".")[0] == "distributed"
+
+
+class _DaskSource:
+    """A Dask array: every block computed where its data are (persisted partitions, or chunks read from
+    their store by the worker), on a distributed client when one runs, else on the local scheduler."""
+
+    def __init__(self, darr):
+        require_dask()
+        if darr.ndim == 2 and darr.numblocks[1] > 1:
+            darr = darr.rechunk({1: -1})
+        self.darr = darr
+        self.shape = tuple(int(s) for s in darr.shape)
+        self.dtype = np.dtype(darr.dtype)
+        self.bounds = np.r_[0, np.cumsum(darr.chunks[0])].astype(np.int64)
+        self.blocks = darr.to_delayed().ravel() if darr.ndim == 2 else darr.to_delayed()
+        self.is_dask = True
+        self._refs = []
+        # the client running now (threads the fit starts, e.g. its reads ahead, use it too)
+        self.client = distributed_client()
+
+    def _compute(self, build):
+        """Compute the tasks ``build()`` makes; when workers are lost meanwhile, scatter what they held again
+        and retry (Dask recomputes lost blocks from their graph), then give up with a clear error."""
+        import dask
+        for attempt in range(ATTEMPTS):
+            try:
+                return list(dask.compute(*build(), **({} if self.client is None else {"scheduler": self.client})))
+            except Exception as exc:  # noqa: BLE001 -- only lost-worker failures are retried
+                if not _lost_workers(exc):
+                    raise
+                if attempt == ATTEMPTS - 1:
+                    raise RuntimeError(f"the Dask cluster lost workers during the fit and {ATTEMPTS} attempts to "
+                                       "recompute the lost blocks failed; no model was fitted") from exc
+                client = self.client
+                for ref in self._refs:
+                    if client is not None and ref.future.status != "finished":
+                        ref.future = client.scatter([ref.obj], hash=False)[0]
+
+    def read(self, b):
+        return np.asarray(self.blocks[b].compute())
+
+    def scatter(self, objs):
+        """Per-block objects sent to the workers once (a fit's labels and weights), or kept as they are."""
+        client = self.client
+        if client is None:
+            return objs
+        refs = [_Ref(o, f) for o, f in zip(objs, client.scatter(list(objs), hash=False))]
+        self._refs.extend(refs)
+        return refs
+
+    def _shared(self, shared):
+        import dask
+        client = self.client
+        if client is not None:  # sent once to every worker, whatever the number of blocks
+            ref = _Ref(shared, client.scatter([shared], broadcast=True, hash=False)[0])
+            self._refs.append(ref)
+            return ref
+        return dask.delayed(shared, name="corevector-shared-" + uuid.uuid4().hex, traverse=False)
+
+    def take(self, rows):
+        import dask
+        if len(rows) == 0:
+            return np.zeros((0,) + self.shape[1:], dtype=self.dtype)
+        which = np.searchsorted(self.bounds, rows, side="right") - 1
+        cuts = np.flatnonzero(np.diff(which)) + 1
+        parts = [(int(which[p[0]]), rows[p] - self.bounds[int(which[p[0]])])
+                 for p in np.split(np.arange(len(rows)), cuts)]
+        return np.concatenate(self._compute(
+            lambda: [dask.delayed(_take_block, pure=True)(self.blocks[b], loc) for b, loc in parts]))
+
+    def map(self, fn, shared, per_block, blocks):
+        import dask
+        sh = self._shared(shared)
+        try:
+            return self._compute(lambda: [dask.delayed(fn, pure=False)(self.blocks[b], _resolve(sh), _resolve(pb))
+                                          for b, pb in zip(blocks, per_block)])
+        finally:
+            if isinstance(sh, _Ref):  # the scan's broadcast is done with
+                self._refs.remove(sh)
+                sh.future.release()
+
+
+def _source(X):
+    if is_dask(X):
+        return _DaskSource(X)
+    if is_zarr(X) and distributed_client() is not None:
+        require_dask()
+        import dask.array as da
+        return _DaskSource(da.from_zarr(X))
+    return _LocalSource(X)
+
+
+# ---------------------------------------------------------------------------------------- the rows
+class ChunkedRows:
+    """The estimators' ``X`` for chunked data: the rows of a source (all of them, or the subset ``rows``
+    in that order), never read whole.  ``X[idx]`` is a view; ``take(idx)`` reads those rows as float64;
+    ``map_blocks(fn, shared, extra)`` runs ``fn(block, shared, (pidx, pos, extra_b))`` beside every block
+    that holds rows of the view (``pidx``: the view's indices of those rows, ``pos``: their positions in
+    the block, None when the block is all of it) and returns the results in block order."""
+
+    chunked_rows = True  # the marker refimpl.problem.MEBProblem recognises
+    ndim = 2
+    dtype = np.dtype(np.float64)
+
+    def __init__(self, source, rows=None, stats=None):
+        self.source = source
+        self.rows = None if rows is None else np.asarray(rows, dtype=np.int64)
+        m = source.shape[0] if self.rows is None else len(self.rows)
+        self.shape = (int(m), int(source.shape[1]) if len(source.shape) > 1 else 0)
+        self._stats = stats
+        self._plan = None
+        self._box = None
+
+    @classmethod
+    def of(cls, X):
+        return X if isinstance(X, ChunkedRows) else cls(_source(X))
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __repr__(self):
+        return f"ChunkedRows(shape={self.shape}, source={type(self.source).__name__}, dtype={self.source.dtype})"
+
+    @property
+    def nbytes(self):
+        return self.shape[0] * self.shape[1] * 8
+
+    def _source_rows(self, idx):
+        idx = np.asarray(idx, dtype=np.int64)
+        return idx if self.rows is None else self.rows[idx]
+
+    def __getitem__(self, key):
+        if isinstance(key, tuple):
+            raise TypeError("ChunkedRows supports row selection only (X[rows])")
+        if isinstance(key, slice):
+            key = np.arange(self.shape[0])[key]
+        key = np.asarray(key)
+        if key.dtype == bool:
+            key = np.flatnonzero(key)
+        view = ChunkedRows(self.source, self._source_rows(key.astype(np.int64)))
+        view._box = self.box if self._stats is not None or self._box is not None else None
+        return view
+
+    def take(self, idx) -> np.ndarray:
+        """The rows ``idx`` of the view as a float64 array (read from where they are)."""
+        src = self._source_rows(idx)
+        uniq, inv = np.unique(src, return_inverse=True)
+        return _as_float(self.source.take(uniq))[inv.ravel()]
+
+    def materialize(self) -> np.ndarray:
+        if self.nbytes > MATERIALIZE_BYTES:
+            raise TypeError(f"{self!r} would be read whole into memory ({self.nbytes / 2**20:.0f} MB as float64); "
+                            f"corevector.chunked.MATERIALIZE_BYTES is {MATERIALIZE_BYTES / 2**20:.0f} MB")
+        return self.take(np.arange(self.shape[0]))
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.materialize()
+        return out if dtype is None else out.astype(dtype)
+
+    # -- blocks
+    def plan(self):
+        """[(block, pidx, pos)] for the blocks holding rows of the view (pidx None: the whole block is rows
+        bounds[b]..bounds[b+1] of the view, in order)."""
+        if self._plan is None:
+            bounds = self.source.bounds
+            out = []
+            if self.rows is None:
+                out = [(b, None, None) for b in range(len(bounds) - 1) if bounds[b + 1] > bounds[b]]
+            else:
+                which = np.searchsorted(bounds, self.rows, side="right") - 1
+                order = np.argsort(which, kind="stable")
+                cuts = np.flatnonzero(np.diff(which[order])) + 1
+                for part in np.split(order, cuts):
+                    if len(part):
+                        b = int(which[part[0]])
+                        out.append((b, part.astype(np.int64), (self.rows[part] - bounds[b]).astype(np.int64)))
+            self._plan = out
+        return self._plan
+
+    def block_starts(self):
+        """The view index of each planned block's first row (whole blocks of an unsubset view)."""
+        return [int(self.source.bounds[b]) if pidx is None else None for b, pidx, _ in self.plan()]
+
+    def map_blocks(self, fn, shared, extra=None):
+        plan = self.plan()
+        extra = [None] * len(plan) if extra is None else extra
+        per_block = [(int(self.source.bounds[b]) if pidx is None else None, pidx, pos, e)
+                     for (b, pidx, pos), e in zip(plan, extra)]
+        parts = self.source.map(_on_rows(fn), shared, per_block, [b for b, _, _ in plan])
+        return [r for part in parts for r in part]
+
+    def per_block(self, arrays):
+        """Per-block slices of per-row arrays of the view (None entries stay None), scattered to the workers
+        once when a distributed client runs: what a fit's block functions get as ``extra``."""
+        out = []
+        for b, pidx, _ in self.plan():
+            if pidx is None:
+                lo, hi = self.source.bounds[b], self.source.bounds[b + 1]
+                out.append(tuple(None if a is None else a[lo:hi] for a in arrays))  # views: no copy here
+            else:
+                out.append(tuple(None if a is None else np.ascontiguousarray(a[pidx]) for a in arrays))
+        return self.source.scatter(out)
+
+    # -- statistics of one chunked pass
+    @property
+    def stats(self):
+        if self._stats is None:
+            parts = self.map_blocks(_block_stats, None)
+            self._stats = _merge_stats(parts, self.shape[1])
+        return self._stats
+
+    @property
+    def box(self):
+        """(lowest, highest) value of every column: of the rows of the view, or of a view it was cut from
+        (a box that holds them: what the engines' screens need, without another pass)."""
+        if self._box is not None:
+            return self._box
+        return self.stats["min"], self.stats["max"]
+
+    def kernel_diag(self, spec) -> np.ndarray:
+        """k(x, x) of every row of the view (refimpl.kernels.kernel_diag), from one chunked pass; a constant
+        array of no memory for the radial kernels."""
+        if spec.radial:
+            return np.broadcast_to(1.0, (self.shape[0],))
+        out = np.empty(self.shape[0])
+        for (pidx, vals) in self.map_blocks(_block_kernel_diag, spec):
+            out[pidx] = vals
+        return out
+
+
+class _on_rows:
+    """fn(block_rows_float64, shared, (pidx, extra)): the view's rows of a block, as float64, and their
+    view indices (a picklable callable, so that it runs on a worker)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, block, shared, pb):
+        """fn on slices of at most SUB_ROWS rows (float64 one slice at a time): a list of results."""
+        start, pidx, pos, extra = pb
+        block = np.asarray(block)
+        if pos is not None:
+            block = block[pos]
+        else:
+            pidx = np.arange(start, start + block.shape[0], dtype=np.int64)
+        out = []
+        for a in range(0, max(block.shape[0], 1), SUB_ROWS):
+            sl = slice(a, a + SUB_ROWS)
+            ex = extra if extra is None else _slice_extra(extra, sl)
+            out.append(self.fn(_as_float(block[sl]), shared, (pidx[sl], ex)))
+        return out
+
+
+def _slice_extra(extra, sl):
+    """Per-row arrays of a block (tuples of arrays, None entries) cut to the slice ``sl`` of its rows."""
+    if isinstance(extra, tuple):
+        return tuple(_slice_extra(e, sl) for e in extra)
+    if isinstance(extra, np.ndarray):
+        return extra[sl]
+    return extra
+
+
+def _block_stats(X, _shared, pb):
+    """One block's part of the validation pass: non-finite values, column ranges, sums and centred sums of
+    squares (per column and over all entries), the largest squared row norm and |x|."""
+    n = X.shape[0]
+    with np.errstate(over="ignore", invalid="ignore"):
+        nan = bool(np.isnan(X).any())
+        inf = bool(np.isinf(X).any())
+        mean = X.mean(axis=0)
+        dev = X - mean
+        m2 = (dev * dev).sum(axis=0)
+        amean = float(X.mean())
+        adev = X - amean
+        am2 = float((adev * adev).sum())
+        sq = np.einsum("ij,ij->i", X, X)
+        return dict(n=n, nan=nan, inf=inf, min=X.min(axis=0), max=X.max(axis=0), mean=mean, m2=m2,
+                    amean=amean, am2=am2, sqmax=float(sq.max()) if n else 0.0,
+                    absmax=float(np.abs(X).max()) if X.size else 0.0)
+
+
+def _merge_stats(parts, d):
+    """Chan et al.'s parallel merge of per-block means and centred sums of squares."""
+    n, mean, m2, amean, am2 = 0, np.zeros(d), np.zeros(d), 0.0, 0.0
+    out = dict(nan=False, inf=False, min=np.full(d, np.inf), max=np.full(d, -np.inf), sqmax=0.0, absmax=0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for p in parts:
+            nb = p["n"]
+            if nb == 0:
+                continue
+            out["nan"] |= p["nan"]
+            out["inf"] |= p["inf"]
+            out["min"] = np.minimum(out["min"], p["min"])
+            out["max"] = np.maximum(out["max"], p["max"])
+            out["sqmax"] = max(out["sqmax"], p["sqmax"])
+            out["absmax"] = max(out["absmax"], p["absmax"])
+            tot = n + nb
+            delta = p["mean"] - mean
+            mean = mean + delta * (nb / tot)
+            m2 = m2 + p["m2"] + delta * delta * (n * nb / tot)
+            adelta = p["amean"] - amean
+            amean = amean + adelta * (nb / tot)
+            am2 = am2 + p["am2"] + adelta * adelta * (n * d * nb * d / (tot * d))
+            n = tot
+    out.update(n=n, col_var=m2 / max(n, 1), var=am2 / max(n * d, 1))
+    return out
+
+
+def _block_kernel_diag(X, spec, pb):
+    from refimpl.kernels import kernel_diag
+    return pb[0], kernel_diag(spec, X)
+
+
+# ---------------------------------------------------------------------------------------- checks
+def _name(estimator):
+    return type(estimator).__name__
+
+
+def validate(estimator, X, y="no_validation", *, reset=True, ensure_min_samples=1, y_numeric=False, **_ignored):
+    """scikit-learn's ``validate_data`` for a chunked X: the same checks and messages (2-D, numeric, at
+    least ``ensure_min_samples`` rows and one feature, no NaN or infinity, y of matching length), from one
+    chunked pass whose statistics (column ranges, variances) the kernel width reuses.  Returns the
+    :class:`ChunkedRows` (and y as a NumPy array: labels and targets are 1 value a row, read whole)."""
+    from sklearn.utils.validation import _check_y, check_consistent_length
+
+    if is_dask(X):
+        require_dask()
+    Xc = ChunkedRows.of(X)
+    src = Xc.source
+    if len(src.shape) != 2:
+        raise ValueError(f"Expected 2D array, got {len(src.shape)}D array instead: a chunked X of shape {src.shape}")
+    if src.dtype.kind not in "biuf":
+        raise ValueError(f"{_name(estimator)}: a chunked X must hold real numbers, got dtype {src.dtype}")
+    m, d = Xc.shape
+    if m < ensure_min_samples:
+        raise ValueError(f"Found array with {m} sample(s) (shape={Xc.shape}) while a minimum of {ensure_min_samples} "
+                         f"is required by {_name(estimator)}.")
+    if d < 1:
+        raise ValueError(f"Found array with 0 feature(s) (shape={Xc.shape}) while a minimum of 1 is required by "
+                         f"{_name(estimator)}.")
+    if not reset:
+        _check_features(estimator, d)
+    st = Xc.stats
+    if st["nan"]:
+        raise ValueError(f"Input X contains NaN.\n{_name(estimator)} does not accept missing values encoded as NaN "
+                         "natively.")
+    if st["inf"]:
+        raise ValueError("Input X contains infinity or a value too large for dtype('float64').")
+    if reset:
+        estimator.n_features_in_ = d
+        if hasattr(estimator, "feature_names_in_"):
+            del estimator.feature_names_in_
+    if isinstance(y, str) and y == "no_validation":
+        return Xc
+    if y is None:
+        raise ValueError(f"{_name(estimator)} requires y to be passed, but the target y is None.")
+    if is_dask(y):
+        y = y.compute()
+    y = _check_y(np.asarray(y), y_numeric=y_numeric, estimator=estimator)
+    check_consistent_length(Xc, y)
+    return Xc, y
+
+
+def _check_features(estimator, d):
+    n = getattr(estimator, "n_features_in_", None)
+    if n is not None and d != n:
+        raise ValueError(f"X has {d} features, but {_name(estimator)} is expecting {n} features as input.")
+
+
+def kernel_spec(X, kernel, gamma, degree, coef0, normalize):
+    """:func:`refimpl.kernels.checked_kernel_spec` from the statistics of the chunked pass: gamma='scale' is
+    1 / (d Var X) over every entry, 'beta' 2 sum_f Var(X[:, f]) (both merged per block, so they can differ
+    from NumPy's single-array sums in the last bits), the same refusals of widths and kernel values that
+    float64 cannot hold, with the same messages."""
+    from refimpl import kernels as K
+
+    st, (m, d) = X.stats, X.shape
+    g = gamma
+    if isinstance(gamma, str) and gamma in ("beta", "scale") and kernel != "linear":
+        if (gamma == "scale" and st["min"].min() == st["max"].max()) or \
+                (gamma == "beta" and np.all(st["min"] == st["max"])):
+            g = 1.0
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                if gamma == "beta":
+                    what, value = "beta (mean squared pairwise distance)", float(2.0 * st["col_var"].sum())
+                else:
+                    what, value = "n_features * Var(X)", d * float(st["var"])
+                g = 1.0 / value if value > 0 else np.inf
+            if not (K._NORMAL[0] <= value <= K._NORMAL[1]) or not (0.0 < g < np.inf):
+                raise ValueError(
+                    f"gamma={gamma!r} cannot be computed for this X: {what} = {value:.3g} is outside the normal "
+                    f"float64 range [{K._NORMAL[0]:.3g}, {K._NORMAL[1]:.3g}] (max|X| = {st['absmax']:.3g}), so gamma "
+                    "and the kernel's squared distances would under- or overflow and every kernel value would be 0 "
+                    "or 1.  Rescale X (e.g. sklearn.preprocessing.StandardScaler) or pass gamma as a number.")
+    spec = K.make_kernel_spec(np.zeros((1, d)), kernel, g, degree, coef0, normalize)
+    if m * d == 0:
+        return spec
+    tiny = np.finfo(np.float64).tiny
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        if spec.radial:
+            value = float(np.sum((st["max"] - st["min"]) ** 2))
+            what = "the largest squared distance between two rows of X"
+            bad = not np.isfinite(value) or 0.0 < value < tiny
+        else:
+            value = float(st["sqmax"])
+            if spec.name == "poly":
+                value = float(np.power(spec.gamma * value + spec.coef0, float(spec.degree)))
+            what = "the largest kernel value k(x, x) of X"
+            bad = not value <= math.sqrt(np.finfo(np.float64).max) or 0.0 < value < tiny
+    if bad:
+        raise ValueError(f"X is of a scale float64 cannot hold for kernel={spec.name!r}: {what} is {value:.3g} "
+                         f"(max|X| = {st['absmax']:.3g}), so the kernel values would over- or "
+                         "underflow.  Rescale X (e.g. sklearn.preprocessing.StandardScaler).")
+    return spec
+
+
+# ---------------------------------------------------------------------------------------- per-row methods
+class _Method:
+    """estimator.method on one block (picklable: runs on a worker)."""
+
+    def __init__(self, estimator, method):
+        self.estimator, self.method = estimator, method
+
+    def __call__(self, block):
+        return getattr(self.estimator, self.method)(_as_float(block))
+
+
+def _block_method(X, shared, pb):
+    return pb[0], shared(X)
+
+
+def apply(estimator, method, X):
+    """``estimator.method`` on every row of a chunked X, one block at a time beside the data: a Dask array
+    (lazy, one task per block) for a Dask input, a NumPy array otherwise."""
+    from sklearn.utils.validation import check_is_fitted
+
+    check_is_fitted(estimator)
+    if isinstance(X, ChunkedRows):
+        Xc = X
+    else:
+        if is_dask(X):
+            require_dask()
+        Xc = ChunkedRows(_source(X)) if not is_dask(X) else None
+    d = X.shape[1] if len(X.shape) == 2 else None
+    if d is None:
+        raise ValueError(f"Expected 2D array, got {len(X.shape)}D array instead")
+    _check_features(estimator, d)
+    fn = _Method(estimator, method)
+    if Xc is None:  # a Dask array in, a Dask array out
+        darr = X if X.numblocks[1] == 1 else X.rechunk({1: -1})
+        probe = fn(np.zeros((1, d)))
+        name = f"corevector-{method}-{uuid.uuid4().hex}"
+        if probe.ndim == 1:
+            return darr.map_blocks(fn, dtype=probe.dtype, drop_axis=1, name=name, meta=np.empty((0,), probe.dtype))
+        return darr.map_blocks(fn, dtype=probe.dtype, chunks=(darr.chunks[0], (probe.shape[1],)), name=name,
+                               meta=np.empty((0, 0), probe.dtype))
+    parts = Xc.map_blocks(_block_method, fn)
+    first = parts[0][1]
+    out = np.empty((Xc.shape[0],) + first.shape[1:], dtype=first.dtype)
+    for pidx, vals in parts:
+        out[pidx] = vals
+    return out
+
+
+def _block_expansion(X, shared, pb):
+    from corevector.numerics import numerics
+    impl, spec, SV, coef = shared
+    return pb[0], numerics(impl).kernel_expansion(spec, SV, coef, X)
+
+
+def expansion(impl, spec, SV, coef, X):
+    """sum_t coef_t k(sv_t, x) for every row x of a :class:`ChunkedRows`, per block beside the data."""
+    out = np.empty(X.shape[0])
+    for pidx, vals in X.map_blocks(_block_expansion, (impl, spec, np.ascontiguousarray(SV, dtype=np.float64),
+                                                      np.ascontiguousarray(coef, dtype=np.float64))):
+        out[pidx] = vals
+    return out
+
+
+def score(estimator, X, y, sample_weight=None):
+    """The estimator's ``score`` (accuracy or R^2) of a chunked X: predictions per block, then the metric."""
+    from sklearn.base import is_classifier
+    from sklearn.metrics import accuracy_score, r2_score
+
+    pred = apply(estimator, "predict", X)
+    if is_dask(pred):
+        pred = pred.compute()
+    if is_dask(y):
+        y = y.compute()
+    metric = accuracy_score if is_classifier(estimator) else r2_score
+    return float(metric(np.asarray(y), pred, sample_weight=sample_weight))

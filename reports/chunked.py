@@ -1,0 +1,208 @@
+"""Data beyond one machine (issue 24): the same CVMClassifier fit from memory, a float32 memory map, a zarr
+store read here, and the zarr store read by a LocalCluster's workers (a Dask array on a distributed client).
+
+Data: the checkerboard (001 Sec. 5.1: gamma = 1, C = 1e4, the paper's setting) at m points, float64 (the
+memory map float32), written once per m into ``<out>/chunked-data`` (zarr chunks of ``CHUNK_ROWS`` rows);
+2,000 test points.  Every measurement runs in a fresh process (``python -m reports.chunked --one ...``),
+``REPEATS`` times, and the table gives medians:
+
+* ``fit_time`` / ``fit_cpu_time`` -- wall and CPU seconds of the fit (CPU: the caller plus, on a cluster, its
+  workers), ``load`` the 1-minute load average when it started;
+* ``rss_growth_mb`` -- growth of the caller's resident high-water mark during the fit (reset after the data
+  were opened), next to ``x_mb``, X's bytes as float64; ``worker_peak_mb`` -- the largest worker's peak;
+* ``core_set``, ``accuracy``, ``certified_ratio``;
+* ``row_bytes_per_iter`` -- bytes of rows sent to the client per iteration of the loop (the draws read
+  ahead), ``scan_bytes_per_block`` -- bytes a block returns from a full scan, ``fetch_rounds``;
+* ``scan_evals_per_s`` -- a full pass of ``decision_function`` over the training rows, in kernel
+  evaluations per second (rows x support vectors / wall seconds): the throughput of the scans.
+
+The model is the same for every input (tests/test_chunked.py checks it bit for bit); the columns say what
+each input costs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .common import Context, ExperimentResult, experiment, to_markdown
+
+CHUNK_ROWS = 1_000_000
+#: rows of the scan-throughput pass (decision_function over the training rows)
+SCAN_ROWS = 10_000_000
+REPEATS = 3
+KINDS = ("memory", "memmap", "zarr", "dask")
+WORKERS, WORKER_MEMORY = 2, "1GB"
+TIMEOUT = {"tiny": 300, "quick": 900, "full": 3600}
+COLUMNS = ["input", "m", "chunk_rows", "workers", "fit_time", "fit_cpu_time", "load", "rss_growth_mb", "x_mb", "worker_peak_mb", "core_set",
+           "accuracy", "certified_ratio", "row_bytes_per_iter", "scan_bytes_per_block", "fetch_rounds",
+           "scan_evals_per_s"]
+
+
+def data_files(folder: Path, m: int, chunk_rows=CHUNK_ROWS):
+    """The checkerboard of m points as float64 zarr and float32 .npy (made once), and 2,000 test points."""
+    from refimpl.datasets import checkerboard
+    import zarr
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tag = "" if chunk_rows == CHUNK_ROWS else f"_c{chunk_rows}"
+    zpath, npath = folder / f"cb{m}{tag}.zarr", folder / f"cb{m}{tag}_f32.npy"
+    ypath = folder / f"cb{m}{tag}_y.npy"
+    if not (zpath.exists() and npath.exists() and ypath.exists()):
+        z = zarr.open_array(str(zpath), mode="w", shape=(m, 2), chunks=(min(chunk_rows, m), 2), dtype="f8")
+        mm = np.lib.format.open_memmap(str(npath), mode="w+", dtype=np.float32, shape=(m, 2))
+        ys = np.empty(m, dtype=np.int8)
+        step = 5_000_000
+        for k, s in enumerate(range(0, m, step)):
+            Xb, yb = checkerboard(min(step, m - s), random_state=1000 + k)
+            z[s:s + len(Xb)] = Xb
+            mm[s:s + len(Xb)] = Xb
+            ys[s:s + len(Xb)] = yb
+        mm.flush()
+        np.save(ypath, ys)
+    return zpath, npath, ypath
+
+
+def _rss(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _worker_usage():
+    """(CPU seconds, resident high-water mark) of a worker process (VmHWM: ru_maxrss carries over exec)."""
+    import resource
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    with open("/proc/self/status") as f:
+        hwm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+    return r.ru_utime + r.ru_stime, hwm
+
+
+def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
+    """One measurement in this (fresh) process; returns a dict of the columns."""
+    import warnings
+
+    from corevector import CVMClassifier, _chunked_ops
+    from refimpl.datasets import checkerboard
+    warnings.simplefilter("ignore")
+    zpath, npath, ypath = data_files(Path(folder), m, chunk_rows)
+    y = np.load(ypath)
+    Xt, yt = checkerboard(2000, random_state=1)
+    client = None
+    import zarr
+    if kind == "memory":
+        X = np.asarray(zarr.open_array(str(zpath), mode="r")[:])
+    elif kind == "memmap":
+        X = np.load(npath, mmap_mode="r")
+    else:
+        X = zarr.open_array(str(zpath), mode="r")
+        if kind == "dask":
+            from distributed import Client, LocalCluster
+            client = Client(LocalCluster(n_workers=workers, threads_per_worker=1, memory_limit=WORKER_MEMORY,
+                                         dashboard_address=None, silence_logs=50))
+            client.run(lambda: __import__("corevector._chunked_ops"))  # a running cluster has the library loaded
+    load = os.getloadavg()[0]
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    base = _rss("VmRSS:")
+    w0 = client.run(_worker_usage) if client else {}
+    c0, t0 = time.process_time(), time.perf_counter()
+    est = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    growth = _rss("VmHWM:") - base
+    w1 = client.run(_worker_usage) if client else {}
+    cpu += sum(w1[k][0] - w0[k][0] for k in w1)
+    st = _chunked_ops.STATS[-1] if _chunked_ops.STATS and kind != "memory" else {}
+    # the scan throughput on at most SCAN_ROWS rows (a prediction of every row returns 8 bytes a row)
+    n_scan = min(m, SCAN_ROWS)
+    Xs = X
+    if n_scan < m:
+        if kind == "dask":
+            import dask.array as da
+            Xs = da.from_zarr(X)[:n_scan]
+        elif kind in ("memory", "memmap"):
+            Xs = X[:n_scan]
+        else:
+            Xs = None
+    scan = float("nan")
+    if Xs is not None:
+        t1 = time.perf_counter()
+        dec = est.decision_function(Xs)
+        if hasattr(dec, "compute"):
+            dec = dec.compute()
+        scan = time.perf_counter() - t1
+    n_iter = max(int(est.n_iter_), 1)
+    out = dict(input=kind, m=m, chunk_rows=chunk_rows, workers=workers if kind == "dask" else 0, fit_time=wall, fit_cpu_time=cpu, load=load, rss_growth_mb=growth / 2**20,
+               x_mb=m * 2 * 8 / 2**20, worker_peak_mb=max((v[1] for v in w1.values()), default=0) / 2**20,
+               core_set=int(est.core_set_.size), accuracy=float(est.score(Xt, yt)),
+               certified_ratio=float(est.certified_ratio_),
+               row_bytes_per_iter=st.get("fetch_bytes", 0) / n_iter if st else 0.0,
+               scan_bytes_per_block=st["scan_bytes"] / max(st["scan_blocks"], 1) if st else 0.0,
+               fetch_rounds=st.get("fetch_rounds", 0), scan_evals_per_s=n_scan * len(est.support_) / scan,
+               positions=st.get("positions", 0), n_iter=int(est.n_iter_))
+    if client is not None:
+        cluster = client.cluster
+        client.close()
+        cluster.close()
+    return out
+
+
+def measure(kind, m, folder, timeout, repeats=REPEATS, chunk_rows=CHUNK_ROWS, workers=WORKERS):
+    """Medians of ``repeats`` fresh processes (the other columns from the first)."""
+    runs = []
+    for _ in range(repeats):
+        cmd = [sys.executable, "-m", "reports.chunked", "--one", kind, str(m), str(folder), str(chunk_rows),
+               str(workers)]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                             cwd=Path(__file__).resolve().parent.parent)
+        line = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
+        if res.returncode or not line:
+            return dict(input=kind, m=m, error=(res.stderr or res.stdout)[-500:])
+        runs.append(json.loads(line[-1]))
+    out = dict(runs[0])
+    for key in ("fit_time", "fit_cpu_time", "rss_growth_mb", "scan_evals_per_s", "worker_peak_mb", "load"):
+        out[key] = float(np.median([r[key] for r in runs]))
+    return out
+
+
+@experiment("chunked", "Data beyond one machine: memory, memmap, zarr and a Dask cluster (issue 24)",
+            sizes={"tiny": [20_000], "quick": [100_000, 1_000_000], "full": [1_000_000, 10_000_000]})
+def chunked(ctx: Context) -> ExperimentResult:
+    import pandas as pd
+
+    folder = ctx.out / "chunked-data"
+    rows = []
+    for m in ctx.sizes:
+        data_files(folder, m)
+        for kind in KINDS:
+            rows.append(measure(kind, m, folder, TIMEOUT[ctx.mode], repeats=1 if ctx.mode == "tiny" else REPEATS))
+    df = pd.DataFrame(rows)
+    df.to_csv(ctx.out / "chunked.csv", index=False)
+    cols = [c for c in COLUMNS if c in df.columns] + (["error"] if "error" in df.columns else [])
+    return ExperimentResult(outputs=["chunked.csv"], summary_md=to_markdown(df[cols]))
+
+
+def sweep(folder, m=1_000_000, chunks=(62_500, 250_000, 1_000_000), workers=(1, 2), repeats=1, timeout=900):
+    """Chunk rows and workers against each other on the Dask path at one m (README's trade-offs)."""
+    rows = []
+    for c in chunks:
+        data_files(Path(folder), m, c)
+        for w in workers:
+            rows.append(measure("dask", m, folder, timeout, repeats, c, w))
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--one"]:
+        args = sys.argv[2:]
+        print(json.dumps(run_one(args[0], int(args[1]), args[2], *(int(a) for a in args[3:]))), flush=True)
+    elif sys.argv[1:2] == ["--sweep"]:
+        sweep(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 1_000_000)

@@ -1,0 +1,219 @@
+"""Chunked inputs (issue 24): memory maps, zarr, HDF5 and Dask arrays give the in-memory fit, on real
+components (zarr and HDF5 files on disk, Dask's local scheduler; the LocalCluster tests are in
+tests/test_distributed.py).
+
+With a numeric gamma the fits are compared bit for bit: the same core set, the same alpha (dual_coef_),
+whatever the chunking.  gamma='scale'/'beta' come from variances merged per block (last-bit differences),
+so those fits are compared through the (1+eps)^2 bound of full scans instead.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from corevector import CVDD, CVR, MEB, CVMClassifier
+from corevector import chunked
+from corevector import _chunked_ops
+from refimpl.datasets import checkerboard
+
+zarr = pytest.importorskip("zarr")
+h5py = pytest.importorskip("h5py")
+da = pytest.importorskip("dask.array")
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch):
+    """Many blocks and small windows of draws ahead even on small data."""
+    monkeypatch.setattr(chunked, "BLOCK_BYTES", 16 * 1024)
+    monkeypatch.setattr(_chunked_ops, "WINDOW_START", 256)
+
+
+def _data(m=3000, seed=0):
+    X, y = checkerboard(m, random_state=seed)
+    X = X.astype(np.float32).astype(np.float64)  # float32 on disk: the same values in memory
+    rng = np.random.default_rng(seed)
+    y3 = (X[:, 0] > 2).astype(int) + (X[:, 1] > 3)
+    yr = np.sin(X[:, 0]) + X[:, 1] + 0.1 * rng.normal(size=len(X))
+    w = rng.uniform(0.5, 2.0, size=len(X))
+    return X, y, y3, yr, w
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    X, *_ = _data()
+    tmp = tmp_path_factory.mktemp("stores")
+    x32 = X.astype(np.float32)
+    np.save(tmp / "x.npy", x32)
+    z = zarr.open_array(str(tmp / "x.zarr"), mode="w", shape=x32.shape, chunks=(700, 2), dtype="f4")
+    z[:] = x32
+    with h5py.File(tmp / "x.h5", "w") as f:
+        f.create_dataset("X", data=x32, chunks=(500, 2))
+    h5 = h5py.File(tmp / "x.h5", "r")
+    yield {
+        "memmap": np.load(tmp / "x.npy", mmap_mode="r"),
+        "zarr": zarr.open_array(str(tmp / "x.zarr"), mode="r"),
+        "h5py": h5["X"],
+        "dask": da.from_array(x32, chunks=(900, 2)),
+    }
+    h5.close()
+
+
+def _same_fit(a, b):
+    assert np.array_equal(a.core_set_, b.core_set_)
+    assert np.array_equal(a.dual_coef_, b.dual_coef_)
+    assert np.array_equal(a.intercept_, b.intercept_)
+    assert np.array_equal(np.asarray(a.certified_ratio_), np.asarray(b.certified_ratio_))
+
+
+def test_draws_are_one_stream():
+    """The premise of drawing ahead: NumPy's Generator gives the same values for a stream of draws from
+    [0, n) whether it is cut into one call or into the driver's calls (a scalar, samples, confirmation
+    blocks)."""
+    for n in (7, 3000, 10**8, 5 * 10**9):
+        a, b = np.random.default_rng(3), np.random.default_rng(3)
+        cut = [int(a.integers(0, n))] + list(a.integers(0, n, size=59)) + list(a.integers(0, n, size=118)) \
+            + [int(a.integers(0, n))] + list(a.integers(0, n, size=4))
+        assert cut == list(b.integers(0, n, size=len(cut)))
+
+
+@pytest.mark.parametrize("kind", ["memmap", "zarr", "h5py", "dask"])
+def test_binary_same_fit_and_predictions(stores, kind):
+    X, y, *_ = _data()
+    Xc = stores[kind]
+    a = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y)
+    b = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(Xc, y)
+    _same_fit(a, b)
+    assert b.support_vectors_.dtype == np.float64 and isinstance(b.support_vectors_, np.ndarray)
+    dec = b.decision_function(Xc)
+    if kind == "dask":
+        assert isinstance(dec, da.Array)  # a Dask array in, a Dask array out
+        dec = dec.compute()
+    assert np.array_equal(dec, a.decision_function(X))
+    assert b.score(Xc, y) == a.score(X, y)
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+def test_every_formulation_same_fit(stores, impl):
+    """One-vs-one pairs (row subsets of the store), the one-class L2-SVM with per-point weights (a varying
+    ridge: the generalized CVM's eta), the hard MEB with a polynomial kernel (a non-constant diagonal), and
+    CVR (2m mirrored points, targets in the offsets): the in-memory fit's core set and alpha."""
+    X, y, y3, yr, w = _data()
+    Xc = stores["zarr"]
+    m = 3000 if impl == "fast" else 800
+    if impl == "ref":
+        Xc, X, y3, yr, w = da.from_zarr(Xc)[:m], X[:m], y3[:m], yr[:m], w[:m]
+    opts = dict(random_state=0, impl=impl)
+    cases = [(CVMClassifier(C=10, gamma=1.0, **opts), (y3,), {}),
+             (CVDD(C=10, gamma=1.0, **opts), (), {"sample_weight": w}),
+             (MEB(kernel="poly", gamma=0.5, eps=1e-3, **opts), (), {}),
+             (CVR(C=1.0, gamma=1.0, eps=0.1, stop="radius", **opts), (yr,), {})]
+    for est, args, kw in cases:
+        a = est.fit(X, *args, **kw)
+        a_attrs = (a.core_set_.copy(), a.dual_coef_.copy(), np.copy(a.intercept_))
+        b = est.__class__(**est.get_params()).fit(Xc, *args, **kw)
+        assert np.array_equal(a_attrs[0], b.core_set_), type(est).__name__
+        if isinstance(est, MEB) and not isinstance(est, CVDD):
+            # the polynomial diagonal of the full scans is NumPy's, the engine's is C's: last bits only
+            np.testing.assert_allclose(b.dual_coef_, a_attrs[1], rtol=1e-9)
+        else:
+            assert np.array_equal(a_attrs[1], b.dual_coef_), type(est).__name__
+            assert np.array_equal(a_attrs[2], b.intercept_), type(est).__name__
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_gamma_scale_within_the_bound(stores):
+    """gamma='scale' from per-block variances: not bit for bit, but both fits under full scans are within
+    the (1+eps)^2 bound of the same ball, and give the same predictions."""
+    X, y, *_ = _data()
+    eps = 1e-3
+    opts = dict(C=100, gamma="scale", eps=eps, stop="radius", sample_size=None, random_state=0)
+    a = CVMClassifier(**opts).fit(X, y)
+    b = CVMClassifier(**opts).fit(stores["h5py"], y)
+    assert b.kernel_spec_.gamma == pytest.approx(a.kernel_spec_.gamma, rel=1e-12)
+    bound = (1 + eps) ** 2
+    assert a.certified_ratio_ <= bound * (1 + 1e-7) and b.certified_ratio_ <= bound * (1 + 1e-7)
+    # each fit's R^2 is a lower bound of r*^2 and its r_cert^2 an upper bound: they bracket each other
+    Ra, Rb = a.radius_ ** 2, b.radius_ ** 2
+    assert Rb <= bound * Ra * (1 + 1e-7) and Ra <= bound * Rb * (1 + 1e-7)
+    assert np.mean(a.predict(X) == b.predict(stores["h5py"])) > 0.999
+
+
+def test_float64_memmap_is_read_in_place(tmp_path):
+    """A float64 C-ordered map takes the in-memory path: the engines read it where it is, without a copy."""
+    X, y, *_ = _data(1000)
+    np.save(tmp_path / "x.npy", X)
+    Xm = np.load(tmp_path / "x.npy", mmap_mode="r")
+    assert not chunked.needs_chunked(Xm) and chunked.needs_chunked(Xm.astype(np.float32))
+    _same_fit(CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y),
+              CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(Xm, y))
+
+
+def test_rows_fetched_per_iteration_do_not_grow_with_m(tmp_path):
+    """Draws are read ahead in windows, never one row a round trip, and the rows fetched are the draws'."""
+    stats = []
+    for m in (2000, 20000):
+        X, y = checkerboard(m, random_state=1)
+        z = zarr.open_array(str(tmp_path / f"x{m}.zarr"), mode="w", shape=X.shape, chunks=(1000, 2), dtype="f8")
+        z[:] = X
+        del _chunked_ops.STATS[:]
+        est = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(z, y)
+        st = _chunked_ops.STATS[-1]
+        # one round trip serves many draws (the driver's calls), and no row is fetched alone
+        assert 5 * st["fetch_rounds"] <= st["draws"] and st["extra_fetch_rows"] <= 64 * 4
+        stats.append((st["fetch_bytes"], est.n_iter_, st["scan_bytes"] / max(st["scan_blocks"], 1)))
+    # bytes per block of a full scan: a few hundred, whatever the block's rows
+    assert all(per_block < 4096 for *_, per_block in stats)
+
+
+def test_chunked_validation(tmp_path):
+    X, y, *_ = _data(500)
+    bad = X.copy()
+    bad[123, 1] = np.nan
+    z = zarr.open_array(str(tmp_path / "nan.zarr"), mode="w", shape=X.shape, chunks=(100, 2), dtype="f8")
+    z[:] = bad
+    with pytest.raises(ValueError, match="Input X contains NaN"):
+        CVMClassifier().fit(z, y)
+    bad[123, 1] = np.inf
+    z[:] = bad
+    with pytest.raises(ValueError, match="Input X contains infinity"):
+        MEB().fit(z)
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        CVMClassifier().fit(da.from_array(X, chunks=100), y[:-1])
+    with pytest.raises(ValueError, match="minimum of 2 is required by CVDD"):
+        CVDD().fit(da.from_array(X[:1], chunks=1))
+    one = zarr.open_array(str(tmp_path / "one.zarr"), mode="w", shape=(500,), chunks=(100,), dtype="f8")
+    with pytest.raises(ValueError, match="Expected 2D array"):
+        MEB().fit(one)
+    const = da.from_array(np.ones((50, 2)) * 1e-170, chunks=10)
+    with pytest.raises(ValueError, match="gamma='scale' cannot be computed"):
+        CVDD(gamma="scale").fit(const + da.from_array(np.arange(100.0).reshape(50, 2) * 1e-170, chunks=10))
+    est = CVMClassifier(gamma=1.0, random_state=0).fit(da.from_array(X, chunks=100), y)
+    with pytest.raises(ValueError, match="X has 3 features, but CVMClassifier is expecting 2"):
+        est.predict(da.from_array(np.zeros((10, 3)), chunks=5))
+
+
+def test_large_views_are_not_read_whole(stores, monkeypatch):
+    monkeypatch.setattr(chunked, "MATERIALIZE_BYTES", 1024)
+    Xc = chunked.ChunkedRows.of(stores["zarr"])
+    with pytest.raises(TypeError, match="would be read whole"):
+        np.asarray(Xc)
+    assert np.array_equal(Xc.take([5, 1, 5]), np.asarray(stores["zarr"])[[5, 1, 5]].astype(np.float64))
+
+
+def test_generator_is_seeded_and_written_by_chunks(tmp_path):
+    """corevector.infinite: rows depend on (seed, batch) only, labels are the source images' labels, pixels
+    stay in [0, 1]."""
+    from corevector import infinite
+    try:
+        images, labels = infinite.source_images()
+    except ValueError:
+        pytest.skip("Fashion-MNIST (Debian's dataset-fashion-mnist) is not available")
+    root = infinite.write_zarr(tmp_path / "g.zarr", 300, seed=3, chunk_rows=50, shard_rows=100)
+    X, y = np.asarray(root["X"]), np.asarray(root["y"])
+    again, y2 = infinite.deformed(images, labels, 100, 100, 3)
+    assert np.array_equal(X[100:200], again) and np.array_equal(y[100:200], y2)
+    src = np.random.default_rng([3, 100]).integers(0, len(images), size=100)
+    assert np.array_equal(y2, labels[src]) and X.dtype == np.float32 and 0 <= X.min() and X.max() <= 1
+    assert not np.array_equal(X[100:200], images[src].reshape(100, 784))  # deformed, not copied

@@ -1,0 +1,127 @@
+"""The core-set loop on a real Dask cluster (issue 24): a LocalCluster of two worker processes with a memory
+limit each.  Fits from persisted Dask arrays and zarr stores give the in-memory fit; independent fits run as
+tasks give the same model; a worker killed mid-fit never gives a silently wrong model.  The store larger
+than the workers' memory together is in tests/test_slow.py (marked slow)."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from corevector import CVR, CVMClassifier
+from corevector import _chunked_ops, chunked
+from refimpl.datasets import checkerboard
+
+distributed = pytest.importorskip("distributed")
+da = pytest.importorskip("dask.array")
+zarr = pytest.importorskip("zarr")
+
+#: the memory limit of each worker of the test cluster
+WORKER_LIMIT = 600 * 2**20
+
+
+def _peak_rss():
+    """The process's resident high-water mark (VmHWM: ru_maxrss would carry the parent's over exec)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=WORKER_LIMIT,
+                                       dashboard_address=None, silence_logs=50)
+    c = distributed.Client(cluster, set_as_default=False)
+    yield c
+    c.close()
+    cluster.close()
+
+
+@pytest.fixture(autouse=True)
+def small_windows(monkeypatch):
+    monkeypatch.setattr(chunked, "BLOCK_BYTES", 64 * 1024)
+    monkeypatch.setattr(_chunked_ops, "WINDOW_START", 512)
+
+
+def _data(m=6000):
+    X, y = checkerboard(m, random_state=0)
+    X = X.astype(np.float32)
+    y3 = (X[:, 0] > 2).astype(int) + (X[:, 1] > 3)
+    yr = np.sin(X[:, 0]) + X[:, 1] + 0.1 * np.random.default_rng(0).normal(size=m)
+    return X, X.astype(np.float64), y, y3, yr
+
+
+def test_cluster_fits_are_the_in_memory_fits(client, tmp_path):
+    X32, X, y, y3, yr = _data()
+    ref = [CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y),
+           CVMClassifier(C=10, gamma=1.0, random_state=0).fit(X, y3),
+           CVR(C=1.0, gamma=1.0, eps=0.1, stop="radius", random_state=0).fit(X, yr)]
+    z = zarr.open_array(str(tmp_path / "x.zarr"), mode="w", shape=X32.shape, chunks=(1000, 2), dtype="f4")
+    z[:] = X32
+    with client.as_current():
+        Xd = da.from_array(X32, chunks=(1500, 2)).persist()
+        for Xc in (Xd, z):   # rows persisted on the workers; chunks read from disk by the workers
+            got = [CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(Xc, y),
+                   CVMClassifier(C=10, gamma=1.0, random_state=0).fit(Xc, y3),
+                   CVR(C=1.0, gamma=1.0, eps=0.1, stop="radius", random_state=0).fit(Xc, yr)]
+            for a, b in zip(ref, got):
+                assert np.array_equal(a.core_set_, b.core_set_)
+                assert np.array_equal(a.dual_coef_, b.dual_coef_)
+                assert np.array_equal(np.asarray(a.certified_ratio_), np.asarray(b.certified_ratio_))
+        pred = got[1].predict(Xd)
+        assert isinstance(pred, da.Array)
+        assert np.array_equal(pred.compute(), ref[1].predict(X))
+        peaks = client.run(_peak_rss)
+    assert all(p <= WORKER_LIMIT for p in peaks.values()), peaks
+
+
+def test_pairs_and_folds_as_tasks_give_the_same_model(client):
+    """In-memory rows with a client running: one-vs-one pairs and Platt's folds run as separate tasks on the
+    workers and give the model of the loop here."""
+    _, X, _, y3, _ = _data(1500)
+    opts = dict(C=10, gamma=1.0, probability=True, random_state=0)
+    a = CVMClassifier(**opts).fit(X, y3)
+    with client.as_current():
+        b = CVMClassifier(**opts).fit(X, y3)
+        assert chunked.distributed_client() is client
+    assert np.array_equal(a.dual_coef_, b.dual_coef_) and np.array_equal(a.probA_, b.probA_)
+    assert np.array_equal(a.predict_proba(X), b.predict_proba(X))
+
+
+def test_worker_killed_mid_fit(client):
+    """A worker process killed while the fit reads ahead: Dask recomputes its blocks, what was scattered to it
+    is scattered again, and the fit completes with the in-memory model -- or stops with a clear error.  Never
+    a silently wrong model."""
+    X32, X, y, _, _ = _data(20000)
+    ref = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y)
+    del _chunked_ops.STATS[:]
+    killed = []
+
+    def kill_when_reading():
+        t0 = time.time()
+        while time.time() - t0 < 30:
+            if _chunked_ops.STATS and _chunked_ops.STATS[-1]["fetch_rounds"] >= 1:
+                pids = client.run(os.getpid)
+                pid = sorted(pids.values())[0]
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+            time.sleep(0.001)
+
+    with client.as_current():
+        Xd = da.from_array(X32, chunks=(1000, 2)).persist()
+        thread = threading.Thread(target=kill_when_reading)
+        thread.start()
+        try:
+            est = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(Xd, y)
+        except RuntimeError as exc:
+            assert "lost workers" in str(exc)
+            est = None
+        thread.join()
+        client.wait_for_workers(2, timeout=60)
+    assert killed
+    if est is not None:
+        assert np.array_equal(ref.core_set_, est.core_set_) and np.array_equal(ref.dual_coef_, est.dual_coef_)
