@@ -137,18 +137,20 @@ def validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm=0, solv
         raise ValueError(f"the MEB engine needs at least 2 points, got {n}")
 
 
-#: solver='auto' widens the samples of its iterations (refimpl.driver.WIDE_MAX) for a Gaussian kernel on
-#: dense input from this many coordinates on (CVR's mirrored points excepted): where the fast engine scans
-#: through its kernel block (fastimpl/_kblock.pxi), a candidate costs |S| multiply-adds, not |S| d
+#: solver='auto' widens the samples of its iterations (refimpl.driver.WIDE_MAX) for a Gaussian kernel from
+#: this many coordinates on (CVR's mirrored points excepted): where the fast engine scans dense rows through
+#: its kernel block (fastimpl/_kblock.pxi), a candidate costs |S| multiply-adds, not |S| d.  The decision
+#: reads the problem's shape, never how its rows are stored: CSR, chunked and dense rows of the same data
+#: make the same draws and so give the same model (issue 15's contract, tests/test_sparse.py), though only
+#: dense rows run the block
 WIDE_MIN_D = 16
 
 
 def wide_samples(solver: str, problem) -> bool:
     """Does the loop widen its samples on this problem (see :data:`WIDE_MIN_D`)?  Both engines ask this,
-    so both make the same draws."""
-    import scipy.sparse as sp
+    so both make the same draws, whatever the layout of X."""
     return (solver == "auto" and problem.kernel.name == "rbf" and not problem.mirror
-            and not sp.issparse(problem.X) and problem.X.shape[1] >= WIDE_MIN_D)
+            and problem.X.shape[1] >= WIDE_MIN_D)
 
 
 def solver_policy(solver: str, problem):
