@@ -21,6 +21,7 @@ cdef class _RowCache:
     cdef Py_ssize_t used          # doubles held by rows
     cdef Py_ssize_t budget        # doubles allowed for rows, factor and stores together
     cdef Py_ssize_t fres          # doubles of the budget held by the active set's Cholesky factor
+    cdef _KBlock kb               # the scans' kernel block (_kblock.pxi), charged too
     cdef Py_ssize_t peak          # the most doubles rows, factor and stores have held together (held)
     cdef _PointStore core         # the stores charged to the budget (their own coordinates or CSR rows)
     cdef _PointStore sv
@@ -42,10 +43,11 @@ cdef class _RowCache:
                 free(self.rows[t])
         owned_free(&self.own)
 
-    cdef void setup(self, Py_ssize_t cache_size, _PointStore core, _PointStore sv) except *:
+    cdef void setup(self, Py_ssize_t cache_size, _PointStore core, _PointStore sv, _KBlock kb) except *:
         self.budget = max(cache_size, 0) // sizeof(double)
         self.core = core
         self.sv = sv
+        self.kb = kb
 
     cdef void grow(self, Py_ssize_t newcap) except *:
         """Room for the rows of ``newcap`` core vectors (the new ones not cached)."""
@@ -86,8 +88,8 @@ cdef class _RowCache:
 
     cdef inline Py_ssize_t held(self) noexcept nogil:
         """Doubles held against the budget: cached rows, the Cholesky factor, and the core and support
-        stores (the core vectors' own coordinates or CSR rows)."""
-        return self.used + self.fres + (self.core.nbytes() + self.sv.nbytes()) // sizeof(double)
+        stores (the core vectors' own coordinates or CSR rows), and the scans' kernel block."""
+        return self.used + self.fres + (self.core.nbytes() + self.sv.nbytes() + self.kb.nbytes()) // sizeof(double)
 
     cdef void evict_for(self, Py_ssize_t need, Py_ssize_t keep1, Py_ssize_t keep2) noexcept nogil:
         """Free least-recently used rows until ``need`` more doubles fit the budget (rows keep1/keep2
@@ -109,6 +111,11 @@ cdef class _RowCache:
     cdef void charge_factor(self, Py_ssize_t doubles) noexcept nogil:
         """The Cholesky factor now holds ``doubles`` of the budget: evict rows to honour it."""
         self.fres = doubles
+        self.evict_for(0, -1, -1)
+        self.note_peak()
+
+    cdef void charge_block(self) noexcept nogil:
+        """The kernel block grew (it is read through held()): evict rows to honour the budget."""
         self.evict_for(0, -1, -1)
         self.note_peak()
 

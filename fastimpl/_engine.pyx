@@ -40,7 +40,7 @@ import scipy.sparse as sp
 cimport cython
 cimport numpy as cnp
 from cython.parallel cimport prange
-from libc.math cimport exp, sqrt, fabs, INFINITY
+from libc.math cimport exp, expm1, sqrt, fabs, INFINITY
 from libc.float cimport DBL_EPSILON
 from libc.stdlib cimport malloc, calloc, free, realloc
 from libc.string cimport memcpy, memset
@@ -49,6 +49,8 @@ from scipy.linalg.cython_lapack cimport dpotrf
 from refimpl import meb as _ref_meb
 from refimpl.driver import Ball, Scan
 from refimpl.meb import smo_step_bound
+
+from ._openmp import blas_single_threaded
 
 cnp.import_array()
 
@@ -106,6 +108,7 @@ cdef class FastMEBOps
 include "_cache.pxi"        # _RowCache: the LRU of Q rows and the core set's memory budget
 include "_screens.pxi"      # _Screens: which screen a scan runs (float / Taylor), its bound; enable_screens
 include "_scans.pxi"        # _Support; furthest_point, scan_sample, scan_all (distances, top-k, certificate)
+include "_kblock.pxi"       # _KBlock: k(x_p, c_t) in single precision for the scans at large d; kb_scan_*
 include "_smo.pxi"          # smo_solve: SMO with second-order working-set selection
 include "_active_set.pxi"   # _FreeSet; active_set_solve: the active-set Newton method, updated Cholesky factor
 
@@ -154,6 +157,7 @@ cdef class FastMEBOps:
     cdef _Support sup               # the support packed for the scans (_scans.pxi)
     cdef _Screens screens           # the scans' screens (_screens.pxi)
     cdef _FreeSet fs                # the active set's free set and factor (_active_set.pxi)
+    cdef _KBlock kb                 # the kernel block of the scans at large d (_kblock.pxi)
     # the allocation table (_owned.pxi): every raw buffer above is registered once in __cinit__; _grow
     # reallocates the ones that grow with the core set (element size > 0) and __dealloc__ frees them all
     cdef _Owned own
@@ -181,6 +185,7 @@ cdef class FastMEBOps:
         self.sup = _Support()
         self.screens = _Screens()
         self.fs = _FreeSet()
+        self.kb = _KBlock()
 
     def __dealloc__(self):
         owned_free(&self.own)   # the units free their own buffers
@@ -215,7 +220,7 @@ cdef class FastMEBOps:
         self.c0 = problem.constant_term or 0.0
         self.lconst = (not problem.has_delta) and problem.kernel.constant_diagonal
         self.n_eval = 0
-        self.cache.setup(cache_size, self.core, self.sup.store)
+        self.cache.setup(cache_size, self.core, self.sup.store, self.kb)
         if self.sparse:
             self.core.setup_csr(self.K, 64)
             self.sup.store.setup_csr(self.K, 64)
@@ -223,6 +228,7 @@ cdef class FastMEBOps:
             self.core.setup(self.K, 64)
             self.sup.store.setup(self.K, 64)
             enable_screens(self)
+            kb_setup(self)
         self._grow(64)
 
     cdef void _setup_csr(self, X, list keep) except *:
@@ -255,6 +261,7 @@ cdef class FastMEBOps:
     cdef void _grow(self, Py_ssize_t newcap) except *:
         """Room for ``newcap`` core vectors: the core set's arrays, the cache's, the core store."""
         owned_grow(&self.own, newcap)
+        owned_grow(&self.kb.own, newcap)
         self.cache.grow(newcap)
         self.core.reserve(newcap)
         self.cap = newcap
@@ -362,10 +369,10 @@ cdef class FastMEBOps:
 
     def add(self, zs):
         """Append the points zs with alpha = 0; each one's gradient 2 (K~ alpha)_z - l_z comes from its
-        new Q row (which the cache keeps: the next solve starts with it)."""
-        cdef Py_ssize_t z, k, t
-        cdef double ka
-        cdef double* r
+        new Q row (which the cache keeps: the next solve starts with it).  On the BLAS path the new rows
+        are one GEMM against the core store (_new_rows)."""
+        cdef Py_ssize_t z, k, k0 = self.size
+        cdef int rc
         for zz in zs:
             z = zz
             k = self.size
@@ -378,15 +385,68 @@ cdef class FastMEBOps:
             self.alpha[k] = 0.0
             self.size = k + 1
             self._index(z, k)
-            with nogil:
+        with nogil:
+            rc = self._new_rows(k0, self.size)
+        if rc != 0:
+            raise MemoryError("core-set kernel cache")
+
+    cdef inline void _row_stats(self, Py_ssize_t k, const double* r) noexcept nogil:
+        """Q_kk and the gradient 2 Q_k. alpha - l_k of a new core vector k from its row."""
+        cdef Py_ssize_t t
+        cdef double ka = 0.0
+        self.Qd[k] = r[k]
+        for t in range(k):
+            ka += self.alpha[t] * r[t]
+        self.grad[k] = 2.0 * ka - self.l[k]
+
+    cdef int _new_rows(self, Py_ssize_t k0, Py_ssize_t k1) noexcept nogil:
+        """Q rows of the new core vectors [k0, k1) over the core set [0, k1): on the BLAS path one GEMM
+        of the new points against the core store (level 3: the store is read once, not once per row),
+        the rows then cached; else one cached row at a time (qrow).  Returns -2 when out of memory."""
+        cdef Py_ssize_t k, t, lo, nb = k1 - k0
+        cdef double* tmp
+        cdef double* row
+        cdef double* r
+        if not self.core.blas or self.sparse or nb < 2:
+            for k in range(k0, k1):
                 r = self.qrow(k, -1)
-            if r == NULL:
-                raise MemoryError("core-set kernel cache")
-            self.Qd[k] = r[k]
-            ka = 0.0
-            for t in range(k):
-                ka += self.alpha[t] * r[t]
-            self.grad[k] = 2.0 * ka - self.l[k]
+                if r == NULL:
+                    return -2
+                self._row_stats(k, r)
+            return 0
+        tmp = <double*> malloc(nb * k1 * sizeof(double))
+        if tmp == NULL:
+            return -2
+        self.core.block(&self.core.data[k0 * self.d], nb, self.d, &self.core.sq[k0], &self.core.rd[k0], 0, k1,
+                        tmp, k1)
+        for k in range(k0, k1):
+            row = &tmp[(k - k0) * k1]
+            for t in range(k1):
+                row[t] = self.Ss[k] * self.Ss[t] * (row[t] + self.label_bias)
+            row[k] += self.cdiag(self.S[k])
+            self._row_stats(k, row)
+            r = self.cache.slot(k, k1, -1, &lo)
+            if r != NULL:  # (else the row is computed again when a solve needs it)
+                memcpy(r, row, k1 * sizeof(double))
+                self.cache.rlen[k] = k1
+        self._extend_rows(k0, k1, tmp)
+        self.n_eval += nb * k1
+        free(tmp)
+        return 0
+
+    cdef void _extend_rows(self, Py_ssize_t k0, Py_ssize_t k1, const double* tmp) noexcept nogil:
+        """The cached rows of the old core vectors t < k0 that end at k0 and have room, extended by the new
+        columns [k0, k1) from the new rows (Q is symmetric: Q[t, k] = tmp[(k - k0) k1 + t]) instead of
+        one GEMV of the new points per row; the LRU order is left as it is."""
+        cdef Py_ssize_t t, k
+        cdef double* r
+        for t in range(k0):
+            r = self.cache.rows[t]
+            if r == NULL or self.cache.rlen[t] != k0 or self.cache.rcap[t] < k1:
+                continue
+            for k in range(k0, k1):
+                r[k] = tmp[(k - k0) * k1 + t]
+            self.cache.rlen[t] = k1
 
     cdef void _index(self, Py_ssize_t z, Py_ssize_t k) noexcept nogil:
         """Insert z (core position k) into the sorted index of the core set (k core vectors before it)."""
@@ -464,6 +524,10 @@ cdef class FastMEBOps:
     def scan(self, idx, Py_ssize_t k, double d2_over):
         """The furthest candidate (first within a relative TIE of the maximum) and, for a full scan
         (idx None), its top-k beyond d2_over (refimpl.meb.MEBOps.scan)."""
+        if self.kb.on:
+            if idx is not None:
+                return kb_scan_sample(self, np.ascontiguousarray(idx, dtype=np.intp), d2_over)
+            return kb_scan_all(self, k, d2_over)
         if self.sup.dirty:
             pack_support(self)
         if idx is not None:
@@ -475,8 +539,14 @@ cdef class FastMEBOps:
         bytes: for tests of cache_size."""
         cdef Py_ssize_t b = sizeof(double)
         return (int(self.cache.used * b), int(self.cache.fres * b),
-                int(self.core.nbytes() + self.sup.store.nbytes()), int(self.cache.peak * b),
+                int(self.core.nbytes() + self.sup.store.nbytes() + self.kb.nbytes()), int(self.cache.peak * b),
                 int(self.cache.budget * b))
+
+    def block_state(self):
+        """(the scans use the kernel block, core vectors in it, its bytes, candidates the last scan computed
+        again in double, ... all scans of the fit): for tests of the block (_kblock.pxi)."""
+        return (bool(self.kb.on), int(self.kb.filled), int(self.kb.nbytes()), int(self.kb.recomputed),
+                int(self.kb.n_again))
 
     def screening_state(self):
         """(full scans still screen, sampled scans left without the float screen, ... without the Taylor
@@ -486,9 +556,12 @@ cdef class FastMEBOps:
 
 
 def fit_meb(problem, eps, **kwargs):
-    """:func:`refimpl.meb.fit_meb` on the Cython numerics :class:`FastMEBOps` (same contract)."""
+    """:func:`refimpl.meb.fit_meb` on the Cython numerics :class:`FastMEBOps` (same contract), with BLAS
+    single-threaded: the engine's GEMMs run inside its own OpenMP regions, sized to their work
+    (fastimpl._openmp.blas_single_threaded)."""
     kwargs.setdefault("ops_class", FastMEBOps)
-    return _ref_meb.fit_meb(problem, eps, **kwargs)
+    with blas_single_threaded():
+        return _ref_meb.fit_meb(problem, eps, **kwargs)
 
 
 include "_expansion.pxi"    # kernel_expansion: prediction

@@ -87,3 +87,32 @@ def _store_taylor(spec, double[:, ::1] P, double[:, ::1] X, double[::1] w, bint 
 
 #: the screening kernel's bound on each term's absolute error (None: the scans do not screen)
 SCREEN_TERM_ERR = CV_SCREEN_TERM_ERR if cv_screen_available() else None
+
+
+def _block_sums(FastMEBOps ops, rows):
+    """Test hook for the kernel block (_kblock.pxi) at the current centre of a fitted ``ops``: for the
+    input rows given, the block's screened sum_{t in block} alpha_t s_t k(x, c_t), its error scale
+    sum_{t in block} |alpha_t s_t| k_f(x, c_t), the same sum in double (kb_exact) and rho, so that a test
+    can check |screened - exact| <= rho * scale (None when the scans do not use the block)."""
+    cdef cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] r = np.ascontiguousarray(rows, dtype=np.intp)
+    cdef Py_ssize_t n = r.shape[0], i, size = ops.size
+    cdef double s2[2]
+    if not ops.kb.on or n == 0:
+        return None
+    scr, scale, ext = np.empty(n), np.empty(n), np.zeros(n)
+    cdef double[::1] a = scr, b = scale, c = ext
+    cdef double* buf = <double*> malloc(_kb_bufsize(ops) * sizeof(double))
+    if buf == NULL:
+        raise MemoryError("scratch")
+    with nogil:
+        kb_extend(ops, size)
+        kb_weights(ops)
+        for i in range(n):
+            ops.kb.sum_row(r[i], s2)
+            a[i] = s2[0]
+            b[i] = s2[1]
+        ops.size = ops.kb.filled  # the exact sum over the block's core vectors only
+        kb_exact(ops, &r[0], n, 0, &c[0], buf)
+        ops.size = size
+    free(buf)
+    return scr, scale, ext, ops.kb.rho

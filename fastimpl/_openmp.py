@@ -12,9 +12,25 @@ neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY, only while the first extension loads
 once: child processes and libraries that bring their own OpenMP runtime later see the environment as
 the user left it.  If libgomp was loaded before corevector (by another extension), its settings stand.
 """
+import contextlib
 import os
 
 SPIN_COUNT = "10000"
+_BLAS = None
+
+
+@contextlib.contextmanager
+def blas_single_threaded():
+    """BLAS limited to one thread while the block runs (threadpoolctl), restored after.  The engine calls
+    BLAS from inside its own OpenMP regions (tiles of a GEMM, chunks of a scan), each sized to its work;
+    a BLAS that started threads of its own there would oversubscribe the cores, and its threads spin
+    between calls: CPU time that no fit uses, and on a busy machine time taken from the fit itself."""
+    global _BLAS
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController
+        _BLAS = ThreadpoolController()
+    with _BLAS.limit(limits=1, user_api="blas"):
+        yield
 
 _ours = "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ
 if _ours:

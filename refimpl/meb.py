@@ -137,6 +137,22 @@ def validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm=0, solv
         raise ValueError(f"the MEB engine needs at least 2 points, got {n}")
 
 
+#: solver='auto' widens the samples of its iterations (refimpl.driver.WIDE_MAX) for a Gaussian kernel from
+#: this many coordinates on (CVR's mirrored points excepted): where the fast engine scans dense rows through
+#: its kernel block (fastimpl/_kblock.pxi), a candidate costs |S| multiply-adds, not |S| d.  The decision
+#: reads the problem's shape, never how its rows are stored: CSR, chunked and dense rows of the same data
+#: make the same draws and so give the same model (issue 15's contract, tests/test_sparse.py), though only
+#: dense rows run the block
+WIDE_MIN_D = 16
+
+
+def wide_samples(solver: str, problem) -> bool:
+    """Does the loop widen its samples on this problem (see :data:`WIDE_MIN_D`)?  Both engines ask this,
+    so both make the same draws, whatever the layout of X."""
+    return (solver == "auto" and problem.kernel.name == "rbf" and not problem.mirror
+            and problem.X.shape[1] >= WIDE_MIN_D)
+
+
 def solver_policy(solver: str, problem):
     """``method_for(ops)`` of the driver: the inner solver of the next core-set QP.  'auto' switches
     from the active set to SMO once more than :func:`auto_max_free` core vectors carry weight, for good
@@ -329,7 +345,8 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
                             max_iter=max_iter, tol=tol, random_state=random_state, certify=certify,
                             verbose=verbose, label=label or f"MEB ({ops_class.__name__})",
                             batch=solver == "auto", method_for=solver_policy(solver, problem),
-                            hybrid_nu=float(hybrid_nu), stall_hint=stall_hint)
+                            hybrid_nu=float(hybrid_nu), wide=wide_samples(solver, problem),
+                            stall_hint=stall_hint)
     if out.last_capped:
         # Intermediate QPs stopped by the bound are harmless (the next one warm-starts from them); the
         # final one defines the model, so its inexactness is worth a warning.

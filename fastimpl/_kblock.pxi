@@ -1,0 +1,439 @@
+# The kernel block of the scans on high-dimensional data (fastimpl._engine).
+#
+# From BLAS_MIN_D coordinates on a kernel evaluation is a d-long dot product, and a scan computes
+# sum_t alpha_t s_t k(x_t, x) against the whole support for every candidate.  Profiled on Fashion-MNIST
+# T-shirt/top vs shirt (10,000 x 784, CVMClassifier() defaults, 1 thread, 19 s of CPU): 86% of the fit
+# in sampled scans -- a GEMM of 59 candidates against the packed support (~2,000 x 784 doubles, packed
+# again after every solve), 123,000 candidates in all, 12 full scans' worth -- and 13% in adding core
+# vectors one GEMV row at a time, each streaming the core store through memory.
+#
+# The block keeps k(x_p, c_t) for every input p and core vector t, in single precision, in panels of
+# KB_PANEL core vectors (panel j: m rows of KB_PANEL floats, input p's values contiguous).  Core vectors
+# enter it together: one GEMM of all inputs (tiles of KB_TILE rows, in parallel) against the new core
+# vectors and cached squared norms -- level 3, and every core vector's column is computed once in the
+# fit -- so that a candidate's sum then costs |S| multiply-adds read from memory instead of |S| d.  Core
+# vectors that joined since the last extension (the tail) are summed exactly, in double, by GEMM of the
+# candidates against the core store.
+#
+# The block's sums are a screen (_screens.pxi).  Each stored value k_f is within rho k_f of the value the
+# exact path computes (kb_bound: the rounding to single precision, 2^-24 relative, and the difference of
+# two double evaluations of the same value), so a candidate's screened sum is within rho sum_{t in block}
+# |alpha_t s_t| k_f(x, c_t) (summed beside it, kb_decide) plus the sums' own rounding of the exact one.
+# Every candidate whose screened d^2 may reach a decision of the scan -- the TIE band of the maximum, or
+# d2_over -- is computed again in double (GEMM against the core store, kb_exact), so the scans return the
+# exact path's maximum, first tied candidate, violators, top-k and certificate: the decisions, and
+# fast == ref, are unchanged.  The GEMMs run in double: in single precision the bound on x'c grows to
+# about d 2^-24 |x|'|c| (kb_bound), too coarse to decide.
+#
+# Used for the Gaussian kernel on dense input with d >= BLAS_MIN_D and no mirrored points (CVR keeps the
+# support scans).  The block and the inputs' squared norms are charged to the row cache's budget
+# (_cache.pxi: charge_block); the block stops growing when it would take more than KB_BUDGET_SHARE of
+# cache_size, and the scans then sum the core vectors beyond it exactly (the tail).
+
+cdef extern from "_kblock.h":
+    void cv_fdot2(const float* v, const double* w, const double* a, Py_ssize_t n, double* s) noexcept nogil
+    void cv_panel_sums(const float* panel, Py_ssize_t ld, const Py_ssize_t* rows, Py_ssize_t n, const double* w,
+                       const double* a, Py_ssize_t cols, double* s0, double* s1) noexcept nogil
+
+#: core vectors per panel of the block
+cdef Py_ssize_t KB_PANEL = 128
+#: input rows per GEMM tile when the block is extended
+cdef Py_ssize_t KB_TILE = 256
+#: a sampled scan extends the block once this many core vectors are outside it (a full scan: always)
+cdef Py_ssize_t KB_EXTEND_MIN = 32
+#: the block may hold at most this share of the cache budget
+cdef double KB_BUDGET_SHARE = 0.75
+#: a sampled scan leaves the d^2 of candidates certainly beyond d2_over screened while at most this many
+#: may be (the driver adds at most MAX_ADD violators of a sample and ranks them by d^2 only beyond that)
+cdef Py_ssize_t KB_SCREENED_OVER = 128
+#: block extensions and full scans run in parallel from this much work (multiply-adds): smaller
+#: regions are not worth waking a second thread, which on a busy machine can wait a time slice
+cdef Py_ssize_t KB_PARALLEL_MIN_WORK = 20_000_000
+#: when the scans use the block where it is allowed: 0 by default (from BLAS_MIN_D coordinates on),
+#: 1 also below (tests), -1 never (tests: the support scans)
+cdef int KB_POLICY = 0
+
+
+def _set_block_policy(int policy):
+    """Set when the scans use the kernel block (0: from BLAS_MIN_D coordinates on, 1: whenever the kernel
+    and input allow it, -1: never); returns the old policy (tests force both paths)."""
+    global KB_POLICY
+    old = KB_POLICY
+    KB_POLICY = policy
+    return old
+
+
+def _set_block_parallel_min_work(Py_ssize_t work):
+    """Set the work from which the block's extensions and full scans run in parallel; returns the old one
+    (tests use 0 to force the parallel paths on small problems)."""
+    global KB_PARALLEL_MIN_WORK
+    old = KB_PARALLEL_MIN_WORK
+    KB_PARALLEL_MIN_WORK = work
+    return old
+
+
+@cython.final
+cdef class _KBlock:
+    """k(x_p, c_t) for every input p and the core vectors t < filled, in single precision (panels)."""
+    cdef float** panels             # panel j holds core vectors [j KB_PANEL, (j + 1) KB_PANEL)
+    cdef Py_ssize_t npanel          # panels allocated (and entries of ``panels``)
+    cdef Py_ssize_t filled          # core vectors [0, filled) are in the block
+    cdef Py_ssize_t m
+    cdef bint on                    # the scans use the block
+    cdef bint full                  # it may not grow (budget)
+    cdef double* xsq                # ||x_p||^2 of every input
+    cdef double* coef               # alpha_t s_t over the core set (one entry per core vector)
+    cdef double* cabsv              # |coef|
+    cdef double csum, cabs          # sum coef, sum |coef|
+    cdef double rho                 # |block value - exact path's value| <= rho * block value
+    cdef Py_ssize_t recomputed      # candidates the last scan computed again in double (tests)
+    cdef long long n_again          # ... and all scans of the fit
+    cdef double* scratch            # the serial scans' scratch (kept: a fresh large malloc per scan is
+    cdef Py_ssize_t scap            #   fresh zeroed pages from the kernel every time)
+    cdef _Owned own
+
+    def __cinit__(self):
+        owned_add(&self.own, <void**> &self.xsq, 0)
+        owned_add(&self.own, <void**> &self.coef, sizeof(double))
+        owned_add(&self.own, <void**> &self.cabsv, sizeof(double))
+        owned_add(&self.own, <void**> &self.panels, 0)
+        owned_add(&self.own, <void**> &self.scratch, 0)
+
+    def __dealloc__(self):
+        cdef Py_ssize_t j
+        if self.panels != NULL:
+            for j in range(self.npanel):
+                free(self.panels[j])
+        owned_free(&self.own)
+
+    cdef inline Py_ssize_t nbytes(self) noexcept nogil:
+        """Bytes of the block and the inputs' squared norms (charged to the cache's budget)."""
+        if not self.on:
+            return 0
+        return self.npanel * self.m * KB_PANEL * sizeof(float) + self.m * sizeof(double)
+
+    cdef double* scratch_for(self, Py_ssize_t n) noexcept nogil:
+        """At least n doubles of the serial scans' scratch (NULL when out of memory)."""
+        cdef double* p
+        if n > self.scap:
+            p = <double*> realloc(self.scratch, n * sizeof(double))
+            if p == NULL:
+                return NULL
+            self.scratch = p
+            self.scap = n
+        return self.scratch
+
+    cdef void sums(self, const Py_ssize_t* rows, Py_ssize_t n, double* s0, double* s1) noexcept nogil:
+        """sum_row for the inputs rows[0:n], panel by panel (the next rows prefetched: cv_panel_sums)."""
+        cdef Py_ssize_t i, j
+        for i in range(n):
+            s0[i] = 0.0
+            s1[i] = 0.0
+        for j in range((self.filled + KB_PANEL - 1) // KB_PANEL):
+            cv_panel_sums(self.panels[j], KB_PANEL, rows, n, &self.coef[j * KB_PANEL], &self.cabsv[j * KB_PANEL],
+                          min(KB_PANEL, self.filled - j * KB_PANEL), s0, s1)
+
+    cdef inline void sum_row(self, Py_ssize_t p, double* s) noexcept nogil:
+        """s[0] = sum_{t < filled} coef_t k(x_p, c_t) and s[1] = sum_{t < filled} |coef_t| k(x_p, c_t) from
+        the block (s[1] rho bounds the error of s[0])."""
+        cdef Py_ssize_t j, w
+        s[0] = 0.0
+        s[1] = 0.0
+        for j in range((self.filled + KB_PANEL - 1) // KB_PANEL):
+            w = min(KB_PANEL, self.filled - j * KB_PANEL)
+            cv_fdot2(&self.panels[j][p * KB_PANEL], &self.coef[j * KB_PANEL], &self.cabsv[j * KB_PANEL], w, s)
+
+
+cdef void kb_setup(FastMEBOps ops) except *:
+    """Turn the block on where it applies (see the top of this file): the inputs' squared norms and the
+    bound (kb_bound)."""
+    cdef _KBlock kb = ops.kb
+    cdef Py_ssize_t p
+    cdef double mx = 0.0
+    if ops.sparse or ops.mirror or not k_is_gaussian(&ops.K) or KB_POLICY < 0 or ops.m == 0:
+        return
+    if KB_POLICY == 0 and ops.d < BLAS_MIN_D:
+        return
+    if ops.m * KB_PANEL * sizeof(float) + ops.m * sizeof(double) > KB_BUDGET_SHARE * ops.cache.budget * sizeof(double):
+        return
+    kb.m = ops.m
+    kb.xsq = <double*> malloc(ops.m * sizeof(double))
+    if kb.xsq == NULL:
+        raise MemoryError("kernel block")
+    with nogil:
+        for p in range(ops.m):
+            kb.xsq[p] = point_sq(&ops.X[p, 0], ops.d)
+            mx = max(mx, kb.xsq[p])
+    kb_bound(ops, mx)
+    kb.on = True
+    ops.screens.fin_scale = _finish_scale(ops)
+
+
+cdef void kb_bound(FastMEBOps ops, double M) noexcept nogil:
+    """rho, the block's relative error; M = max ||x||^2 bounds |x'c| for every input x and core vector c.
+    A kernel value is exp(-gamma r), r = ||x||^2 + ||c||^2 - 2 x'c, and an error |dr| in r is a relative
+    error of at most expm1(gamma |dr|) in the value.  The block's GEMM and the exact path's differ only in
+    the order of the d products of x'c (each within d eps |x|'|c| <= d eps M of the true value) and in
+    three roundings of r: |dr| <= (4 d + 16) eps M.  Storing the value as a float adds u = 2^-24 relative,
+    exp's roundings 8 eps.  (The GEMM itself in single precision would be off by up to 2.02 (d + 3) u M
+    in r: measured on Fashion-MNIST T-shirt/shirt, 46% of the sampled candidates then fell within that
+    bound of a decision and were computed again, and the fit took 2.4 times as long.)"""
+    cdef double rho0 = expm1(ops.K.gamma * (4.0 * ops.d + 16.0) * DBL_EPSILON * M * 1.01) + 2.0 ** -24 \
+        + 8.0 * DBL_EPSILON
+    ops.kb.rho = 1.01 * rho0 / (1.0 - rho0)
+
+
+cdef bint _kb_new_panel(FastMEBOps ops) noexcept nogil:
+    """One more panel, if the budget's share allows it (evicting cached rows for it)."""
+    cdef Py_ssize_t pbytes = ops.kb.m * KB_PANEL * sizeof(float)
+    cdef float** pp
+    cdef float* panel
+    if ops.kb.full or ops.kb.nbytes() + pbytes > KB_BUDGET_SHARE * ops.cache.budget * sizeof(double):
+        ops.kb.full = True
+        return False
+    pp = <float**> realloc(ops.kb.panels, (ops.kb.npanel + 1) * sizeof(float*))
+    if pp == NULL:
+        ops.kb.full = True
+        return False
+    ops.kb.panels = pp
+    panel = <float*> malloc(pbytes)
+    if panel == NULL:
+        ops.kb.full = True
+        return False
+    ops.kb.panels[ops.kb.npanel] = panel
+    ops.kb.npanel += 1
+    ops.cache.charge_block()
+    return True
+
+
+cdef void _kb_fill_tile(FastMEBOps ops, Py_ssize_t p0, Py_ssize_t lo, Py_ssize_t hi, double* tmp) noexcept nogil:
+    """Block entries of inputs [p0, p0 + KB_TILE) and core vectors [lo, hi): one GEMM against the core store
+    (tmp: KB_TILE (hi - lo) doubles)."""
+    cdef Py_ssize_t nb = min(KB_TILE, ops.kb.m - p0), w = hi - lo, b, t
+    ops.core.block(&ops.X[p0, 0], nb, ops.d, &ops.kb.xsq[p0], &ops.kb.xsq[p0], lo, hi, tmp, w)
+    for b in range(nb):
+        for t in range(lo, hi):
+            ops.kb.panels[t // KB_PANEL][(p0 + b) * KB_PANEL + t % KB_PANEL] = <float> tmp[b * w + t - lo]
+
+
+cdef void kb_extend(FastMEBOps ops, Py_ssize_t upto) noexcept nogil:
+    """Core vectors [filled, upto) into the block (as far as its budget allows): one GEMM per tile of
+    inputs, the tiles in parallel where the work pays for a second thread."""
+    cdef Py_ssize_t ntile = (ops.kb.m + KB_TILE - 1) // KB_TILE, c, lo = ops.kb.filled
+    cdef double* tmp
+    while ops.kb.npanel * KB_PANEL < upto and _kb_new_panel(ops):
+        pass
+    upto = min(upto, ops.kb.npanel * KB_PANEL)
+    if upto <= lo:
+        return
+    for c in prange(ntile, schedule="dynamic",
+                    use_threads_if=ops.kb.m * (upto - lo) * ops.d >= KB_PARALLEL_MIN_WORK and ntile > 1):
+        tmp = <double*> malloc(KB_TILE * (upto - lo) * sizeof(double))
+        if tmp != NULL:
+            _kb_fill_tile(ops, c * KB_TILE, lo, upto, tmp)
+        free(tmp)
+    ops.kb.filled = upto
+    ops.n_eval += ops.kb.m * (upto - lo)
+
+
+cdef void kb_weights(FastMEBOps ops) noexcept nogil:
+    """coef = alpha s over the core set, its sums, and sum |coef| over the block's part."""
+    cdef Py_ssize_t t
+    ops.kb.csum = 0.0
+    ops.kb.cabs = 0.0
+    for t in range(ops.size):
+        ops.kb.coef[t] = ops.alpha[t] * ops.Ss[t]
+        ops.kb.csum += ops.kb.coef[t]
+        ops.kb.cabs += fabs(ops.kb.coef[t])
+        ops.kb.cabsv[t] = fabs(ops.kb.coef[t])
+    ops.sup.csum = ops.kb.csum  # _finish_d2 reads the label bias's sum there
+
+
+cdef inline Py_ssize_t _kb_bufsize(FastMEBOps ops) noexcept nogil:
+    """Scratch of kb_exact: GEMM_BLOCK kernel rows over the core set and GEMM_BLOCK gathered inputs."""
+    return GEMM_BLOCK * (ops.size + ops.d + 1) + 1
+
+
+cdef void kb_exact(FastMEBOps ops, const Py_ssize_t* rows, Py_ssize_t n, Py_ssize_t lo, double* out,
+                   double* buf) noexcept nogil:
+    """out[i] += sum_{lo <= t < size} coef_t k(x_q, c_t) in double for the inputs q = rows[i]: GEMM of
+    the gathered inputs against the core store, GEMM_BLOCK at a time."""
+    cdef Py_ssize_t i, b, nb, w = ops.size - lo, d = ops.d
+    cdef double* xs = &buf[GEMM_BLOCK * w]
+    cdef double* xsq = &xs[GEMM_BLOCK * d]
+    if w <= 0:
+        return
+    i = 0
+    while i < n:
+        nb = min(GEMM_BLOCK, n - i)
+        for b in range(nb):
+            memcpy(&xs[b * d], &ops.X[rows[i + b], 0], d * sizeof(double))
+            xsq[b] = ops.kb.xsq[rows[i + b]]
+        ops.core.block(xs, nb, d, xsq, xsq, lo, ops.size, buf, w)
+        for b in range(nb):
+            out[i + b] += cv_dot4(&ops.kb.coef[lo], &buf[b * w], w)
+        i += nb
+    ops.n_eval += n * w
+
+
+cdef Py_ssize_t kb_decide(FastMEBOps ops, const Py_ssize_t* rows, Py_ssize_t n, double marg, double fixed,
+                          double over, bint all_over, double* vals, double* buf, Py_ssize_t* idx,
+                          double* acc) noexcept nogil:
+    """d^2 - c0 of the inputs rows[0:n] (no mirror: z = input) into vals: screened through the block (its
+    core vectors) plus the tail in double, each within e_i = 2 rho sum_{t in block} |coef_t| k_f(x_i, c_t)
+    + ``fixed`` (kb_fixed_err) of the exact value, then computed again in double wherever a decision may
+    read it: where it may reach the TIE band of these candidates' exact maximum (>= max_i (v_i - e_i)),
+    where it may lie on either side of ``over``, and beyond ``over`` when ``all_over`` or when more than
+    KB_SCREENED_OVER candidates may lie beyond it (the driver then ranks them by d^2).  The others keep
+    screened values: certainly below the band, and certainly below ``over`` or certainly beyond it.
+    Scratch: ``buf`` (_kb_bufsize), ``idx`` (2 n entries), ``acc`` (2 n).  Returns how many were computed
+    again."""
+    cdef Py_ssize_t i, again = 0, nover = 0
+    cdef double lo = -INFINITY, band, e
+    cdef double* err = &acc[n]
+    ops.kb.sums(rows, n, vals, err)
+    for i in range(n):
+        err[i] = 2.0 * ops.kb.rho * err[i] + fixed
+    if ops.kb.filled < ops.size:
+        kb_exact(ops, rows, n, ops.kb.filled, vals, buf)
+    for i in range(n):
+        vals[i] = _finish_d2(ops, rows[i], vals[i], marg)
+        lo = max(lo, vals[i] - err[i])
+        if not (vals[i] + err[i] < over):
+            nover += 1
+    band = lo - TIE * (fabs(lo) + fabs(ops.c0))   # at or below the TIE band of the exact maximum
+    all_over = all_over or nover > KB_SCREENED_OVER
+    for i in range(n):
+        e = err[i]
+        # (a NaN is computed again too)
+        if not (vals[i] + e < band) or not (vals[i] + e < over or (vals[i] - e > over and not all_over)):
+            idx[again] = i
+            idx[n + again] = rows[i]
+            acc[again] = 0.0
+            again += 1
+    kb_exact(ops, &idx[n], again, 0, acc, buf)
+    for i in range(again):
+        vals[idx[i]] = _finish_d2(ops, idx[n + i], acc[i], marg)
+    return again
+
+
+cdef inline double kb_fixed_err(FastMEBOps ops, double marg) noexcept nogil:
+    """The part of a screened d^2's bound that does not scale with the block's values: the roundings of
+    both sums of |S| terms and of _finish_d2 (see _Screens.err)."""
+    return (8.0 * DBL_EPSILON * (ops.size + 1) * ops.kb.cabs
+            + 8.0 * DBL_EPSILON * (fabs(marg) + 2.0 * ops.kb.cabs * (1.0 + fabs(ops.label_bias)) + ops.screens.fin_scale))
+
+
+cdef object kb_scan_sample(FastMEBOps ops, cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] idx, double d2_over):
+    """scan_sample (_scans.pxi) through the block: the same furthest candidate, maximum and d^2 values
+    (exact wherever a decision may read them)."""
+    cdef _KBlock kb = ops.kb
+    cdef Py_ssize_t cnt = idx.shape[0], p, bufsize = _kb_bufsize(ops)
+    cdef cnp.ndarray[double, ndim=1, mode="c"] d2 = np.empty(cnt)
+    cdef double marg, err, best = -INFINITY, thr
+    cdef double* buf
+    cdef Py_ssize_t* ix
+    cdef bint ok = False
+    if cnt == 0:
+        raise ValueError("an empty sample")
+    with nogil:
+        if ops.size - kb.filled >= KB_EXTEND_MIN:
+            kb_extend(ops, ops.size)
+        kb_weights(ops)
+        marg = ops.margin()
+        err = kb_fixed_err(ops, marg)
+        buf = kb.scratch_for(bufsize + 4 * cnt)
+        ok = buf != NULL
+        if ok:
+            ix = <Py_ssize_t*> &buf[bufsize + 2 * cnt]
+            kb.recomputed = kb_decide(ops, &idx[0], cnt, marg, err, d2_over - ops.c0, False, &d2[0], buf, ix,
+                                      &buf[bufsize])
+            kb.n_again += kb.recomputed
+            for p in range(cnt):
+                best = max(best, d2[p])
+    if not ok:
+        raise MemoryError("scan buffers")
+    ops.n_eval += cnt * kb.filled
+    thr = best - TIE * (fabs(best) + fabs(ops.c0))
+    for p in range(cnt):
+        if d2[p] >= thr:
+            break
+    return Scan(int(idx[p]), best + ops.c0, sample_d2=d2 + ops.c0)
+
+
+cdef void _kb_chunks(FastMEBOps ops, Py_ssize_t nchunk, Py_ssize_t k, Py_ssize_t kk, double marg, double err,
+                     double over, double* vals, double* cmax, double* tv, Py_ssize_t* tz, Py_ssize_t* tc) noexcept nogil:
+    """The chunks of a full scan through the block, in parallel: every input's d^2 - c0 into vals (exact
+    wherever it may reach its chunk's TIE band or ``over``), each chunk's maximum and top-k beyond ``over``."""
+    cdef Py_ssize_t c, p, lo, hi, bufsize = _kb_bufsize(ops), again = 0
+    cdef double v
+    cdef double* buf
+    cdef Py_ssize_t* rows
+    for c in prange(nchunk, schedule="dynamic",
+                    use_threads_if=ops.kb.m * ops.size >= KB_PARALLEL_MIN_WORK and nchunk > 1):
+        lo = c * SCAN_CHUNK
+        hi = min(lo + SCAN_CHUNK, ops.kb.m)
+        buf = <double*> malloc((bufsize + 2 * SCAN_CHUNK) * sizeof(double))
+        rows = <Py_ssize_t*> malloc(3 * SCAN_CHUNK * sizeof(Py_ssize_t))
+        tc[c] = -1  # (out of memory)
+        cmax[c] = -INFINITY
+        if buf != NULL and rows != NULL:
+            tc[c] = 0
+            for p in range(lo, hi):
+                rows[p - lo] = p
+            again += kb_decide(ops, rows, hi - lo, marg, err, over if k > 0 else INFINITY, True, &vals[lo], buf,
+                               &rows[SCAN_CHUNK], &buf[bufsize])
+            v = -INFINITY
+            for p in range(lo, hi):
+                v = max(v, vals[p])
+                if k > 0 and vals[p] > over:
+                    _topk_insert(&tv[c * kk], &tz[c * kk], &tc[c], k, vals[p], p)
+            cmax[c] = v
+        free(buf)
+        free(rows)
+    ops.kb.recomputed = again
+
+
+cdef object kb_scan_all(FastMEBOps ops, Py_ssize_t k, double d2_over):
+    """scan_all (_scans.pxi) through the block, the block first extended to the whole core set: the same
+    furthest point, maximum and top-k beyond d2_over."""
+    cdef _KBlock kb = ops.kb
+    cdef Py_ssize_t nchunk = (kb.m + SCAN_CHUNK - 1) // SCAN_CHUNK, c, p, kk = max(k, 1), first = 0
+    cdef double marg, err, best = -INFINITY, thr
+    cdef double* vals = <double*> malloc(kb.m * sizeof(double))
+    cdef double* cmax = <double*> malloc(nchunk * sizeof(double))
+    cdef double* tv = <double*> malloc(nchunk * kk * sizeof(double))
+    cdef Py_ssize_t* tz = <Py_ssize_t*> malloc(nchunk * kk * sizeof(Py_ssize_t))
+    cdef Py_ssize_t* tc = <Py_ssize_t*> malloc(nchunk * sizeof(Py_ssize_t))
+    cdef bint failed = False
+    if vals == NULL or cmax == NULL or tv == NULL or tz == NULL or tc == NULL:
+        free(vals); free(cmax); free(tv); free(tz); free(tc)
+        raise MemoryError("scan buffers")
+    with nogil:
+        kb_extend(ops, ops.size)
+        kb_weights(ops)
+        marg = ops.margin()
+        err = kb_fixed_err(ops, marg)
+        _kb_chunks(ops, nchunk, k, kk, marg, err, d2_over - ops.c0, vals, cmax, tv, tz, tc)
+        for c in range(nchunk):
+            failed = failed or tc[c] < 0
+            if cmax[c] > best:
+                best = cmax[c]
+        thr = best - TIE * (fabs(best) + fabs(ops.c0))
+        for p in range(kb.m):
+            if vals[p] >= thr:
+                first = p
+                break
+    ops.n_eval += kb.m * kb.filled
+    top_v, top_z = [], []
+    for c in range(nchunk if k > 0 else 0):
+        for p in range(tc[c]):
+            top_v.append(tv[c * kk + p])
+            top_z.append(tz[c * kk + p])
+    free(vals); free(cmax); free(tv); free(tz); free(tc)
+    if failed:
+        raise MemoryError("scan buffers")
+    tz_a = np.asarray(top_z, dtype=np.intp)
+    tv_a = np.asarray(top_v, dtype=np.float64)
+    order = np.lexsort((tz_a, -tv_a))[:k]
+    return Scan(int(first), best + ops.c0, top=tz_a[order], top_d2=tv_a[order] + ops.c0)
