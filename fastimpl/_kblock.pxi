@@ -49,7 +49,15 @@ cdef Py_ssize_t KB_SCREENED_OVER = 128
 #: block extensions and full scans run in parallel from this much work (multiply-adds): smaller
 #: regions are not worth waking a second thread, which on a busy machine can wait a time slice
 cdef Py_ssize_t KB_PARALLEL_MIN_WORK = 20_000_000
-#: when the scans use the block where it is allowed: 0 by default (from BLAS_MIN_D coordinates on),
+#: policy 0 (the default) uses the block from this much of m d on: below it the SIMD rows of the exact
+#: path cost less than the block's panels.  Measured (CVMClassifier() fit wall s, block / none, fresh
+#: processes): one-vs-one pairs of letter (d = 16, 5,000 points: 0.58 / 0.48), pendigits (d = 16: 0.24 /
+#: 0.14), optdigits (d = 64, ~800 a pair: 0.17 / 0.15; one-vs-rest 3,934: 0.025 / 0.019), satimage (d = 36:
+#: even); Fashion-MNIST T-shirt/shirt pooled to d = 49 at 10,000 (0.90 / 1.70), at d = 784 from 2,000 points
+#: (0.16 / 0.52) to 10,000 (2.3 / 18).
+cdef Py_ssize_t KB_MIN_WORK = 400_000
+#: when the scans use the block where it is allowed: 0 by default (from BLAS_MIN_D coordinates and
+#: KB_MIN_WORK = m d on),
 #: 1 also below (tests), -1 never (tests: the support scans)
 cdef int KB_POLICY = 0
 
@@ -60,6 +68,15 @@ def _set_block_policy(int policy):
     global KB_POLICY
     old = KB_POLICY
     KB_POLICY = policy
+    return old
+
+
+def _set_block_min_work(Py_ssize_t work):
+    """Set the m d from which policy 0 uses the block; returns the old one (tests use 0 to run the block on
+    small problems)."""
+    global KB_MIN_WORK
+    old = KB_MIN_WORK
+    KB_MIN_WORK = work
     return old
 
 
@@ -152,7 +169,7 @@ cdef void kb_setup(FastMEBOps ops) except *:
     cdef double mx = 0.0
     if ops.sparse or ops.mirror or not k_is_gaussian(&ops.K) or KB_POLICY < 0 or ops.m == 0:
         return
-    if KB_POLICY == 0 and ops.d < BLAS_MIN_D:
+    if KB_POLICY == 0 and (ops.d < BLAS_MIN_D or ops.m * ops.d < KB_MIN_WORK):
         return
     if ops.m * KB_PANEL * sizeof(float) + ops.m * sizeof(double) > KB_BUDGET_SHARE * ops.cache.budget * sizeof(double):
         return

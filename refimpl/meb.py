@@ -144,13 +144,21 @@ def validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm=0, solv
 #: make the same draws and so give the same model (issue 15's contract, tests/test_sparse.py), though only
 #: dense rows run the block
 WIDE_MIN_D = 16
+#: ... and from this many points on.  Below it a sample of up to WIDE_MAX x sample_size rows is a large part
+#: of the problem and the wider scans cost more than the iterations they save: measured (fit wall s, wide /
+#: not, fresh processes) on the one-vs-one pairs of letter (0.73 / 0.45 for 5,000 points, 26 classes),
+#: optdigits, pendigits and satimage (+25-45%), pendigits one-vs-rest at 7,694 (+25%), Fashion-MNIST
+#: T-shirt/shirt at 2,000 (0.18 / 0.15); it pays from ~5,000 points of a hard problem (T-shirt/shirt: 0.70 /
+#: 0.82 at 5,000, 2.25 / 3.65 at 10,000) and is neutral on letter one-vs-rest at 14,000 (0.078 / 0.077).
+#: Confirmed on Fashion T-shirt/shirt pooled to d = 49 and 196 at 10,000 (0.84 / 1.21, 0.99 / 1.36).
+WIDE_MIN_N = 8192
 
 
 def wide_samples(solver: str, problem) -> bool:
-    """Does the loop widen its samples on this problem (see :data:`WIDE_MIN_D`)?  Both engines ask this,
-    so both make the same draws, whatever the layout of X."""
+    """Does the loop widen its samples on this problem (see :data:`WIDE_MIN_D` and :data:`WIDE_MIN_N`)?
+    Both engines ask this, so both make the same draws, whatever the layout of X."""
     return (solver == "auto" and problem.kernel.name == "rbf" and not problem.mirror
-            and problem.X.shape[1] >= WIDE_MIN_D)
+            and problem.X.shape[1] >= WIDE_MIN_D and problem.X.shape[0] >= WIDE_MIN_N)
 
 
 def solver_policy(solver: str, problem):

@@ -6,6 +6,17 @@ import numpy as np
 import pytest
 
 from helpers import exact_meb, random_problem
+from refimpl.meb import WIDE_MIN_N as DEFAULT_WIDE_MIN_N  # before any fixture lowers it
+
+
+def _default_block_min_work():
+    from fastimpl import _engine
+    value = _engine._set_block_min_work(0)
+    _engine._set_block_min_work(value)
+    return value
+
+
+DEFAULT_KB_MIN_WORK = _default_block_min_work()  # before any fixture lowers it
 
 pytestmark = pytest.mark.filterwarnings("ignore:stop='radius' with eps")
 ALPHA_TOL = 1e-6
@@ -39,6 +50,20 @@ def _fit_both(problem, eps, cache_size=200 * 2**20, **kw):
     for x, y in ((a.radius2, b.radius2), (a.r_cert2, b.r_cert2)):
         assert abs(x - y) <= RADIUS_RTOL * max(1.0, abs(x))
     return a, b, made[0]
+
+
+@pytest.fixture(autouse=True)
+def wide_at_test_sizes(monkeypatch):
+    """solver='auto' widens its samples from refimpl.meb.WIDE_MIN_N points on, and the block runs from
+    KB_MIN_WORK = m d on; these problems are smaller, so both thresholds are lowered to run those paths at
+    test sizes (test_wide_samples_from_wide_min_n checks
+    the threshold itself)."""
+    import refimpl.meb
+    from fastimpl import _engine
+    monkeypatch.setattr(refimpl.meb, "WIDE_MIN_N", 0)
+    old = _engine._set_block_min_work(0)  # and the block's m d threshold (test_block_from_its_min_work)
+    yield
+    _engine._set_block_min_work(old)
 
 
 @pytest.mark.parametrize("formulation", ["meb", "one_class", "two_class"])
@@ -158,3 +183,42 @@ def test_wide_samples_where_the_block_runs_whatever_the_layout():
     import dataclasses
     # CSR rows of the same data decide as the dense ones: same draws, same model (tests/test_sparse.py)
     assert wide_samples("auto", dataclasses.replace(dense, X=sp.csr_matrix(dense.X)))
+
+
+def test_wide_samples_from_wide_min_n(monkeypatch):
+    """Below WIDE_MIN_N points the wide samples cost more than they save (refimpl/meb.py's measurements):
+    the default loop keeps the papers' sample there, and widens from the threshold on."""
+    import numpy as np
+
+    import refimpl.meb
+    from refimpl.meb import wide_samples
+    WIDE_MIN_N = DEFAULT_WIDE_MIN_N
+    monkeypatch.setattr(refimpl.meb, "WIDE_MIN_N", WIDE_MIN_N)  # the autouse fixture lowered it
+    small = random_problem("two_class", "rbf", m=50, d=20, seed=0, gamma=0.1)
+    import dataclasses
+    assert not wide_samples("auto", small)
+    rows = np.resize(small.X, (WIDE_MIN_N, small.X.shape[1]))
+    assert wide_samples("auto", dataclasses.replace(small, X=rows))
+    assert not wide_samples("auto", dataclasses.replace(small, X=rows[:-1]))
+
+
+def test_block_from_its_min_work():
+    """By default the block runs from KB_MIN_WORK = m d on (below, the exact rows cost less): off for
+    1,000 x 20, on for 20,000 x 20.  (Fits with the block against the reference: the tests above.)"""
+    from fastimpl import _engine
+    from fastimpl._engine import FastMEBOps
+    from refimpl import cvm
+    from refimpl.kernels import make_kernel_spec
+    assert DEFAULT_KB_MIN_WORK > 1000 * 20
+    rng = np.random.default_rng(4)
+    states = []
+    for m in (1000, max(20_000, DEFAULT_KB_MIN_WORK // 20)):
+        X = rng.normal(size=(m, 20))
+        y = np.where(X[:, 0] + 0.3 * rng.normal(size=m) > 0, 1.0, -1.0)
+        problem = cvm.two_class_problem(X, y, make_kernel_spec(X, "rbf", gamma=0.05), 10.0)
+        old = _engine._set_block_min_work(DEFAULT_KB_MIN_WORK)
+        try:
+            states.append(FastMEBOps(problem).block_state()[0])  # decided when the numerics are set up
+        finally:
+            _engine._set_block_min_work(old)
+    assert states == [False, True]
