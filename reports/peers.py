@@ -98,6 +98,11 @@ def _prepare(case, m, estimator, threads, seed):
     # before fastimpl is imported in this fresh process: its libgomp reads the thread count when it loads
     os.environ["OMP_NUM_THREADS"] = str(threads)
     X, y, Xt, yt = _data(case, m, seed)
+    if estimator == "thundersvm" and not np.issubdtype(np.asarray(y).dtype, np.number):
+        # ThunderSVM takes numeric labels only (letter's are 'A'..'Z'): the same classes as codes, outside
+        # the timed fit
+        classes = np.unique(y)
+        y, yt = np.searchsorted(classes, y).astype(np.float64), np.searchsorted(classes, yt).astype(np.float64)
     g = CASES[case].get("gamma")
     gamma = float(g) if g is not None else 1.0 / (X.shape[1] * X.var())
     return dict(case=case, estimator=estimator, threads=threads, seed=seed, C=float(CASES[case].get("C", 1.0)),
