@@ -203,12 +203,18 @@ def _doc(**defaults):
     return _DOC.format(kernels=KERNEL_CHOICES, **defaults)
 
 
+def _fill_mark(cls, mark, text):
+    """Put ``text`` at ``mark`` in the class's docstring (its first line at the mark's indentation); a
+    docstring without the mark is an error, so a class cannot silently lose the shared text."""
+    if mark not in (cls.__doc__ or ""):
+        raise ValueError(f"{cls.__name__}'s docstring has no {mark} mark")
+    cls.__doc__ = cls.__doc__.replace(mark, text.strip("\n").lstrip())
+    return cls
+
+
 def kernel_doc(cls):
     """Class decorator: the kernels' names at the KERNELS mark of the class's docstring."""
-    if KERNELS_MARK not in (cls.__doc__ or ""):
-        raise ValueError(f"{cls.__name__}'s docstring has no {KERNELS_MARK} mark")
-    cls.__doc__ = cls.__doc__.replace(KERNELS_MARK, KERNEL_CHOICES)
-    return cls
+    return _fill_mark(cls, KERNELS_MARK, KERNEL_CHOICES)
 
 
 class WarningsOncePerFit:
@@ -243,17 +249,37 @@ class WarningsOncePerFit:
 
 #: where a class docstring takes the parameters every core-set estimator shares (:func:`shared_doc`)
 SHARED_PARAMETERS = "%SHARED_PARAMETERS%"
+#: where a single-ball estimator's docstring (MEB, CVDD, CVR) takes the fitted diagnostics they share
+#: (CoreVectorBase._set_diagnostics sets them; CVMClassifier documents its per-pair forms itself)
+FIT_DIAGNOSTICS = "%FIT_DIAGNOSTICS%"
+_FIT_DIAGNOSTICS_DOC = """
+    n_iter_ : int
+        Iterations of the core-set loop.
+    converged_ : bool
+        Whether the stop test ended the loop (False: ``max_iter`` did, with a ``ConvergenceWarning``).
+    kernel_evaluations_ : int
+        Number of base-kernel evaluations the fit made.
+    history_ : dict of lists
+        Per iteration: ``'core_set_size'``, ``'radius'``, ``'elapsed'`` (seconds since the start),
+        ``'inner_steps'`` and ``'inner_capped'`` of the core-set QP.
+    kernel_spec_ : KernelSpec
+        The resolved kernel (``gamma`` as a number).
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Names of the features seen during ``fit``; defined only when X has string column names
+        (a pandas DataFrame).
+"""
 
 
-def shared_doc(**defaults):
+def shared_doc(fit_diagnostics=False, **defaults):
     """Class decorator: put the shared parameters' documentation, with this class's defaults, at the
-    SHARED_PARAMETERS mark of its docstring.  (A docstring built with ``+`` is an expression, not a
-    docstring: the class's ``__doc__`` was None and ``help()`` showed the mixin's.)"""
+    SHARED_PARAMETERS mark of its docstring, and with ``fit_diagnostics`` the shared fitted attributes at
+    the FIT_DIAGNOSTICS mark.  (A docstring built with ``+`` is an expression, not a docstring: the
+    class's ``__doc__`` was None and ``help()`` showed the mixin's.)"""
     def decorate(cls):
-        if SHARED_PARAMETERS not in (cls.__doc__ or ""):
-            raise ValueError(f"{cls.__name__}'s docstring has no {SHARED_PARAMETERS} mark")
-        cls.__doc__ = cls.__doc__.replace(SHARED_PARAMETERS, _doc(**defaults).strip("\n").lstrip())
-        return cls
+        _fill_mark(cls, SHARED_PARAMETERS, _doc(**defaults))
+        return _fill_mark(cls, FIT_DIAGNOSTICS, _FIT_DIAGNOSTICS_DOC) if fit_diagnostics else cls
     return decorate
 
 

@@ -14,7 +14,7 @@ from ._validation import POSITIVE, store_params
 __all__ = ["MEB", "CVDD"]
 
 
-@shared_doc(eps="1e-6", gamma="scale", stop="radius")
+@shared_doc(eps="1e-6", gamma="scale", stop="radius", fit_diagnostics=True)
 class MEB(OutlierMixin, CoreVectorBase):
     """Minimum enclosing ball in feature space, the hard-margin SVDD ([001] eqs. (1)-(3)).
 
@@ -60,22 +60,7 @@ class MEB(OutlierMixin, CoreVectorBase):
         The certified maximal-violation gap from the final scan, in the units of LIBSVM's tolerance.
     core_set_ : ndarray of shape (n_core,)
         Training indices of every core vector added during the fit (a superset of ``support_``).
-    n_iter_ : int
-        Iterations of the core-set loop.
-    converged_ : bool
-        Whether the stop test ended the loop (False: ``max_iter`` did, with a ``ConvergenceWarning``).
-    kernel_evaluations_ : int
-        Number of base-kernel evaluations the fit made.
-    history_ : dict of lists
-        Per iteration: ``'core_set_size'``, ``'radius'``, ``'elapsed'`` (seconds since the start),
-        ``'inner_steps'`` and ``'inner_capped'`` of the core-set QP.
-    kernel_spec_ : KernelSpec
-        The resolved kernel (``gamma`` as a number).
-    n_features_in_ : int
-        Number of features seen during ``fit``.
-    feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Names of the features seen during ``fit``; defined only when X has string column names
-        (a pandas DataFrame).
+    %FIT_DIAGNOSTICS%
 
     See Also
     --------
@@ -224,7 +209,7 @@ class MEB(OutlierMixin, CoreVectorBase):
         return np.where(dec >= -self.MEMBERSHIP_RTOL * self.certified_radius_ ** 2, 1, -1)
 
 
-@shared_doc(eps="1e-4", gamma="scale", stop="margin")
+@shared_doc(eps="1e-4", gamma="scale", stop="margin", fit_diagnostics=True)
 class CVDD(MEB):
     """Core Vector Data Description: one-class L2-SVM novelty detection ([001] Sec. 3.2.1, eq. (7)).
 
@@ -273,22 +258,7 @@ class CVDD(MEB):
         LIBSVM's tolerance).
     core_set_ : ndarray of shape (n_core,)
         Training indices of every core vector added during the fit (a superset of ``support_``).
-    n_iter_ : int
-        Iterations of the core-set loop.
-    converged_ : bool
-        Whether the stop test ended the loop (False: ``max_iter`` did, with a ``ConvergenceWarning``).
-    kernel_evaluations_ : int
-        Number of base-kernel evaluations the fit made.
-    history_ : dict of lists
-        Per iteration: ``'core_set_size'``, ``'radius'``, ``'elapsed'`` (seconds since the start),
-        ``'inner_steps'`` and ``'inner_capped'`` of the core-set QP.
-    kernel_spec_ : KernelSpec
-        The resolved kernel (``gamma`` as a number).
-    n_features_in_ : int
-        Number of features seen during ``fit``.
-    feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Names of the features seen during ``fit``; defined only when X has string column names
-        (a pandas DataFrame).
+    %FIT_DIAGNOSTICS%
 
     See Also
     --------

@@ -17,7 +17,7 @@ from ._validation import POSITIVE, invalid_parameter, store_params
 __all__ = ["CVR"]
 
 
-@shared_doc(eps="1e-2", gamma="beta", stop="hybrid")
+@shared_doc(eps="1e-2", gamma="beta", stop="hybrid", fit_diagnostics=True)
 class CVR(RegressorMixin, CoreVectorBase):
     """Core Vector Regression: the L2-SVR solved as a center-constrained minimum enclosing ball ([000]).
 
@@ -102,22 +102,7 @@ class CVR(RegressorMixin, CoreVectorBase):
         The certified maximal-violation gap from the final scan, relative to the margin term.
     dual_objective_ : float
         The optimal value of the dual (7) reached (normalised units).
-    n_iter_ : int
-        Iterations of the core-set loop.
-    converged_ : bool
-        Whether the stop test ended the loop (False: ``max_iter`` did).
-    kernel_evaluations_ : int
-        Number of base-kernel evaluations the fit made.
-    history_ : dict of lists
-        Per iteration: ``'core_set_size'``, ``'radius'``, ``'elapsed'``, ``'inner_steps'``,
-        ``'inner_capped'``.
-    kernel_spec_ : KernelSpec
-        The resolved kernel (``gamma`` as a number).
-    n_features_in_ : int
-        Number of features seen during ``fit``.
-    feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Names of the features seen during ``fit``; defined only when X has string column names
-        (a pandas DataFrame).
+    %FIT_DIAGNOSTICS%
 
     See Also
     --------
