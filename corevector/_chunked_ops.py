@@ -111,7 +111,7 @@ class ChunkedMEBOps:
 
     impl = "fast"
 
-    def __init__(self, problem, cache_size=200 * 2**20):
+    def __init__(self, problem, cache_size=1000 * 2**20):
         X = problem.X
         self.problem, self.X = problem, X
         self.init_problem = _InitView(problem)

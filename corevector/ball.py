@@ -95,7 +95,7 @@ class MEB(OutlierMixin, CoreVectorBase):
 
     def __init__(self, *, eps=1e-6, kernel="rbf", gamma="scale", degree=3, coef0=0.0, normalize=False,
                  sample_size=59, n_confirm=100, max_iter=100_000, tol=None, solver="auto", stop="radius",
-                 cache_size=200, certify=True, random_state=None, impl="fast", verbose=False):
+                 cache_size=1000, certify=True, random_state=None, impl="fast", verbose=False):
         store_params(self, locals())
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -296,7 +296,7 @@ class CVDD(MEB):
 
     def __init__(self, *, C=1.0, eps=1e-4, kernel="rbf", gamma="scale", degree=3, coef0=0.0, normalize=False,
                  sample_size=59, n_confirm=100, max_iter=100_000, tol=None, solver="auto", stop="margin",
-                 cache_size=200, certify=True, random_state=None, impl="fast", verbose=False):
+                 cache_size=1000, certify=True, random_state=None, impl="fast", verbose=False):
         store_params(self, locals())
 
     @_fit_context(prefer_skip_nested_validation=True)

@@ -158,7 +158,7 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
 
     def __init__(self, *, C=1.0, class_weight=None, probability=False, eps=1e-2, kernel="rbf", gamma="scale",
                  degree=3, coef0=0.0, normalize=False, sample_size=59, n_confirm=100, max_iter=100_000, tol=None,
-                 solver="auto", stop="hybrid", cache_size=200, certify=True, random_state=None, impl="fast",
+                 solver="auto", stop="hybrid", cache_size=1000, certify=True, random_state=None, impl="fast",
                  verbose=False):
         store_params(self, locals())
 

@@ -172,7 +172,7 @@ class CVR(RegressorMixin, CoreVectorBase):
 
     def __init__(self, *, C=25.0, mu="auto", normalize_y=True, hybrid_cap=1.0, eps=1e-2, kernel="rbf",
                  gamma="beta", degree=3, coef0=0.0, normalize=False, sample_size=59, n_confirm=100,
-                 max_iter=100_000, tol=None, solver="auto", stop="hybrid", cache_size=200, certify=True,
+                 max_iter=100_000, tol=None, solver="auto", stop="hybrid", cache_size=1000, certify=True,
                  random_state=None, impl="fast", verbose=False):
         store_params(self, locals())
 

@@ -39,7 +39,8 @@ cdef extern from "_kblock.h":
 cdef Py_ssize_t KB_PANEL = 128
 #: input rows per GEMM tile when the block is extended
 cdef Py_ssize_t KB_TILE = 256
-#: a sampled scan extends the block once this many core vectors are outside it (a full scan: always)
+#: a sampled scan extends the block once this many core vectors are outside it, or once the scans since
+#: the last extension have scanned m candidates (kb_scan_sample; a full scan: always)
 cdef Py_ssize_t KB_EXTEND_MIN = 32
 #: the block may hold at most this share of the cache budget
 cdef double KB_BUDGET_SHARE = 0.75
@@ -56,6 +57,11 @@ cdef Py_ssize_t KB_PARALLEL_MIN_WORK = 20_000_000
 #: even); Fashion-MNIST T-shirt/shirt pooled to d = 49 at 10,000 (0.90 / 1.70), at d = 784 from 2,000 points
 #: (0.16 / 0.52) to 10,000 (2.3 / 18).
 cdef Py_ssize_t KB_MIN_WORK = 400_000
+#: a sampled scan sums its candidates through the block in parallel, in chunks of KB_SUM_CHUNK inputs (a
+#: multiple of GEMM_BLOCK), from this many terms (candidates x core vectors) on: a wide sample of 3,776
+#: candidates against 2,000 core vectors reads 30 MB of the block
+cdef Py_ssize_t KB_SAMPLE_PARALLEL_MIN = 2_000_000
+cdef Py_ssize_t KB_SUM_CHUNK = 256
 #: when the scans use the block where it is allowed: 0 by default (from BLAS_MIN_D coordinates and
 #: KB_MIN_WORK = m d on),
 #: 1 also below (tests), -1 never (tests: the support scans)
@@ -89,6 +95,15 @@ def _set_block_parallel_min_work(Py_ssize_t work):
     return old
 
 
+def _set_sample_parallel_min(Py_ssize_t work):
+    """Set the terms (candidates x core vectors) from which a sampled scan sums through the block in
+    parallel; returns the old value (tests use 0 to force the parallel path on small problems)."""
+    global KB_SAMPLE_PARALLEL_MIN
+    old = KB_SAMPLE_PARALLEL_MIN
+    KB_SAMPLE_PARALLEL_MIN = work
+    return old
+
+
 @cython.final
 cdef class _KBlock:
     """k(x_p, c_t) for every input p and the core vectors t < filled, in single precision (panels)."""
@@ -103,6 +118,7 @@ cdef class _KBlock:
     cdef double* cabsv              # |coef|
     cdef double csum, cabs          # sum coef, sum |coef|
     cdef double rho                 # |block value - exact path's value| <= rho * block value
+    cdef Py_ssize_t tail_cands      # candidates scanned since the last extension (kb_scan_sample)
     cdef Py_ssize_t recomputed      # candidates the last scan computed again in double (tests)
     cdef long long n_again          # ... and all scans of the fit
     cdef double* scratch            # the serial scans' scratch (kept: a fresh large malloc per scan is
@@ -250,6 +266,7 @@ cdef void kb_extend(FastMEBOps ops, Py_ssize_t upto) noexcept nogil:
             _kb_fill_tile(ops, c * KB_TILE, lo, upto, tmp)
         free(tmp)
     ops.kb.filled = upto
+    ops.kb.tail_cands = 0
     ops.n_eval += ops.kb.m * (upto - lo)
 
 
@@ -290,12 +307,41 @@ cdef void kb_exact(FastMEBOps ops, const Py_ssize_t* rows, Py_ssize_t n, Py_ssiz
         for b in range(nb):
             out[i + b] += cv_dot4(&ops.kb.coef[lo], &buf[b * w], w)
         i += nb
-    ops.n_eval += n * w
+
+
+cdef bint _kb_screen_sums(FastMEBOps ops, const Py_ssize_t* rows, Py_ssize_t n, double* s0, double* s1,
+                          double* buf, bint par) noexcept nogil:
+    """s0[i] = the screened sum of input rows[i] (the block's core vectors, single precision) plus its
+    tail's exact sum (the core vectors beyond the block, double), s1[i] = sum_{t in block} |coef_t| k_f:
+    with ``par``, chunks of KB_SUM_CHUNK inputs in parallel once the sample is large enough to pay for a
+    second thread (kb_scan_sample's wide samples: 3,776 candidates against ~3,000 core vectors).  Each
+    input's sums are computed as the serial ones are, GEMM_BLOCK rows at a time from the same first row,
+    so the values do not depend on the threads.  Returns False when out of memory."""
+    cdef Py_ssize_t nchunk = (n + KB_SUM_CHUNK - 1) // KB_SUM_CHUNK, c, lo, hi
+    cdef Py_ssize_t tail = ops.size - ops.kb.filled, bufsize = _kb_bufsize(ops)
+    cdef double* b
+    cdef bint failed = False
+    if not par or nchunk < 2 or n * ops.size < KB_SAMPLE_PARALLEL_MIN:
+        ops.kb.sums(rows, n, s0, s1)
+        kb_exact(ops, rows, n, ops.kb.filled, s0, buf)
+        return True
+    for c in prange(nchunk, schedule="dynamic"):
+        lo = c * KB_SUM_CHUNK
+        hi = min(lo + KB_SUM_CHUNK, n)
+        ops.kb.sums(&rows[lo], hi - lo, &s0[lo], &s1[lo])
+        if tail > 0:
+            b = <double*> malloc(bufsize * sizeof(double))
+            if b == NULL:
+                failed = True
+            else:
+                kb_exact(ops, &rows[lo], hi - lo, ops.kb.filled, &s0[lo], b)
+            free(b)
+    return not failed
 
 
 cdef Py_ssize_t kb_decide(FastMEBOps ops, const Py_ssize_t* rows, Py_ssize_t n, double marg, double fixed,
                           double over, bint all_over, double* vals, double* buf, Py_ssize_t* idx,
-                          double* acc) noexcept nogil:
+                          double* acc, bint par=False) noexcept nogil:
     """d^2 - c0 of the inputs rows[0:n] (no mirror: z = input) into vals: screened through the block (its
     core vectors) plus the tail in double, each within e_i = 2 rho sum_{t in block} |coef_t| k_f(x_i, c_t)
     + ``fixed`` (kb_fixed_err) of the exact value, then computed again in double wherever a decision may
@@ -303,16 +349,16 @@ cdef Py_ssize_t kb_decide(FastMEBOps ops, const Py_ssize_t* rows, Py_ssize_t n, 
     where it may lie on either side of ``over``, and beyond ``over`` when ``all_over`` or when more than
     KB_SCREENED_OVER candidates may lie beyond it (the driver then ranks them by d^2).  The others keep
     screened values: certainly below the band, and certainly below ``over`` or certainly beyond it.
-    Scratch: ``buf`` (_kb_bufsize), ``idx`` (2 n entries), ``acc`` (2 n).  Returns how many were computed
-    again."""
+    Scratch: ``buf`` (_kb_bufsize), ``idx`` (2 n entries), ``acc`` (2 n); ``par``: the sums may run in
+    parallel (_kb_screen_sums; not from inside a parallel region).  Returns how many were computed again,
+    -1 when out of memory."""
     cdef Py_ssize_t i, again = 0, nover = 0
     cdef double lo = -INFINITY, band, e
     cdef double* err = &acc[n]
-    ops.kb.sums(rows, n, vals, err)
+    if not _kb_screen_sums(ops, rows, n, vals, err, buf, par):
+        return -1
     for i in range(n):
         err[i] = 2.0 * ops.kb.rho * err[i] + fixed
-    if ops.kb.filled < ops.size:
-        kb_exact(ops, rows, n, ops.kb.filled, vals, buf)
     for i in range(n):
         vals[i] = _finish_d2(ops, rows[i], vals[i], marg)
         lo = max(lo, vals[i] - err[i])
@@ -331,6 +377,7 @@ cdef Py_ssize_t kb_decide(FastMEBOps ops, const Py_ssize_t* rows, Py_ssize_t n, 
     kb_exact(ops, &idx[n], again, 0, acc, buf)
     for i in range(again):
         vals[idx[i]] = _finish_d2(ops, idx[n + i], acc[i], marg)
+    ops.n_eval += n * (ops.size - ops.kb.filled) + again * ops.size
     return again
 
 
@@ -354,8 +401,13 @@ cdef object kb_scan_sample(FastMEBOps ops, cnp.ndarray[Py_ssize_t, ndim=1, mode=
     if cnt == 0:
         raise ValueError("an empty sample")
     with nogil:
-        if ops.size - kb.filled >= KB_EXTEND_MIN:
+        # the tail costs cnt (size - filled) d per scan, its extension m (size - filled) d once: extend
+        # once KB_EXTEND_MIN core vectors are out, or once the scans since the last extension have paid
+        # as much for a smaller tail as its extension costs (rent or buy: at most twice the cheaper one)
+        if ops.size - kb.filled >= KB_EXTEND_MIN or (ops.size > kb.filled and kb.tail_cands + cnt >= kb.m):
             kb_extend(ops, ops.size)
+        if ops.size > kb.filled:
+            kb.tail_cands += cnt
         kb_weights(ops)
         marg = ops.margin()
         err = kb_fixed_err(ops, marg)
@@ -364,7 +416,8 @@ cdef object kb_scan_sample(FastMEBOps ops, cnp.ndarray[Py_ssize_t, ndim=1, mode=
         if ok:
             ix = <Py_ssize_t*> &buf[bufsize + 2 * cnt]
             kb.recomputed = kb_decide(ops, &idx[0], cnt, marg, err, d2_over - ops.c0, False, &d2[0], buf, ix,
-                                      &buf[bufsize])
+                                      &buf[bufsize], True)
+            ok = kb.recomputed >= 0
             kb.n_again += kb.recomputed
             for p in range(cnt):
                 best = max(best, d2[p])

@@ -164,6 +164,32 @@ def test_threads_give_the_same_fit_bit_for_bit():
     np.testing.assert_array_equal(models[0].dual_coef_, models[1].dual_coef_)
 
 
+def test_parallel_sampled_scans_give_the_serial_fit_bit_for_bit():
+    """Wide samples sum their candidates through the block in parallel chunks (tails included: the block
+    is extended only every KB_EXTEND_MIN core vectors); each candidate's sums are computed as the serial
+    ones are, so the serial scans, 1 thread and 2 threads give the same model bit for bit."""
+    from threadpoolctl import threadpool_limits
+
+    from corevector import CVMClassifier
+    from fastimpl import _engine
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(4000, 30))
+    y = (X[:, 0] + X[:, 1] ** 2 + rng.normal(size=4000) > 1).astype(int)
+    models = []
+    for work, t in ((2**62, 2), (0, 1), (0, 2)):
+        old = _engine._set_sample_parallel_min(work)
+        try:
+            with threadpool_limits(limits=t, user_api="openmp"):
+                models.append(CVMClassifier(random_state=0).fit(X, y))
+        finally:
+            _engine._set_sample_parallel_min(old)
+    assert len(models[0].core_set_) > 100
+    for m in models[1:]:
+        np.testing.assert_array_equal(models[0].core_set_, m.core_set_)
+        np.testing.assert_array_equal(models[0].dual_coef_, m.dual_coef_)
+        assert models[0].certified_ratio_ == m.certified_ratio_
+
+
 @pytest.mark.parametrize("n_new,growth,expected", [(0, 1, 2), (10, 32, 64), (10, 64, 64), (70, 8, 8),
                                                    (128, 8, 4), (200, 1, 1)])
 def test_wide_samples_grow_while_violators_are_rare(n_new, growth, expected):
