@@ -267,11 +267,11 @@ def _sample_violators(scan: Scan, idx, threshold, ops, k):
     if idx is None:  # a full scan returns its top-k list
         return sorted(int(z) for z in scan.top if not ops.in_core(int(z)))
     d2 = np.asarray(scan.sample_d2)
-    order = [p for p in range(len(idx)) if d2[p] > threshold]
-    if len(order) > k:
-        order = sorted(sorted(order, key=lambda p: -d2[p])[:k])
+    order = np.flatnonzero(d2 > threshold)
+    if len(order) > k:  # the furthest k (a stable sort: ties to the earlier candidate), in the order drawn
+        order = np.sort(order[np.argsort(-d2[order], kind="stable")[:k]])
     seen, out = set(), []
-    for p in order:
+    for p in order.tolist():
         z = int(idx[p])
         if z not in seen and not ops.in_core(z):
             seen.add(z)

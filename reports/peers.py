@@ -3,7 +3,8 @@ scikit-learn-intelex's SVC (oneDAL) and ThunderSVM's CPU build, idle and with on
 
 Every estimator fits the same training set with the same C and the same gamma, a number (scikit-learn's
 ``'scale'`` value, 1 / (d Var X), computed once on the training set, or the case's own width), in fresh
-processes (``common.measure_fit``: median of ``common.REPEATS``), with 1 and 2 threads: OpenMP and BLAS
+processes (``common.measure_fit``: median of ``common.REPEATS``; each estimator's modules imported before
+the timed fit), with 1 and 2 threads: OpenMP and BLAS
 limited by threadpoolctl, oneDAL by ``daal4py.daalinit``, ThunderSVM by ``n_jobs`` (LIBSVM is serial).
 Columns: wall and CPU seconds of ``fit``, test accuracy, support vectors, the fit's extra peak resident
 memory, the load average at the start of the measurement.  ``busy`` runs the same fits while another
@@ -105,8 +106,12 @@ def _prepare(case, m, estimator, threads, seed):
         y, yt = np.searchsorted(classes, y).astype(np.float64), np.searchsorted(classes, yt).astype(np.float64)
     g = CASES[case].get("gamma")
     gamma = float(g) if g is not None else 1.0 / (X.shape[1] * X.var())
-    return dict(case=case, estimator=estimator, threads=threads, seed=seed, C=float(CASES[case].get("C", 1.0)),
-                gamma=gamma, X=X, y=y, Xt=Xt, yt=yt)
+    d = dict(case=case, estimator=estimator, threads=threads, seed=seed, C=float(CASES[case].get("C", 1.0)),
+             gamma=gamma, X=X, y=y, Xt=Xt, yt=yt)
+    # every estimator's modules imported (and oneDAL's threads set) before the timed fit: the first import
+    # of corevector or sklearnex costs 0.1-0.5 s, more than a small fit
+    _make(d)
+    return d
 
 
 def _make(d):
