@@ -89,6 +89,18 @@ cdef inline Py_ssize_t _bsearch(const Py_ssize_t* a, Py_ssize_t n, Py_ssize_t z)
     return lo if (lo < n and a[lo] == z) else -1
 
 
+cdef inline Py_ssize_t _lower_bound(const Py_ssize_t* a, Py_ssize_t n, Py_ssize_t z) noexcept nogil:
+    """The first position in the sorted a[0:n] whose value is >= z (n if none)."""
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[mid] < z:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 cdef const double* _kept_doubles(object a, list keep) except? NULL:
     """A pointer to ``a`` as contiguous float64 (the array appended to ``keep``, which must outlive the
     pointer), or NULL for None or an empty array."""
@@ -406,6 +418,7 @@ cdef class FastMEBOps:
         of the new points against the core store (level 3: the store is read once, not once per row),
         the rows then cached; else one cached row at a time (qrow).  Returns -2 when out of memory."""
         cdef Py_ssize_t k, t, lo, nb = k1 - k0, c, nchunk
+        cdef bint harvested
         cdef double* tmp
         cdef double* row
         cdef double* r
@@ -419,13 +432,15 @@ cdef class FastMEBOps:
         tmp = <double*> malloc(nb * k1 * sizeof(double))
         if tmp == NULL:
             return -2
-        # columns in chunks, in parallel where the work pays for a second thread (a batch of 128 core
-        # vectors against 2,000 at d = 784 is 2e8 multiply-adds)
-        nchunk = (k1 + NEW_ROWS_STEP - 1) // NEW_ROWS_STEP
-        for c in prange(nchunk, schedule="dynamic",
-                        use_threads_if=nb * k1 * self.d >= KB_PARALLEL_MIN_WORK and nchunk > 1):
-            self.core.block(&self.core.data[k0 * self.d], nb, self.d, &self.core.sq[k0], &self.core.rd[k0],
-                            c * NEW_ROWS_STEP, min((c + 1) * NEW_ROWS_STEP, k1), &tmp[c * NEW_ROWS_STEP], k1)
+        harvested = self._rows_from_block(k0, k1, tmp)
+        if not harvested:
+            # columns in chunks, in parallel where the work pays for a second thread (a batch of 128 core
+            # vectors against 2,000 at d = 784 is 2e8 multiply-adds)
+            nchunk = (k1 + NEW_ROWS_STEP - 1) // NEW_ROWS_STEP
+            for c in prange(nchunk, schedule="dynamic",
+                            use_threads_if=nb * k1 * self.d >= KB_PARALLEL_MIN_WORK and nchunk > 1):
+                self.core.block(&self.core.data[k0 * self.d], nb, self.d, &self.core.sq[k0], &self.core.rd[k0],
+                                c * NEW_ROWS_STEP, min((c + 1) * NEW_ROWS_STEP, k1), &tmp[c * NEW_ROWS_STEP], k1)
         for k in range(k0, k1):
             row = &tmp[(k - k0) * k1]
             for t in range(k1):
@@ -437,9 +452,26 @@ cdef class FastMEBOps:
                 memcpy(r, row, k1 * sizeof(double))
                 self.cache.rlen[k] = k1
         self._extend_rows(k0, k1, tmp)
-        self.n_eval += nb * k1
+        if not harvested:  # (the block's extension counted its own)
+            self.n_eval += nb * k1
         free(tmp)
         return 0
+
+    cdef bint _rows_from_block(self, Py_ssize_t k0, Py_ssize_t k1, double* tmp) noexcept nogil:
+        """The kernel values of the new core vectors' rows, tmp[(k - k0) k1 + t] = k(c_k, c_t), taken from
+        the kernel block's extension by them (_kb_harvest): it computes k(x_p, c_k) for every input p, the
+        core vectors' own inputs among them, so the GEMM of the new points against the core store is saved
+        (Fashion-MNIST T-shirt/shirt: a tenth of the fit).  Only for a batch the next scan would extend the
+        block for anyway (KB_EXTEND_MIN core vectors out of it); False when the extension did not reach
+        them (the block's budget), and the caller computes the rows itself."""
+        if not self.kb.on or self.kb.full or k1 - self.kb.filled < KB_EXTEND_MIN:
+            return False
+        self.kb.hv = tmp
+        self.kb.hv_k0 = k0
+        self.kb.hv_k1 = k1
+        kb_extend(self, k1)
+        self.kb.hv = NULL
+        return self.kb.filled >= k1
 
     cdef void _extend_rows(self, Py_ssize_t k0, Py_ssize_t k1, const double* tmp) noexcept nogil:
         """The cached rows of the old core vectors t < k0 that end at k0, extended by the new columns

@@ -119,6 +119,8 @@ cdef class _KBlock:
     cdef double csum, cabs          # sum coef, sum |coef|
     cdef double rho                 # |block value - exact path's value| <= rho * block value
     cdef Py_ssize_t tail_cands      # candidates scanned since the last extension (kb_scan_sample)
+    cdef double* hv                 # while not NULL, an extension also harvests new Q rows (_kb_harvest)
+    cdef Py_ssize_t hv_k0, hv_k1    # ... of the core vectors [hv_k0, hv_k1)
     cdef Py_ssize_t recomputed      # candidates the last scan computed again in double (tests)
     cdef long long n_again          # ... and all scans of the fit
     cdef double* scratch            # the serial scans' scratch (kept: a fresh large malloc per scan is
@@ -247,6 +249,23 @@ cdef void _kb_fill_tile(FastMEBOps ops, Py_ssize_t p0, Py_ssize_t lo, Py_ssize_t
     for b in range(nb):
         for t in range(lo, hi):
             ops.kb.panels[t // KB_PANEL][(p0 + b) * KB_PANEL + t % KB_PANEL] = <float> tmp[b * w + t - lo]
+    if ops.kb.hv != NULL:
+        _kb_harvest(ops, p0, nb, lo, hi, tmp)
+
+
+cdef void _kb_harvest(FastMEBOps ops, Py_ssize_t p0, Py_ssize_t nb, Py_ssize_t lo, Py_ssize_t hi,
+                      const double* tmp) noexcept nogil:
+    """The new core vectors' kernel rows from a tile of the extension (FastMEBOps._rows_from_block): the
+    core vectors whose inputs lie in the tile (found in the sorted index czs; without mirrored points a
+    core vector's augmented index is its input row) get hv[(t - hv_k0) hv_k1 + k] = k(x_{S[k]}, c_t) for
+    the new core vectors t.  Each core vector lies in one tile, so the parallel tiles write apart."""
+    cdef Py_ssize_t j = _lower_bound(ops.czs, ops.size, p0), k, t, b, w = hi - lo, t0 = max(lo, ops.kb.hv_k0)
+    while j < ops.size and ops.czs[j] < p0 + nb:
+        k = ops.czp[j]
+        b = ops.czs[j] - p0
+        for t in range(t0, hi):
+            ops.kb.hv[(t - ops.kb.hv_k0) * ops.kb.hv_k1 + k] = tmp[b * w + t - lo]
+        j += 1
 
 
 cdef void kb_extend(FastMEBOps ops, Py_ssize_t upto) noexcept nogil:
