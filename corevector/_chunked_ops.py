@@ -16,8 +16,8 @@ memory-mapped file's chunks on disk); the client holds only
 whether they are drawn in one call or many; ``tests/test_chunked.py`` checks it).  :meth:`ChunkedMEBOps.draws`
 wraps the driver's generator (the one hook in ``refimpl/driver.py``): a copy of it predicts the stream, and
 the rows of the next ``window`` draws are fetched in one round trip, in the background, before the driver
-asks for them; the window doubles up to ``WINDOW_BYTES``.  An iteration then never waits on a fetch of one
-row: the bytes fetched per iteration are the sample's rows, whatever m.
+asks for them (windows of ``WINDOW_MAX`` positions, at most ``WINDOW_BYTES`` of rows).  An iteration then
+never waits on a fetch of one row: the bytes fetched per iteration are the sample's rows, whatever m.
 
 **Full scans** (the certificate, confirmations that cover every point, initialisation without sampling) run
 per block beside the data (:func:`_scan_block`): the support's rows and weights are sent once per scan
@@ -51,10 +51,14 @@ from ._row_slots import RowSlots
 
 __all__ = ["ChunkedMEBOps", "fit_meb", "STATS"]
 
-#: the first window of draws read ahead (stream positions); it doubles up to WINDOW_BYTES of rows
-WINDOW_START = 8192
-#: the largest window of draws read ahead: positions, and bytes of float64 rows
-WINDOW_MAX = 1 << 16
+#: the windows of draws read ahead (stream positions), at most WINDOW_BYTES of float64 rows (and a quarter
+#: of the points).  A window's rows are spread over every block, so each window costs one pass over the
+#: store whatever its size: the windows start at their largest.  Measured (10^7 x 2 checkerboard, zarr
+#: chunks of 10^6 rows, 262,728 draws): windows doubling from 8,192 to 65,536, 7 windows and 5.3 s;
+#: 65,536 from the start, 5 and 5.0 s; 131,072, 3 and 4.0 s; 262,144, 2 and 3.7 s (the last two with the
+#: blocks of a pass read ahead; 1.8 s in memory).  At d = 784 WINDOW_BYTES holds a window to 10,700 rows
+WINDOW_START = 1 << 18
+WINDOW_MAX = 1 << 18
 WINDOW_BYTES = 64 * 2**20
 #: rows of the buffer kept for core vectors beyond the windows in flight
 CORE_ROWS = 1 << 16
@@ -322,6 +326,11 @@ class ChunkedMEBOps:
 
     def add(self, zs):
         self.local.add([int(v) for v in self._local(zs, pin=True)])
+
+    def core_rows(self):
+        """(the view's row indices, float64 values) of the core vectors' inputs, as held here."""
+        qs = np.flatnonzero(self.pinned)
+        return self.row_of[qs].copy(), self.buf[qs].copy()
 
     def in_core(self, z):
         r = int(self._rows([z])[0])
@@ -631,8 +640,21 @@ def ops_class(impl):
 
 
 def fit_meb(impl):
-    """``fit_meb(problem, eps, **options)`` (refimpl.meb.fit_meb's contract) on the chunked numerics."""
+    """``fit_meb(problem, eps, **options)`` (refimpl.meb.fit_meb's contract) on the chunked numerics.  The
+    core vectors' rows, held by the fit, stay with the data's source afterwards (chunked._remember): the
+    model's support vectors are read from there, not from the store."""
+    from .chunked import _remember
+
     def fit(problem, eps, **kwargs):
-        kwargs["ops_class"] = ops_class(impl)
-        return _fit_meb(problem, eps, **kwargs)
+        cls, made = ops_class(impl), []
+
+        def make(p, cache_size):
+            made.append(cls(p, cache_size))
+            return made[-1]
+        make.__name__ = cls.__name__
+        kwargs["ops_class"] = make
+        result = _fit_meb(problem, eps, **kwargs)
+        rows, values = made[0].core_rows()
+        _remember(problem.X.source, problem.X._source_rows(rows), values)
+        return result
     return fit

@@ -30,6 +30,8 @@ import mmap
 import sys
 import uuid
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from ._chunk_stats import block_stats as _block_stats, merge_stats as _merge_stats
@@ -119,6 +121,37 @@ def _block_bounds(m, d, chunk_rows=None):
     return np.unique(np.r_[np.arange(0, m, rows), m]).astype(np.int64)
 
 
+def _remember(source, rows, values):
+    """Keep ``values`` (float64) of the source rows ``rows`` on the source: a fit's core vectors, whose rows
+    the fit held already.  The fitted model's support vectors are among them, so reading those after the
+    fit (``ChunkedRows.materialize``) costs no pass over the store (10^7 x 2 zarr: 0.23 s of a 4.3 s fit)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    values = np.asarray(values, dtype=np.float64).reshape(len(rows), -1)
+    old = getattr(source, "known", None)
+    if old is not None:
+        rows, values = np.concatenate([old[0], rows]), np.concatenate([old[1], values])
+    rows, first = np.unique(rows, return_index=True)
+    source.known = (rows, values[first])
+
+
+def _take_known(source, rows, fetch):
+    """``fetch(rows)`` for the rows the source does not keep (``_remember``), the kept ones from memory
+    (float64: exact for float32 and float64 sources alike)."""
+    known = getattr(source, "known", None)
+    if known is None or len(rows) == 0:
+        return fetch(rows)
+    krows, kvals = known
+    pos = np.minimum(np.searchsorted(krows, rows), len(krows) - 1)
+    hit = krows[pos] == rows
+    if not hit.any():
+        return fetch(rows)
+    out = np.empty((len(rows),) + tuple(source.shape[1:]), dtype=np.float64)
+    out[hit] = kvals[pos[hit]]
+    if not hit.all():
+        out[~hit] = fetch(rows[~hit])
+    return out
+
+
 class _LocalSource:
     """A memmap, a zarr array or an HDF5 dataset read by blocks in the calling process."""
 
@@ -136,7 +169,10 @@ class _LocalSource:
         return np.asarray(self.arr[lo:hi])
 
     def take(self, rows):
-        """Rows (sorted, unique source indices) in the source's dtype."""
+        """Rows (sorted, unique source indices) in the source's dtype (float64 where some are kept)."""
+        return _take_known(self, rows, self._take)
+
+    def _take(self, rows):
         if len(rows) == 0:
             return np.zeros((0,) + self.shape[1:], dtype=self.dtype)
         if isinstance(self.arr, np.ndarray):
@@ -148,8 +184,25 @@ class _LocalSource:
                                for p in np.split(np.arange(len(rows)), cuts)])
 
     def map(self, fn, shared, per_block, blocks, combine=None):
-        parts = [fn(self.read(b), shared, pb) for b, pb in zip(blocks, per_block)]
+        parts = [fn(block, shared, pb) for block, pb in zip(self._blocks(blocks), per_block)]
         return parts if combine is None or len(parts) < 2 else [_Combined(combine)(shared, *parts)]
+
+    def _blocks(self, blocks):
+        """The blocks, each read while ``fn`` works on the one before (zarr and HDF5: decoding releases the
+        GIL, and so do the engine's scans), so that a pass costs its reads or its work, not their sum (10^7 x 2
+        zarr, 10 blocks: 0.23 s of reads a pass).  A memory map's rows are read where they are used."""
+        blocks = list(blocks)
+        if isinstance(self.arr, np.ndarray) or len(blocks) < 2:
+            yield from (self.read(b) for b in blocks)
+            return
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="corevector-read") as pool:
+            nxt = pool.submit(self.read, blocks[0])
+            for i in range(len(blocks)):
+                block = nxt.result()
+                if i + 1 < len(blocks):
+                    nxt = pool.submit(self.read, blocks[i + 1])
+                yield block
+                del block
 
     def scatter(self, objs):
         return objs
@@ -276,6 +329,9 @@ class _DaskSource:
         return dask.delayed(shared, name="corevector-shared-" + uuid.uuid4().hex, traverse=False)
 
     def take(self, rows):
+        return _take_known(self, rows, self._take)
+
+    def _take(self, rows):
         import dask
         if len(rows) == 0:
             return np.zeros((0,) + self.shape[1:], dtype=self.dtype)

@@ -149,6 +149,38 @@ def test_float64_memmap_is_read_in_place(tmp_path):
               CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(Xm, y))
 
 
+def test_support_vectors_come_from_the_rows_the_fit_held(stores, monkeypatch):
+    """The fit holds its core vectors' rows (the support vectors among them): reading the support vectors
+    afterwards reads no block of the store, and gives the in-memory fit's rows."""
+    X, y, *_ = _data()
+    reads, during = [], []
+    read, materialize = chunked._LocalSource.read, chunked.ChunkedRows.materialize
+    monkeypatch.setattr(chunked._LocalSource, "read", lambda self, b: reads.append(b) or read(self, b))
+
+    def counted(self):
+        n0 = len(reads)
+        out = materialize(self)
+        during.append(len(reads) - n0)
+        return out
+    monkeypatch.setattr(chunked.ChunkedRows, "materialize", counted)
+    b = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(stores["zarr"], y)
+    a = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y)
+    assert reads and during == [0]
+    assert np.array_equal(a.support_vectors_, b.support_vectors_)
+
+
+def test_take_reads_only_the_rows_it_does_not_keep(stores, monkeypatch):
+    """Rows kept on the source come from memory, the others from the store, in the order asked."""
+    full = np.asarray(stores["zarr"][:], dtype=np.float64)
+    Xc = chunked.ChunkedRows.of(stores["zarr"])
+    chunked._remember(Xc.source, [3, 10, 2999], full[[3, 10, 2999]])
+    reads = []
+    read = chunked._LocalSource.read
+    monkeypatch.setattr(chunked._LocalSource, "read", lambda self, b: reads.append(b) or read(self, b))
+    assert np.array_equal(Xc.take([10, 3, 2999]), full[[10, 3, 2999]]) and reads == []
+    assert np.array_equal(Xc.take([2999, 1500, 3]), full[[2999, 1500, 3]]) and len(reads) == 1
+
+
 def test_rows_fetched_per_iteration_do_not_grow_with_m(tmp_path):
     """Draws are read ahead in windows, never one row a round trip, and the rows fetched are the draws'."""
     stats = []
