@@ -56,9 +56,12 @@ __all__ = ["ChunkedMEBOps", "fit_meb", "STATS"]
 #: store whatever its size: the windows start at their largest.  Measured (10^7 x 2 checkerboard, zarr
 #: chunks of 10^6 rows, 262,728 draws): windows doubling from 8,192 to 65,536, 7 windows and 5.3 s;
 #: 65,536 from the start, 5 and 5.0 s; 131,072, 3 and 4.0 s; 262,144, 2 and 3.7 s (the last two with the
-#: blocks of a pass read ahead; 1.8 s in memory).  At d = 784 WINDOW_BYTES holds a window to 10,700 rows
-WINDOW_START = 1 << 18
-WINDOW_MAX = 1 << 18
+#: blocks of a pass read ahead; 1.8 s in memory).  The row buffer has room for three windows, and every
+#: slot costs the caller ~100 bytes of bookkeeping beside its row: on a Dask cluster the caller grew by 56,
+#: 71 and 118 MB with windows of 65,536, 131,072 and 262,144 (fits 5.2, 4.6, 4.5 s).  At d = 784
+#: WINDOW_BYTES holds a window to 10,700 rows
+WINDOW_START = 1 << 17
+WINDOW_MAX = 1 << 17
 WINDOW_BYTES = 64 * 2**20
 #: rows of the buffer kept for core vectors beyond the windows in flight
 CORE_ROWS = 1 << 16
