@@ -47,6 +47,7 @@ from refimpl.meb import MEBOps, fit_meb as _fit_meb
 from refimpl.problem import MEBProblem
 from refimpl.simplex_qp import TIE
 
+from ._kept_rows import remember
 from ._row_slots import RowSlots
 
 __all__ = ["ChunkedMEBOps", "fit_meb", "STATS"]
@@ -644,10 +645,8 @@ def ops_class(impl):
 
 def fit_meb(impl):
     """``fit_meb(problem, eps, **options)`` (refimpl.meb.fit_meb's contract) on the chunked numerics.  The
-    core vectors' rows, held by the fit, stay with the data's source afterwards (chunked._remember): the
+    core vectors' rows, held by the fit, stay with the data's source afterwards (_kept_rows.remember): the
     model's support vectors are read from there, not from the store."""
-    from .chunked import _remember
-
     def fit(problem, eps, **kwargs):
         cls, made = ops_class(impl), []
 
@@ -658,6 +657,6 @@ def fit_meb(impl):
         kwargs["ops_class"] = make
         result = _fit_meb(problem, eps, **kwargs)
         rows, values = made[0].core_rows()
-        _remember(problem.X.source, problem.X._source_rows(rows), values)
+        remember(problem.X.source, problem.X._source_rows(rows), values)
         return result
     return fit

@@ -173,7 +173,8 @@ def test_take_reads_only_the_rows_it_does_not_keep(stores, monkeypatch):
     """Rows kept on the source come from memory, the others from the store, in the order asked."""
     full = np.asarray(stores["zarr"][:], dtype=np.float64)
     Xc = chunked.ChunkedRows.of(stores["zarr"])
-    chunked._remember(Xc.source, [3, 10, 2999], full[[3, 10, 2999]])
+    from corevector._kept_rows import remember
+    remember(Xc.source, [3, 10, 2999], full[[3, 10, 2999]])
     reads = []
     read = chunked._LocalSource.read
     monkeypatch.setattr(chunked._LocalSource, "read", lambda self, b: reads.append(b) or read(self, b))
