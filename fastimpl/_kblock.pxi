@@ -360,7 +360,7 @@ cdef bint _kb_screen_sums(FastMEBOps ops, const Py_ssize_t* rows, Py_ssize_t n, 
 
 cdef Py_ssize_t kb_decide(FastMEBOps ops, const Py_ssize_t* rows, Py_ssize_t n, double marg, double fixed,
                           double over, bint all_over, double* vals, double* buf, Py_ssize_t* idx,
-                          double* acc, bint par=False) noexcept nogil:
+                          double* acc, bint par=False, bint count=True) noexcept nogil:
     """d^2 - c0 of the inputs rows[0:n] (no mirror: z = input) into vals: screened through the block (its
     core vectors) plus the tail in double, each within e_i = 2 rho sum_{t in block} |coef_t| k_f(x_i, c_t)
     + ``fixed`` (kb_fixed_err) of the exact value, then computed again in double wherever a decision may
@@ -369,8 +369,9 @@ cdef Py_ssize_t kb_decide(FastMEBOps ops, const Py_ssize_t* rows, Py_ssize_t n, 
     KB_SCREENED_OVER candidates may lie beyond it (the driver then ranks them by d^2).  The others keep
     screened values: certainly below the band, and certainly below ``over`` or certainly beyond it.
     Scratch: ``buf`` (_kb_bufsize), ``idx`` (2 n entries), ``acc`` (2 n); ``par``: the sums may run in
-    parallel (_kb_screen_sums; not from inside a parallel region).  Returns how many were computed again,
-    -1 when out of memory."""
+    parallel (_kb_screen_sums; not from inside a parallel region); ``count``: add the double evaluations to
+    ops.n_eval (not from inside a parallel region: the caller counts them).  Returns how many were computed
+    again, -1 when out of memory."""
     cdef Py_ssize_t i, again = 0, nover = 0
     cdef double lo = -INFINITY, band, e
     cdef double* err = &acc[n]
@@ -396,7 +397,8 @@ cdef Py_ssize_t kb_decide(FastMEBOps ops, const Py_ssize_t* rows, Py_ssize_t n, 
     kb_exact(ops, &idx[n], again, 0, acc, buf)
     for i in range(again):
         vals[idx[i]] = _finish_d2(ops, idx[n + i], acc[i], marg)
-    ops.n_eval += n * (ops.size - ops.kb.filled) + again * ops.size
+    if count:
+        ops.n_eval += n * (ops.size - ops.kb.filled) + again * ops.size
     return again
 
 
@@ -471,7 +473,7 @@ cdef void _kb_chunks(FastMEBOps ops, Py_ssize_t nchunk, Py_ssize_t k, Py_ssize_t
             for p in range(lo, hi):
                 rows[p - lo] = p
             again += kb_decide(ops, rows, hi - lo, marg, err, over if k > 0 else INFINITY, True, &vals[lo], buf,
-                               &rows[SCAN_CHUNK], &buf[bufsize])
+                               &rows[SCAN_CHUNK], &buf[bufsize], False, False)
             v = -INFINITY
             for p in range(lo, hi):
                 v = max(v, vals[p])
@@ -513,7 +515,8 @@ cdef object kb_scan_all(FastMEBOps ops, Py_ssize_t k, double d2_over):
             if vals[p] >= thr:
                 first = p
                 break
-    ops.n_eval += kb.m * kb.filled
+    # (the chunks' double evaluations counted here, not by the threads: kernel_evaluations_ is exact)
+    ops.n_eval += kb.m * kb.filled + kb.m * (ops.size - kb.filled) + kb.recomputed * ops.size
     top_v, top_z = [], []
     for c in range(nchunk if k > 0 else 0):
         for p in range(tc[c]):

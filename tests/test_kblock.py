@@ -162,6 +162,7 @@ def test_threads_give_the_same_fit_bit_for_bit():
         _engine._set_block_parallel_min_work(old)
     np.testing.assert_array_equal(models[0].core_set_, models[1].core_set_)
     np.testing.assert_array_equal(models[0].dual_coef_, models[1].dual_coef_)
+    assert models[0].kernel_evaluations_ == models[1].kernel_evaluations_  # counted outside the threads
 
 
 def test_parallel_sampled_scans_give_the_serial_fit_bit_for_bit():
