@@ -13,6 +13,7 @@ recover the model.  Every fitted estimator reports what its fit achieved: ``core
 from __future__ import annotations
 
 import re
+import threading
 import warnings
 from collections import defaultdict
 from contextlib import contextmanager
@@ -230,12 +231,47 @@ class WarningsOncePerFit:
 
     def __init__(self):
         self._seen = defaultdict(list)  # (category, template) -> [(message, part name)]
+        self._local = None              # threaded(): each thread's records
 
     @contextmanager
     def part(self, name):
+        if self._local is not None:  # sub-fits in several threads (threaded): this thread's own records
+            records = self._local.records = []
+            try:
+                yield
+            finally:
+                self._local.records = None
+                self._note(records, name)
+            return
         with warnings.catch_warnings(record=True) as records:
             warnings.simplefilter("always")
             yield
+        self._note(records, name)
+
+    @contextmanager
+    def threaded(self):
+        """Around sub-fits that run in several threads at once: ``catch_warnings`` is process-wide, so one
+        catch serves them all and each warning goes to the part of the thread that raised it (others are
+        shown as usual)."""
+        local = threading.local()
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            shown = warnings.showwarning
+
+            def keep(message, category, filename, lineno, file=None, line=None):
+                records = getattr(local, "records", None)
+                if records is None:
+                    shown(message, category, filename, lineno, file, line)
+                else:
+                    records.append(warnings.WarningMessage(message, category, filename, lineno, file, line))
+            warnings.showwarning = keep
+            self._local = local
+            try:
+                yield
+            finally:
+                self._local = None
+
+    def _note(self, records, name):
         for r in records:
             message = str(r.message)
             self._seen[(r.category, re.sub(r"\d+(?:\.\d*)?(?:e[-+]?\d+)?", "#", message))].append((message, name))

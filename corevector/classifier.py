@@ -1,6 +1,8 @@
 """CVMClassifier: the two-class L2-SVM as a minimum enclosing ball (001), multi-class one-vs-one as LIBSVM."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.utils._param_validation import StrOptions
@@ -11,10 +13,17 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from refimpl import cvm
 from refimpl.driver import make_rng
 
+import corevector.chunked as chunked
+
 from ._base import CoreVectorBase, WarningsOncePerFit, _classes, shared_doc, _drop_zero_weights, _point_weights, _signs, _signs_of, _take
 from ._validation import POSITIVE, plain, store_params
 from .distributed import run_tasks
 from .probability import MIN_PROB, PROBABILITY_FOLDS, class_probabilities, cross_validated_sigmoid
+
+#: one-vs-one pairs run one per thread (CVMClassifier._pair_threads) from this many rows x features a pair:
+#: Fashion-MNIST's 10 classes (12,000 rows x 784 a pair at 60,000; 9.4e6) run two at once, the digits and
+#: letter sets (pairs of 400-1,500 rows x 16-64: below 1e5), whose pairs are mostly Python, one at a time
+PAIR_THREADS_MIN_WORK = 1_000_000
 
 __all__ = ["CVMClassifier"]
 
@@ -205,8 +214,10 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
         # more than two classes: the pairs select their points by class codes (integers), not by comparing
         # labels (strings compare as objects: 22 ms of letter's 325 pairs at 5,000 points)
         ys = y if len(self.classes_) == 2 else np.searchsorted(self.classes_, y)
-        fits = run_tasks(self._fit_pair, [(a, b, seed) for (a, b), seed in zip(pairs, seeds)], shared=(X, ys, w),
-                         each=part)
+        threads = self._pair_threads(X, ys, len(pairs))
+        with collected.threaded() if threads > 1 else contextlib.nullcontext():
+            fits = run_tasks(self._fit_pair, [(a, b, seed) for (a, b), seed in zip(pairs, seeds)],
+                             shared=(X, ys, w), each=part, threads=threads)
         self._set_fitted(X, fits, kept)
         self.probA_, self.probB_ = np.empty(0), np.empty(0)
         if self.probability:
@@ -217,6 +228,19 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
             self.probB_ = np.array([ab[1] for ab in platt])
         collected.emit(len(pairs))  # each kind of warning once per fit, with the pairs it arose in
         return self
+
+    def _pair_threads(self, X, ys, n_pairs):
+        """How many one-vs-one pairs run at once (corevector.distributed.run_tasks): as many as this thread's
+        OpenMP threads, one thread each, where the pairs are large enough for the engine's kernel work to
+        dominate them (mean pair rows x features >= PAIR_THREADS_MIN_WORK; the GIL serialises the rest);
+        else 1, and each pair uses every thread."""
+        if self.impl != "fast" or n_pairs < 2 or isinstance(X, chunked.ChunkedRows):
+            return 1
+        if 2.0 * X.shape[0] / len(self.classes_) * X.shape[1] < PAIR_THREADS_MIN_WORK:
+            return 1
+        from threadpoolctl import threadpool_info
+        omp = [i.get("num_threads", 1) for i in threadpool_info() if i.get("user_api") == "openmp"]
+        return max(1, min(max(omp, default=1), n_pairs))
 
     def _weights(self, X, y, sample_weight):
         """(w, kept): the per-point weights class_weight[y_i] * sample_weight_i (None: all 1) and the rows

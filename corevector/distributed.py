@@ -28,13 +28,17 @@ def _on_worker() -> bool:
         return False
 
 
-def run_tasks(fn, tasks, shared=(), each=None):
+def run_tasks(fn, tasks, shared=(), each=None, threads=1):
     """``[fn(*shared, *args) for args in tasks]``, as separate tasks on a running distributed client when
     there is more than one (see the module docstring).  ``each(args)``: a context each call runs in here
-    (e.g. the collection of its warnings); tasks on workers leave their warnings in the workers' logs."""
+    (e.g. the collection of its warnings); tasks on workers leave their warnings in the workers' logs.
+    Without a client, ``threads`` > 1 runs that many tasks at once in threads of this process, each with one
+    OpenMP thread (:func:`_in_threads`)."""
     tasks = [tuple(t) for t in tasks]
     client = chunked.distributed_client()
     if client is None or len(tasks) < 2 or _on_worker() or any(chunked.needs_chunked(a) for a in shared):
+        if threads > 1 and len(tasks) > 1 and not any(chunked.needs_chunked(a) for a in shared):
+            return _in_threads(fn, tasks, shared, each, threads)
         out = []
         for args in tasks:
             with (each(args) if each is not None else contextlib.nullcontext()):
@@ -43,3 +47,23 @@ def run_tasks(fn, tasks, shared=(), each=None):
     big = client.scatter(list(shared), broadcast=False, hash=False) if shared else []
     futures = [client.submit(fn, *big, *args, pure=False) for args in tasks]
     return client.gather(futures)
+
+
+def _in_threads(fn, tasks, shared, each, threads):
+    """The tasks ``threads`` at a time, each in a thread of its own with one OpenMP thread (the per-thread
+    setting of libgomp, through threadpoolctl) and BLAS single-threaded for all of them: the engine releases
+    the GIL in its kernel work, so two fits keep two cores busy where one fit with two threads leaves one
+    idle through its serial parts (its QP, the driver).  Each task's result is what it computes alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_limits
+
+    from fastimpl._openmp import blas_single_threaded
+
+    def one(args):
+        with threadpool_limits(limits=1, user_api="openmp"):
+            with (each(args) if each is not None else contextlib.nullcontext()):
+                return fn(*shared, *args)
+    with blas_single_threaded(), ThreadPoolExecutor(max_workers=threads, thread_name_prefix="corevector-fit") as pool:
+        return list(pool.map(one, tasks))
+

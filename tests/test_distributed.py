@@ -125,3 +125,34 @@ def test_worker_killed_mid_fit(client):
     assert killed
     if est is not None:
         assert np.array_equal(ref.core_set_, est.core_set_) and np.array_equal(ref.dual_coef_, est.dual_coef_)
+
+
+def test_pairs_in_threads_give_the_serial_model_and_warnings(monkeypatch):
+    """One-vs-one pairs large enough for their kernel work run one per thread (CVMClassifier._pair_threads,
+    distributed._in_threads): the model is the serial fit's bit for bit, and every warning is attributed to
+    the pairs it arose in, as in the serial fit."""
+    import warnings
+
+    from sklearn.datasets import load_digits
+    from threadpoolctl import threadpool_limits
+
+    import corevector.classifier as classifier
+    import corevector.distributed as distributed
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:500], y[:500]
+    threaded = []
+    in_threads = distributed._in_threads
+    monkeypatch.setattr(distributed, "_in_threads", lambda *a: threaded.append(a[-1]) or in_threads(*a))
+    runs = []
+    for work in (10**18, 0):
+        monkeypatch.setattr(classifier, "PAIR_THREADS_MIN_WORK", work)
+        with threadpool_limits(limits=2, user_api="openmp"), warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            est = CVMClassifier(stop="radius", C=1e4, random_state=0).fit(X, y)
+        runs.append((est, sorted(str(x.message) for x in w)))
+    assert threaded == [2]  # the second fit ran its pairs two at a time
+    (a, wa), (b, wb) = runs
+    np.testing.assert_array_equal(a.core_set_, b.core_set_)
+    np.testing.assert_array_equal(a.dual_coef_, b.dual_coef_)
+    np.testing.assert_array_equal(a.intercept_, b.intercept_)
+    assert wa == wb and any("of 45 pairs, first 0 vs 1]" in m for m in wa), wa
