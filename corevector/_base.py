@@ -227,26 +227,30 @@ class WarningsOncePerFit:
     raised 43 ConvergenceWarnings, one per pair.  Two messages are of one kind when they differ only in their
     numbers; the first one is shown.
 
-    Use ``with collector.part(name): ...`` around each sub-fit, then ``collector.emit(total, what)``."""
+    Use ``with collector.part(name, rank): ...`` around each sub-fit (``rank``: its place among them; by
+    default the order of the calls), then ``collector.emit(total, what)``."""
 
     def __init__(self):
-        self._seen = defaultdict(list)  # (category, template) -> [(message, part name)]
+        self._seen = defaultdict(list)  # (category, template) -> [(rank, message, part name)]
         self._local = None              # threaded(): each thread's records
+        self._calls = 0
 
     @contextmanager
-    def part(self, name):
+    def part(self, name, rank=None):
+        rank = self._calls if rank is None else rank
+        self._calls += 1
         if self._local is not None:  # sub-fits in several threads (threaded): this thread's own records
             records = self._local.records = []
             try:
                 yield
             finally:
                 self._local.records = None
-                self._note(records, name)
+                self._note(records, name, rank)
             return
         with warnings.catch_warnings(record=True) as records:
             warnings.simplefilter("always")
             yield
-        self._note(records, name)
+        self._note(records, name, rank)
 
     @contextmanager
     def threaded(self):
@@ -271,14 +275,20 @@ class WarningsOncePerFit:
             finally:
                 self._local = None
 
-    def _note(self, records, name):
+    def _note(self, records, name, rank):
         for r in records:
             message = str(r.message)
-            self._seen[(r.category, re.sub(r"\d+(?:\.\d*)?(?:e[-+]?\d+)?", "#", message))].append((message, name))
+            key = (r.category, re.sub(r"\d+(?:\.\d*)?(?:e[-+]?\d+)?", "#", message))
+            self._seen[key].append((rank, message, name))
 
     def emit(self, total, what="pairs"):
-        for (category, _), hits in self._seen.items():
-            message, first = hits[0]
+        """Each kind once, the sub-fit first in rank order giving its message (sub-fits in threads finish in
+        any order); kinds in the order of their first sub-fit."""
+        kinds = sorted(self._seen.items(), key=lambda kv: min(h[0] for h in kv[1]))
+        for (category, _), hits in kinds:
+            hits = sorted(hits, key=lambda h: h[0])
+            _, message, first = hits[0]
+            hits = [(m, n) for _, m, n in hits]
             if total > 1:
                 parts = list(dict.fromkeys(name for _, name in hits))
                 message += f" [{len(parts)} of {total} {what}, first {first}]"

@@ -209,8 +209,8 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
         seeds = [int(rng.integers(0, 2**31 - 1)) for _ in pairs]
         collected = WarningsOncePerFit()
         # separate tasks on a running dask.distributed client (corevector.distributed), else one after another
-        def part(task):
-            return collected.part(self._pair_name(task[0], task[1]))
+        def part(task):  # (ranked by the pair's place: pairs in threads finish in any order)
+            return collected.part(self._pair_name(task[0], task[1]), rank=task[0] * len(self.classes_) + task[1])
         # more than two classes: the pairs select their points by class codes (integers), not by comparing
         # labels (strings compare as objects: 22 ms of letter's 325 pairs at 5,000 points)
         ys = y if len(self.classes_) == 2 else np.searchsorted(self.classes_, y)
