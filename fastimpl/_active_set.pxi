@@ -241,8 +241,7 @@ cdef int _gradient_outside_free(FastMEBOps ops, double lam) noexcept nogil:
         if inF[t]:
             grad[t] = lam
             continue
-        if ops.cache.rows[t] != NULL and (ops.cache.rcap[t] >= size or ops.cache.held() + ops.cache.row_cap(size)
-                                          - ops.cache.rcap[t] <= ops.cache.budget):
+        if ops.cache.has_room(t, size):
             row = ops.qrow(t, -1)
         else:
             if scratch == NULL:

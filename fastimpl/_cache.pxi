@@ -129,6 +129,31 @@ cdef class _RowCache:
         cdef Py_ssize_t newcap = max(size + size // 4, 16)
         return max(self.cap, size) if newcap > self.cap else newcap
 
+    cdef inline bint has_room(self, Py_ssize_t t, Py_ssize_t size) noexcept nogil:
+        """Row t is cached and holds ``size`` entries, or can grow to them (row_cap) within the budget
+        without evicting another row."""
+        return self.rows[t] != NULL and (self.rcap[t] >= size
+                                         or self.held() + self.row_cap(size) - self.rcap[t] <= self.budget)
+
+    cdef bint regrow(self, Py_ssize_t t, Py_ssize_t size) noexcept nogil:
+        """Cached row t with room for ``size`` entries: grown in place where has_room allows it (nothing
+        evicted, the LRU order unchanged, its entries kept); False where it does not, or out of memory."""
+        cdef Py_ssize_t newcap
+        cdef double* r
+        if self.rcap[t] >= size:
+            return True
+        if not self.has_room(t, size):
+            return False
+        newcap = self.row_cap(size)
+        r = <double*> realloc(self.rows[t], newcap * sizeof(double))
+        if r == NULL:
+            return False
+        self.used += newcap - self.rcap[t]
+        self.rows[t] = r
+        self.rcap[t] = newcap
+        self.note_peak()
+        return True
+
     cdef double* slot(self, Py_ssize_t i, Py_ssize_t size, Py_ssize_t keep, Py_ssize_t* lo) noexcept nogil:
         """Row i's buffer with room for ``size`` entries, now the most recently used; ``lo[0]``: how many
         of its entries are computed (the caller fills the rest up to ``size`` and sets rlen[i]).  NULL

@@ -77,18 +77,6 @@ include "_rows.pxi"
 include "_owned.pxi"
 
 
-cdef inline Py_ssize_t _bsearch(const Py_ssize_t* a, Py_ssize_t n, Py_ssize_t z) noexcept nogil:
-    """Position of z in the sorted a[0:n], or -1."""
-    cdef Py_ssize_t lo = 0, hi = n, mid
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if a[mid] < z:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo if (lo < n and a[lo] == z) else -1
-
-
 cdef inline Py_ssize_t _lower_bound(const Py_ssize_t* a, Py_ssize_t n, Py_ssize_t z) noexcept nogil:
     """The first position in the sorted a[0:n] whose value is >= z (n if none)."""
     cdef Py_ssize_t lo = 0, hi = n, mid
@@ -99,6 +87,12 @@ cdef inline Py_ssize_t _lower_bound(const Py_ssize_t* a, Py_ssize_t n, Py_ssize_
         else:
             hi = mid
     return lo
+
+
+cdef inline Py_ssize_t _bsearch(const Py_ssize_t* a, Py_ssize_t n, Py_ssize_t z) noexcept nogil:
+    """Position of z in the sorted a[0:n], or -1."""
+    cdef Py_ssize_t lo = _lower_bound(a, n, z)
+    return lo if (lo < n and a[lo] == z) else -1
 
 
 cdef const double* _kept_doubles(object a, list keep) except? NULL:
@@ -480,23 +474,12 @@ cdef class FastMEBOps:
         the budget allows it without evicting: else the solver's next read of it would compute the
         missing columns one GEMV at a time, each streaming the core store through memory (profiled on
         Fashion-MNIST T-shirt/shirt: a fifth of the fit)."""
-        cdef Py_ssize_t t, k, newcap
+        cdef Py_ssize_t t, k
         cdef double* r
         for t in range(k0):
-            r = self.cache.rows[t]
-            if r == NULL or self.cache.rlen[t] != k0:
+            if self.cache.rows[t] == NULL or self.cache.rlen[t] != k0 or not self.cache.regrow(t, k1):
                 continue
-            if self.cache.rcap[t] < k1:
-                newcap = self.cache.row_cap(k1)
-                if self.cache.held() + newcap - self.cache.rcap[t] > self.cache.budget:
-                    continue
-                r = <double*> realloc(r, newcap * sizeof(double))
-                if r == NULL:
-                    continue
-                self.cache.used += newcap - self.cache.rcap[t]
-                self.cache.rows[t] = r
-                self.cache.rcap[t] = newcap
-                self.cache.note_peak()
+            r = self.cache.rows[t]
             for k in range(k0, k1):
                 r[k] = tmp[(k - k0) * k1 + t]
             self.cache.rlen[t] = k1

@@ -515,8 +515,9 @@ cdef object kb_scan_all(FastMEBOps ops, Py_ssize_t k, double d2_over):
             if vals[p] >= thr:
                 first = p
                 break
-    # (the chunks' double evaluations counted here, not by the threads: kernel_evaluations_ is exact)
-    ops.n_eval += kb.m * kb.filled + kb.m * (ops.size - kb.filled) + kb.recomputed * ops.size
+    # every input against the whole core set (the block's part and its tail), and the chunks' candidates
+    # computed again in double -- counted here, not by the threads: kernel_evaluations_ is exact
+    ops.n_eval += (kb.m + kb.recomputed) * ops.size
     top_v, top_z = [], []
     for c in range(nchunk if k > 0 else 0):
         for p in range(tc[c]):
