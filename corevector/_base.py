@@ -288,9 +288,8 @@ class WarningsOncePerFit:
         for (category, _), hits in kinds:
             hits = sorted(hits, key=lambda h: h[0])
             _, message, first = hits[0]
-            hits = [(m, n) for _, m, n in hits]
             if total > 1:
-                parts = list(dict.fromkeys(name for _, name in hits))
+                parts = list(dict.fromkeys(name for _, _, name in hits))
                 message += f" [{len(parts)} of {total} {what}, first {first}]"
             warnings.warn(message, category, stacklevel=4)
         self._seen.clear()

@@ -214,7 +214,7 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
         # more than two classes: the pairs select their points by class codes (integers), not by comparing
         # labels (strings compare as objects: 22 ms of letter's 325 pairs at 5,000 points)
         ys = y if len(self.classes_) == 2 else np.searchsorted(self.classes_, y)
-        threads = self._pair_threads(X, ys, len(pairs))
+        threads = self._pair_threads(X, len(pairs))
         with collected.threaded() if threads > 1 else contextlib.nullcontext():
             fits = run_tasks(self._fit_pair, [(a, b, seed) for (a, b), seed in zip(pairs, seeds)],
                              shared=(X, ys, w), each=part, threads=threads)
@@ -229,7 +229,7 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
         collected.emit(len(pairs))  # each kind of warning once per fit, with the pairs it arose in
         return self
 
-    def _pair_threads(self, X, ys, n_pairs):
+    def _pair_threads(self, X, n_pairs):
         """How many one-vs-one pairs run at once (corevector.distributed.run_tasks): as many as this thread's
         OpenMP threads, one thread each, where the pairs are large enough for the engine's kernel work to
         dominate them (mean pair rows x features >= PAIR_THREADS_MIN_WORK; the GIL serialises the rest);

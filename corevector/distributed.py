@@ -36,8 +36,9 @@ def run_tasks(fn, tasks, shared=(), each=None, threads=1):
     OpenMP thread (:func:`_in_threads`)."""
     tasks = [tuple(t) for t in tasks]
     client = chunked.distributed_client()
-    if client is None or len(tasks) < 2 or _on_worker() or any(chunked.needs_chunked(a) for a in shared):
-        if threads > 1 and len(tasks) > 1 and not any(chunked.needs_chunked(a) for a in shared):
+    chunked_input = any(chunked.needs_chunked(a) for a in shared)
+    if client is None or len(tasks) < 2 or _on_worker() or chunked_input:
+        if threads > 1 and len(tasks) > 1 and not chunked_input:
             return _in_threads(fn, tasks, shared, each, threads)
         out = []
         for args in tasks:
@@ -66,4 +67,3 @@ def _in_threads(fn, tasks, shared, each, threads):
                 return fn(*shared, *args)
     with blas_single_threaded(), ThreadPoolExecutor(max_workers=threads, thread_name_prefix="corevector-fit") as pool:
         return list(pool.map(one, tasks))
-
