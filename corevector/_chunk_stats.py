@@ -9,21 +9,38 @@ __all__ = ["block_stats", "merge_stats"]
 
 def block_stats(X, _shared, pb):
     """One block's part of the validation pass: non-finite values, column ranges, sums and centred sums of
-    squares (per column and over all entries), the largest squared row norm and |x|."""
+    squares (per column and over all entries), the largest squared row norm and |x|.
+
+    Few passes over the block (it is the whole validation pass's work: 10^7 x 2, 0.7 s of NumPy in twelve
+    passes before): the column sums double as the finiteness test (a sum is finite unless an entry is NaN or
+    infinite, or the sum overflows, when the entries are looked at), and the centred sum of squares over all
+    entries comes from the columns' (sum_f [M2_f + n (mean_f - mean)^2])."""
     n = X.shape[0]
+    if n == 0 or X.size == 0:
+        d = X.shape[1] if X.ndim > 1 else 0
+        return dict(n=0, nan=False, inf=False, min=np.full(d, np.inf), max=np.full(d, -np.inf), mean=np.zeros(d),
+                    m2=np.zeros(d), amean=0.0, am2=0.0, sqmax=0.0, absmax=0.0)
+    # NumPy reduces a narrow block's columns slowly (axis 0 of an n x 2 array: 19 ms a pass for 10^6 rows,
+    # against 3 ms to transpose it and under 1 ms a pass over the copy), so narrow blocks are read by column
+    rows_axis, cols = (1, "i") if X.shape[1] < 16 else (0, "j")
+    A = np.ascontiguousarray(X.T) if rows_axis == 1 else X
+    pair, per_row = ("ij,ij->i", "ij,ij->j") if cols == "i" else ("ij,ij->j", "ij,ij->i")
     with np.errstate(over="ignore", invalid="ignore"):
-        nan = bool(np.isnan(X).any())
-        inf = bool(np.isinf(X).any())
-        mean = X.mean(axis=0)
-        dev = X - mean
-        m2 = (dev * dev).sum(axis=0)
-        amean = float(X.mean())
-        adev = X - amean
-        am2 = float((adev * adev).sum())
-        sq = np.einsum("ij,ij->i", X, X)
-        return dict(n=n, nan=nan, inf=inf, min=X.min(axis=0), max=X.max(axis=0), mean=mean, m2=m2,
-                    amean=amean, am2=am2, sqmax=float(sq.max()) if n else 0.0,
-                    absmax=float(np.abs(X).max()) if X.size else 0.0)
+        colsum = A.sum(axis=rows_axis)
+        if np.isfinite(colsum).all():
+            nan = inf = False
+        else:
+            nan, inf = bool(np.isnan(A).any()), bool(np.isinf(A).any())
+        mean = colsum / n
+        dev = A - (mean[:, None] if rows_axis == 1 else mean)
+        m2 = np.einsum(pair, dev, dev)
+        del dev
+        amean = float(mean.mean())
+        am2 = float(m2.sum() + n * np.sum((mean - amean) ** 2))
+        sq = np.einsum(per_row, A, A)
+        lo, hi = A.min(axis=rows_axis), A.max(axis=rows_axis)
+        return dict(n=n, nan=nan, inf=inf, min=lo, max=hi, mean=mean, m2=m2, amean=amean, am2=am2,
+                    sqmax=float(sq.max()), absmax=float(max(np.abs(lo).max(), np.abs(hi).max())))
 
 
 def merge_stats(parts, d):

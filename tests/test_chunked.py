@@ -271,3 +271,28 @@ def test_generator_is_seeded_and_written_by_chunks(tmp_path):
     src = np.random.default_rng([3, 100]).integers(0, len(images), size=100)
     assert np.array_equal(y2, labels[src]) and X.dtype == np.float32 and 0 <= X.min() and X.max() <= 1
     assert not np.array_equal(X[100:200], images[src].reshape(100, 784))  # deformed, not copied
+
+
+@pytest.mark.parametrize("d", [2, 40])
+def test_validation_statistics_are_numpys(d):
+    """The validation pass's statistics, merged over uneven blocks (one empty), are NumPy's on the whole
+    array; the column sums that stand in for the finiteness test report neither NaN nor infinity for
+    finite entries whose sum overflows, and name each kind when present."""
+    from corevector._chunk_stats import block_stats, merge_stats
+    X = np.random.default_rng(d).normal(size=(3000, d)) * 3.0 + np.arange(d)
+    cuts = [0, 1, 700, 700, 2100, 3000]
+    st = merge_stats([block_stats(X[a:b], None, None) for a, b in zip(cuts, cuts[1:])], d)
+    assert st["n"] == len(X) and not st["nan"] and not st["inf"]
+    np.testing.assert_allclose(st["col_var"], X.var(axis=0), rtol=1e-12)
+    assert st["var"] == pytest.approx(X.var(), rel=1e-12)
+    np.testing.assert_array_equal(st["min"], X.min(axis=0))
+    np.testing.assert_array_equal(st["max"], X.max(axis=0))
+    assert st["absmax"] == np.abs(X).max()
+    assert st["sqmax"] == pytest.approx(np.einsum("ij,ij->i", X, X).max(), rel=1e-14)
+    big = np.full((4, d), 1e308)
+    assert not block_stats(big, None, None)["inf"] and not block_stats(big, None, None)["nan"]
+    for bad, key in ((np.nan, "nan"), (np.inf, "inf"), (-np.inf, "inf")):
+        Y = X.copy()
+        Y[17, d - 1] = bad
+        part = block_stats(Y, None, None)
+        assert part[key] and not part["nan" if key == "inf" else "inf"]
