@@ -15,9 +15,11 @@ memory-mapped file's chunks on disk); the client holds only
 ``rng.integers(0, n)`` values, cut into calls of the driver's sizes (NumPy's Generator gives the same values
 whether they are drawn in one call or many; ``tests/test_chunked.py`` checks it).  :meth:`ChunkedMEBOps.draws`
 wraps the driver's generator (the one hook in ``refimpl/driver.py``): a copy of it predicts the stream, and
-the rows of the next ``window`` draws are fetched in one round trip, in the background, before the driver
-asks for them (windows of ``WINDOW_MAX`` positions, at most ``WINDOW_BYTES`` of rows).  An iteration then
-never waits on a fetch of one row: the bytes fetched per iteration are the sample's rows, whatever m.
+the rows of the next ``window`` draws are installed in the background before the driver asks for them
+(windows of ``WINDOW_MAX`` positions, at most ``WINDOW_BYTES`` of rows), from a stash of the rows of many
+windows' draws that one round trip -- one pass over the store -- read ahead (``STASH_POSITIONS``).  An
+iteration never waits on a fetch of one row: the bytes fetched per iteration are the sample's rows,
+whatever m.
 
 **Full scans** (the certificate, confirmations that cover every point, initialisation without sampling) run
 per block beside the data (:func:`_scan_block`): the support's rows and weights are sent once per scan
@@ -48,22 +50,26 @@ from refimpl.problem import MEBProblem
 from refimpl.simplex_qp import TIE
 
 from ._kept_rows import remember
-from ._row_slots import RowSlots
+from ._row_slots import RowSlots, unique_rows
 
 __all__ = ["ChunkedMEBOps", "fit_meb", "STATS"]
 
-#: the windows of draws read ahead (stream positions), at most WINDOW_BYTES of float64 rows (and a quarter
-#: of the points).  A window's rows are spread over every block, so each window costs one pass over the
-#: store whatever its size: the windows start at their largest.  Measured (10^7 x 2 checkerboard, zarr
-#: chunks of 10^6 rows, 262,728 draws): windows doubling from 8,192 to 65,536, 7 windows and 5.3 s;
-#: 65,536 from the start, 5 and 5.0 s; 131,072, 3 and 4.0 s; 262,144, 2 and 3.7 s (the last two with the
-#: blocks of a pass read ahead; 1.8 s in memory).  The row buffer has room for three windows, and every
-#: slot costs the caller ~100 bytes of bookkeeping beside its row: on a Dask cluster the caller grew by 56,
-#: 71 and 118 MB with windows of 65,536, 131,072 and 262,144 (fits 5.2, 4.6, 4.5 s).  At d = 784
-#: WINDOW_BYTES holds a window to 10,700 rows
-WINDOW_START = 1 << 17
-WINDOW_MAX = 1 << 17
+#: the windows of draws installed ahead (stream positions), at most WINDOW_BYTES of float64 rows (and a
+#: quarter of the points).  Their rows come from stashes (below), so a window costs no pass over the store
+#: of its own; the row buffer has room for three windows, and every slot costs the caller bookkeeping
+#: beside its row.  Measured (10^7 x 2 checkerboard, zarr chunks of 10^6 rows, 262,728 draws, stashes of
+#: 2^19 positions): windows of 2^17, 3.2 s and the caller +201 MB; 2^15, 3.2 s and +160 MB (before the
+#: stashes every window was a pass: 2^17, 3 windows and 3.9 s; 2^16 from the start, 5 and 5.0 s; 1.9 s in
+#: memory).  At d = 784 WINDOW_BYTES holds a window to 10,700 rows
+WINDOW_START = 1 << 15
+WINDOW_MAX = 1 << 15
 WINDOW_BYTES = 64 * 2**20
+#: the rows of many windows' draws are read by one pass into a stash (the rows in the source's dtype, one
+#: row index each: 24 bytes a position at d = 2), which the windows are then installed from: at most
+#: STASH_POSITIONS positions, STASH_BYTES of rows and half the points.  At 10^7 x 2 one stash of 2^19
+#: positions serves the fit's nine windows (zarr: 3.9 -> 3.2 s; 2^20 positions, 0.1 s slower, +40 MB)
+STASH_POSITIONS = 1 << 19
+STASH_BYTES = 256 * 2**20
 #: rows of the buffer kept for core vectors beyond the windows in flight
 CORE_ROWS = 1 << 16
 #: candidates within this many TIEs of a block's maximum are returned (the first of them within TIE of the
@@ -168,9 +174,17 @@ class ChunkedMEBOps:
         self.pending = None     # (start, end, future of (rows, values)) being fetched
         self.window = min(WINDOW_START, self.window_max)
         self.last_window = self.window
+        # the stash: [(start, end, rows, values)] of stream positions read by one pass, oldest first (the
+        # pool's one thread reads them and installs windows from them, in the order they were asked for)
+        row_cost = max(d, 1) * np.dtype(X.source.dtype).itemsize + 8
+        self.stash_size = max(self.window_max, min(STASH_POSITIONS, STASH_BYTES // row_cost, self.n // 2))
+        self.stash_stream = None
+        self.stash_horizon = 0  # positions whose stash is read or asked for
+        self.stashes = []
         self.pool = ThreadPoolExecutor(max_workers=1)
         self.extra = X.per_block((problem.sign, problem.offset, problem.point_diag))
         self.stats = dict(impl=self.impl, m=self.m, n=self.n, d=d, draws=0, positions=0, fetch_rounds=0, fetch_rows=0, fetch_bytes=0, sent_bytes=0,
+                          stash_rounds=0, stash_rows=0,
                           sync_waits=0, extra_fetch_rows=0, scans=0, scan_blocks=0, scan_bytes=0)
         STATS.append(self.stats)
         del STATS[:-100]
@@ -204,7 +218,7 @@ class ChunkedMEBOps:
 
     def _fetch(self, rows):
         """Rows of X not held yet (e.g. a full scan's violators): one round trip, counted apart."""
-        rows = np.unique(np.asarray(rows, dtype=np.int64))
+        rows = unique_rows(rows)
         rows = rows[self.slots.lookup(rows) < 0]
         if len(rows):
             vals = self.X.take(rows)
@@ -236,7 +250,8 @@ class ChunkedMEBOps:
     def draws(self, rng):
         """The driver's hook: its generator, wrapped so that the rows of its draws are fetched ahead."""
         self.stream = copy.deepcopy(rng)
-        self.pos = self.horizon = 0
+        self.stash_stream = copy.deepcopy(rng)
+        self.pos = self.horizon = self.stash_horizon = 0
         self._ahead()
         return _Draws(rng, self)
 
@@ -251,18 +266,48 @@ class ChunkedMEBOps:
         self.horizon = end
         self.last_window = size
         self.window = min(2 * self.window, self.window_max)
-        rows = np.unique(self._rows(values))
+        rows = unique_rows(self._rows(values))
         qs = self.slots.lookup(rows)
         self.refs[qs[qs >= 0]] += 1
         need = rows[qs < 0]
-        fut = self.pool.submit(self._take, need) if len(need) else None
+        while self.stash_horizon < end:  # (the pool's one thread reads the stash before it installs from it)
+            self._ask_stash()
+        fut = self.pool.submit(self._take, start, end, need) if len(need) else None
         self.pending = (start, end, rows, need, fut)
+        if self.stash_horizon < end + self.window:  # the next window's stash is read while this one is used
+            self._ask_stash()
 
-    def _take(self, rows):
-        """X.take in the background; ``sent_bytes`` counts every window's rows as they arrive, also those of
-        a window the fit ends before using (``fetch_bytes`` counts the windows installed)."""
-        out = self.X.take(rows)
+    def _ask_stash(self):
+        """Have the pool read the rows of the next ``stash_size`` stream positions, in one pass."""
+        values = self.stash_stream.integers(0, self.n, size=self.stash_size)
+        start, self.stash_horizon = self.stash_horizon, self.stash_horizon + self.stash_size
+        self.pool.submit(self._read_stash, start, self.stash_horizon, unique_rows(self._rows(values)))
+
+    def _read_stash(self, start, end, rows):
+        """X.take in the background; ``sent_bytes`` counts every stash's rows as they arrive, also those of
+        one the fit ends before using (``fetch_bytes`` counts the windows installed)."""
+        values = self.X.take(rows, dtype=self.X.source.dtype)
         self.stats["sent_bytes"] += len(rows) * self.d * self.X.source.dtype.itemsize
+        self.stats["stash_rounds"] += 1
+        self.stats["stash_rows"] += len(rows)
+        self.stashes.append((start, end, rows, values))
+
+    def _take(self, start, end, rows):
+        """The rows of the window [start, end) not held yet, from the stashes that cover it (already read:
+        the pool runs its tasks in order); stashes wholly before the window are done with."""
+        while self.stashes and self.stashes[0][1] <= start:
+            self.stashes.pop(0)
+        out = np.empty((len(rows), self.d))
+        left = np.ones(len(rows), dtype=bool)
+        for s0, s1, srows, svals in self.stashes:
+            if s0 >= end or not left.any():
+                break
+            p = np.minimum(np.searchsorted(srows, rows), len(srows) - 1)
+            hit = left & (srows[p] == rows)
+            out[hit] = svals[p[hit]]
+            left &= ~hit
+        if left.any():
+            raise RuntimeError("a window of draws was not covered by the rows read ahead (corevector._chunked_ops)")
         return out
 
     def _land(self, wait):

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["RowSlots"]
+__all__ = ["RowSlots", "unique_rows"]
+
+
+def unique_rows(rows) -> np.ndarray:
+    """np.unique of row indices (int64, ascending) by a sort: NumPy 2.4's np.unique hashes integers unless
+    asked for an inverse, 0.52 s for 2^20 draws from 10^7 rows against 0.02 s sorted."""
+    s = np.sort(np.asarray(rows, dtype=np.int64).ravel())
+    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
 
 
 class RowSlots:

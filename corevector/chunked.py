@@ -147,11 +147,14 @@ class _LocalSource:
             return np.zeros((0,) + self.shape[1:], dtype=self.dtype)
         if isinstance(self.arr, np.ndarray):
             return np.asarray(self.arr[rows])
-        # zarr and HDF5: one block at a time (zarr would otherwise read every chunk concurrently)
-        which = np.searchsorted(self.bounds, rows, side="right") - 1
-        cuts = np.flatnonzero(np.diff(which)) + 1
-        return np.concatenate([self.read(int(which[p[0]]))[rows[p] - self.bounds[int(which[p[0]])]]
-                               for p in np.split(np.arange(len(rows)), cuts)])
+        # zarr and HDF5: one block at a time (zarr would otherwise read every chunk concurrently), the next
+        # read while this one is indexed, into one output array (no parts to concatenate: a stash is many rows)
+        out = np.empty((len(rows),) + self.shape[1:], dtype=self.dtype)
+        edges = np.searchsorted(rows, self.bounds)
+        used = [b for b in range(len(self.bounds) - 1) if edges[b + 1] > edges[b]]
+        for b, block in zip(used, self._blocks(used)):
+            out[edges[b]:edges[b + 1]] = block[rows[edges[b]:edges[b + 1]] - self.bounds[b]]
+        return out
 
     def map(self, fn, shared, per_block, blocks, combine=None):
         parts = [fn(block, shared, pb) for block, pb in zip(self._blocks(blocks), per_block)]
@@ -392,11 +395,14 @@ class ChunkedRows:
         view._box = self.box if self._stats is not None or self._box is not None else None
         return view
 
-    def take(self, idx) -> np.ndarray:
-        """The rows ``idx`` of the view as a float64 array (read from where they are)."""
+    def take(self, idx, dtype=np.float64) -> np.ndarray:
+        """The rows ``idx`` of the view as a float64 array (read from where they are; ``dtype``: the source's
+        own keeps float32 rows in half the memory, exactly)."""
         src = self._source_rows(idx)
+        if len(src) < 2 or bool((src[1:] > src[:-1]).all()):  # ascending, unique (a stash of draws): no copies
+            return np.asarray(self.source.take(src), dtype=dtype)
         uniq, inv = np.unique(src, return_inverse=True)
-        return _as_float(self.source.take(uniq))[inv.ravel()]
+        return np.ascontiguousarray(self.source.take(uniq), dtype=dtype)[inv.ravel()]
 
     def materialize(self) -> np.ndarray:
         if self.nbytes > MATERIALIZE_BYTES:

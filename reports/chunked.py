@@ -16,7 +16,7 @@ memory map float32), written once per m into ``<out>/chunked-data`` (zarr chunks
   rows, also one the fit ended before using, and the full scans' results), ``positions_per_iter`` -- the
   driver's draws per iteration (the same in memory: what the loop asks for, not what the transport adds),
   ``scan_bytes_per_block`` -- bytes a full scan returns per block (one merged result per scan),
-  ``fetch_rounds``;
+  ``fetch_rounds`` (windows of draws installed), ``stash_rounds`` (reads of the windows' rows: passes);
 * ``scan_evals_per_s`` -- a full pass of ``decision_function`` over the training rows, in kernel
   evaluations per second (rows x support vectors / wall seconds): the throughput of the scans.
 
@@ -45,7 +45,7 @@ WORKERS, WORKER_MEMORY = 2, "1GB"
 TIMEOUT = {"tiny": 300, "quick": 900, "full": 3600}
 COLUMNS = ["input", "m", "chunk_rows", "workers", "fit_time", "fit_cpu_time", "load", "rss_growth_mb", "x_mb", "worker_peak_mb", "core_set",
            "accuracy", "certified_ratio", "row_bytes_per_iter", "bytes_per_iter", "positions_per_iter",
-           "scan_bytes_per_block", "fetch_rounds",
+           "scan_bytes_per_block", "fetch_rounds", "stash_rounds",
            "scan_evals_per_s"]
 
 
@@ -153,7 +153,7 @@ def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
                bytes_per_iter=(st.get("sent_bytes", st["fetch_bytes"]) + st["scan_bytes"]) / n_iter if st else 0.0,
                positions_per_iter=st.get("positions", 0) / n_iter,
                scan_bytes_per_block=st["scan_bytes"] / max(st["scan_blocks"], 1) if st else 0.0,
-               fetch_rounds=st.get("fetch_rounds", 0), scan_evals_per_s=n_scan * len(est.support_) / scan,
+               fetch_rounds=st.get("fetch_rounds", 0), stash_rounds=st.get("stash_rounds", 0), scan_evals_per_s=n_scan * len(est.support_) / scan,
                positions=st.get("positions", 0), n_iter=int(est.n_iter_))
     if client is not None:
         cluster = client.cluster

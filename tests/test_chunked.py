@@ -296,3 +296,23 @@ def test_validation_statistics_are_numpys(d):
         Y[17, d - 1] = bad
         part = block_stats(Y, None, None)
         assert part[key] and not part["nan" if key == "inf" else "inf"]
+
+
+@pytest.mark.parametrize("stash", [700, 1 << 19])
+def test_windows_come_from_stashes_read_ahead(stores, monkeypatch, stash):
+    """The rows of many windows of draws come from one read (a stash); windows that straddle two stashes
+    (700 positions against windows of 256, 512, 750) take their rows from both; the model is the in-memory
+    one either way."""
+    monkeypatch.setattr(_chunked_ops, "STASH_POSITIONS", stash)
+    X, y, *_ = _data()
+    a = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y)
+    del _chunked_ops.STATS[:]
+    b = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(stores["zarr"], y)
+    _same_fit(a, b)
+    st = _chunked_ops.STATS[-1]
+    assert st["fetch_rounds"] >= 3
+    if stash == 700:
+        assert st["stash_rounds"] * 700 >= st["positions"] and st["stash_rounds"] >= 2
+    else:  # reads of half the points (the stash's cap here) serve several windows each: as many reads as
+        # the positions drawn need, and the one ahead
+        assert st["stash_rounds"] <= st["positions"] // (len(X) // 2) + 2 and st["stash_rounds"] < st["fetch_rounds"]
