@@ -57,7 +57,8 @@ class ChunkedInputs:
                 self.client = Client(LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="1GB",
                                                   dashboard_address=None, silence_logs=50,
                                                   local_directory=tempfile.mkdtemp()))
-                self.client.run(lambda: __import__("corevector._chunked_ops"))
+                # a running cluster has its libraries loaded (the caller imported zarr above, too)
+                self.client.run(lambda: [__import__(mod) for mod in ("corevector._chunked_ops", "zarr")])
         self.model = None
 
     def teardown(self, folder, kind, m):
