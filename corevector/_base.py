@@ -27,6 +27,7 @@ from refimpl.driver import HYBRID_NU
 from refimpl.kernels import KERNELS, compact_columns
 
 import corevector.chunked as chunked
+import corevector._chunked_methods as _chunked_methods
 from ._validation import CORE_CONSTRAINTS, check_eps, checked_kernel_spec
 from .numerics import numerics
 from refimpl.meb import validate_engine_params
@@ -117,7 +118,7 @@ def _chunk_aware(name, method):
         @functools.wraps(method)
         def score(self, X, y, *args, **kwargs):
             if chunked.needs_chunked(X):
-                return chunked.score(self, X, y, *args, **kwargs)
+                return _chunked_methods.score(self, X, y, *args, **kwargs)
             return method(self, X, y, *args, **kwargs)
         score.chunk_aware = True
         return score
@@ -125,7 +126,7 @@ def _chunk_aware(name, method):
     @functools.wraps(method)
     def per_row(self, X, *args, **kwargs):
         if chunked.needs_chunked(X):
-            return chunked.apply(self, name, X)
+            return _chunked_methods.apply(self, name, X)
         return method(self, X, *args, **kwargs)
     per_row.chunk_aware = True
     return per_row
@@ -410,7 +411,7 @@ class CoreVectorBase(BaseEstimator):
         if isinstance(SV, chunked.ChunkedRows):
             SV = SV.materialize()
         if isinstance(X, chunked.ChunkedRows):  # e.g. a cross-validation fold's held-out rows
-            return chunked.expansion(self.impl, self.kernel_spec_, SV, coef, X)
+            return _chunked_methods.expansion(self.impl, self.kernel_spec_, SV, coef, X)
         # the support vectors take the layout of X (they are few): CSR against CSR, dense against dense
         if sp.issparse(X) and not sp.issparse(SV):
             SV = sp.csr_matrix(SV)

@@ -22,7 +22,7 @@ iteration never waits on a fetch of one row: the bytes fetched per iteration are
 whatever m.
 
 **Full scans** (the certificate, confirmations that cover every point, initialisation without sampling) run
-per block beside the data (:func:`_scan_block`): the support's rows and weights are sent once per scan
+per block beside the data (:func:`corevector._chunked_scans._scan_block`): the support's rows and weights are sent once per scan
 (scattered to every worker), and each block returns its largest squared distance, the candidates within the
 tie band of it and its top-k violators -- a few hundred bytes, whatever the block's size.  The values are
 formed by the in-memory engine's own kernel routine (``fastimpl._engine.kernel_expansion`` or
@@ -50,6 +50,7 @@ from refimpl.problem import MEBProblem
 from refimpl.simplex_qp import TIE
 
 from ._kept_rows import remember
+from ._chunked_scans import _best_of, _furthest_block, _merge_scans, _scan_block
 from ._row_slots import RowSlots, unique_rows
 
 __all__ = ["ChunkedMEBOps", "fit_meb", "STATS"]
@@ -72,11 +73,6 @@ STASH_POSITIONS = 1 << 19
 STASH_BYTES = 256 * 2**20
 #: rows of the buffer kept for core vectors beyond the windows in flight
 CORE_ROWS = 1 << 16
-#: candidates within this many TIEs of a block's maximum are returned (the first of them within TIE of the
-#: global maximum is the scan's furthest point, as in the in-memory scans)
-BAND_KEEP = 256
-#: rows per kernel block of the reference's scans (refimpl.meb.SCAN_BLOCK)
-REF_BLOCK = 4096
 #: what each fit's chunked numerics measured (traffic, rounds, scans), for reports and benchmarks
 STATS: list = []
 
@@ -509,172 +505,6 @@ class ChunkedMEBOps:
             else:
                 out.append(tuple(h[pidx] for h in halves))
         return out
-
-
-# -------------------------------------------------------------------------------- block functions (workers)
-def _ridge_of_core(z, sh, cdiag):
-    """alpha_z c_z for candidates z that are core vectors (0 elsewhere), as the engines add it."""
-    core, calpha = sh["core"], sh["core_alpha"]
-    if len(core) == 0:
-        return None, None
-    p = np.searchsorted(core, z)
-    p = np.minimum(p, len(core) - 1)
-    hit = core[p] == z
-    return hit, calpha[p] * cdiag
-
-
-def _ref_d2(X, z, s, cd, offset, raw, sh):
-    """d^2 - c0 of the candidates z by the reference's arithmetic (refimpl.meb.MEBOps._dist2: blocks of
-    REF_BLOCK rows, MEBProblem.block, then the shifted linear term)."""
-    from refimpl.kernels import kernel_block
-    spec, lb = sh["spec"], sh["lb"]
-    Ka = np.zeros(len(z))
-    for a in range(0, len(z) if len(sh["svcoef"]) else 0, REF_BLOCK):
-        sl = slice(a, a + REF_BLOCK)
-        K = kernel_block(spec, X[sl], sh["SV"]) + lb
-        K *= np.outer(s[sl], sh["s_sv"])
-        if sh["diag_add"] or sh["has_pdiag"]:
-            K += cd[sl, None] * (z[sl, None] == sh["core_sv"][None, :])
-        Ka[sl] = K @ sh["alpha_sv"]
-    if sh["has_delta"]:
-        ld = s * offset if sh["has_offset"] else np.zeros(len(z))
-    elif spec.constant_diagonal:
-        ld = np.zeros(len(z))
-    else:
-        ld = raw + lb + cd
-    return sh["marg"] - 2.0 * Ka + ld
-
-
-def _scan_block(X, sh, pb):
-    """One block's part of a full scan: for each half (CVR's mirrored points are the second), the largest
-    d^2 - c0, the candidates within 2 TIE of it (lowest indices first), and the k largest beyond ``over``."""
-    pidx, (sign, offset, pdiag) = pb[0], pb[1][:3]
-    spec, m, lb = sh["spec"], sh["m"], sh["lb"]
-    nsv = len(sh["svcoef"])
-    s_in = np.ones(len(pidx)) if sign is None else sign.astype(np.float64)
-    cd = np.full(len(pidx), sh["diag_add"]) if pdiag is None else pdiag
-    halves = 2 if sh["mirror"] else 1
-    if sh["impl"] == "fast":
-        from fastimpl._engine import kernel_expansion
-        ka = kernel_expansion(spec, sh["SV"], sh["svcoef"], X) if nsv else np.zeros(len(pidx))
-        raw = None
-        if not sh["lconst"] and not sh["has_delta"]:
-            from refimpl.kernels import kernel_diag
-            raw = kernel_diag(spec, X)
-    else:
-        from refimpl.kernels import kernel_diag
-        raw = kernel_diag(spec, X)
-    out = dict(vmax=-np.inf, band_z=[], band_v=[], cut_v=-np.inf, top_z=[], top_v=[])
-    over, k, c0 = sh["over"], sh["k"], sh["c0"]
-    vals_all, z_all = [], []
-    for h in range(halves):
-        z = pidx + h * m
-        s = -s_in if h == 1 else s_in
-        hit, ridge = _ridge_of_core(z, sh, cd)
-        if sh["impl"] == "fast":
-            kal = s * (ka + lb * sh["svsum"])
-            if hit is not None and (sh["diag_add"] != 0.0 or sh["has_pdiag"]):
-                kal = np.where(hit, kal + ridge, kal)
-            if sh["has_delta"]:
-                ld = s * offset if sh["has_offset"] else 0.0
-            elif sh["lconst"]:
-                ld = 0.0
-            else:
-                ld = raw + lb + cd
-            v = sh["marg"] - 2.0 * kal + ld
-        else:
-            v = _ref_d2(X, z, s, cd, offset, raw, sh)
-        vals_all.append(v)
-        z_all.append(z)
-    for z, v in zip(z_all, vals_all):
-        if len(v):
-            out["vmax"] = max(out["vmax"], float(v.max()))
-    band_thr = sh.get("band")
-    for z, v in zip(z_all, vals_all):
-        if band_thr is None:
-            vmax = out["vmax"]
-            sel = np.flatnonzero(v >= vmax - 2.0 * TIE * (abs(vmax) + abs(c0)))
-        else:
-            sel = np.flatnonzero(v >= band_thr)
-        sel = sel[np.argsort(z[sel], kind="stable")]
-        out["band_z"].append(z[sel])
-        out["band_v"].append(v[sel])
-        if k > 0:
-            viol = np.flatnonzero(v > over - c0) if sh["impl"] == "fast" else np.flatnonzero(v + c0 > over)
-            keep = viol[np.lexsort((z[viol], -v[viol]))][:k]
-            out["top_z"].append(z[keep])
-            out["top_v"].append(v[keep])
-    bz, bv = np.concatenate(out["band_z"]), np.concatenate(out["band_v"])
-    order = np.argsort(bz, kind="stable")
-    bz, bv = bz[order], bv[order]
-    if len(bz) > BAND_KEEP and band_thr is None:  # the largest value left out of the band list
-        out["cut_v"] = float(bv[BAND_KEEP:].max())
-    out["band_z"], out["band_v"] = bz[:BAND_KEEP], bv[:BAND_KEEP]
-    out["top_z"] = np.concatenate(out["top_z"]) if out["top_z"] else np.zeros(0, dtype=np.int64)
-    out["top_v"] = np.concatenate(out["top_v"]) if out["top_v"] else np.zeros(0)
-    return out
-
-
-def _merge_scans(parts, sh):
-    """One scan result from those of several slices or blocks, as the client would read them all: the
-    largest value; the band lists merged (lowest indices first, at most BAND_KEEP, ``cut_v`` the largest
-    value left out), less the candidates below ``vmax - 2 TIE (|vmax| + |c0|)`` (no threshold of the scan,
-    best - TIE (|best| + |c0|) with best >= vmax, reaches them); the k largest violators of them all."""
-    vmax = max(p["vmax"] for p in parts)
-    cut_v = max(p["cut_v"] for p in parts)
-    bz = np.concatenate([p["band_z"] for p in parts])
-    bv = np.concatenate([p["band_v"] for p in parts])
-    if sh.get("band") is None:
-        keep = bv >= vmax - 2.0 * TIE * (abs(vmax) + abs(sh["c0"]))
-        bz, bv = bz[keep], bv[keep]
-    order = np.argsort(bz, kind="stable")
-    bz, bv = bz[order], bv[order]
-    if len(bz) > BAND_KEEP and sh.get("band") is None:
-        cut_v = max(cut_v, float(bv[BAND_KEEP:].max()))
-    tz = np.concatenate([p["top_z"] for p in parts])
-    tv = np.concatenate([p["top_v"] for p in parts])
-    top = np.lexsort((tz, -tv))[:sh["k"]] if sh["k"] > 0 else np.zeros(0, dtype=np.int64)
-    return dict(vmax=vmax, band_z=bz[:BAND_KEEP], band_v=bv[:BAND_KEEP], cut_v=cut_v, top_z=tz[top], top_v=tv[top])
-
-
-def _best_of(parts, _sh):
-    """The (value, index) of the largest value of several (the lowest index among equals; -1: none)."""
-    best_v, best_z = -np.inf, -1
-    for v, zz in parts:
-        if zz >= 0 and (v > best_v or (v == best_v and zz < best_z)):
-            best_v, best_z = v, zz
-    return best_v, best_z
-
-
-def _furthest_block(X, sh, pb):
-    """(best value, its augmented index) of one block for the initialisation's furthest point (the
-    reference's arithmetic, refimpl.meb.MEBOps.furthest_from)."""
-    from refimpl.kernels import kernel_block, kernel_diag
-    pidx, (percol, masks) = pb
-    sign, offset, pdiag = percol
-    m, lb = sh["m"], sh["lb"]
-    k = kernel_block(sh["spec"], X, sh["xz"][None])[:, 0] + lb
-    s_in = np.ones(len(pidx)) if sign is None else sign.astype(np.float64)
-    cd = np.full(len(pidx), sh["diag_add"]) if pdiag is None else pdiag
-    raw = kernel_diag(sh["spec"], X)
-    best_v, best_z = -np.inf, -1
-    for h in range(2 if sh["mirror"] else 1):
-        z = pidx + h * m
-        s = -s_in if h == 1 else s_in
-        v = sh["sz"] * s * k
-        v = np.where(z == sh["z"], v + sh["cz"], v)
-        if sh["has_delta"]:
-            lin = sh["eta"] + (s * offset if offset is not None else 0.0)
-        else:
-            lin = raw + lb + cd
-        v = sh["kzz"] - 2.0 * v + lin
-        if masks is not None:
-            v = np.where(masks[h], v, -np.inf)
-        if len(v):
-            j = int(np.argmax(v))
-            if v[j] > best_v:
-                best_v, best_z = float(v[j]), int(z[j])
-    return best_v, best_z
 
 
 # -------------------------------------------------------------------------------- the engine call

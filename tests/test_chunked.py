@@ -14,7 +14,7 @@ import pytest
 
 from corevector import CVDD, CVR, MEB, CVMClassifier
 from corevector import chunked
-from corevector import _chunked_ops
+from corevector import _chunked_ops, _chunked_scans
 from refimpl.datasets import checkerboard
 
 zarr = pytest.importorskip("zarr")
@@ -203,7 +203,7 @@ def test_scans_merged_beside_the_data(tmp_path, monkeypatch):
     """A full scan sends one result to the client, merged per slice and in a tree over the blocks; with
     every candidate tied three times and band lists of one (BAND_KEEP = 1), the merged lists are cut and
     the second pass finds the in-memory fit's furthest point: the same fit, full scans every iteration."""
-    monkeypatch.setattr(_chunked_ops, "BAND_KEEP", 1)
+    monkeypatch.setattr(_chunked_scans, "BAND_KEEP", 1)
     monkeypatch.setattr(chunked, "SUB_ROWS", 64)
     X, y = checkerboard(400, random_state=2)
     X, y = np.concatenate([X, X, X]), np.concatenate([y, y, y])
