@@ -316,3 +316,41 @@ def test_windows_come_from_stashes_read_ahead(stores, monkeypatch, stash):
     else:  # reads of half the points (the stash's cap here) serve several windows each: as many reads as
         # the positions drawn need, and the one ahead
         assert st["stash_rounds"] <= st["positions"] // (len(X) // 2) + 2 and st["stash_rounds"] < st["fetch_rounds"]
+
+
+def _resident_kb(path):
+    """Resident kB of this process's mappings of ``path`` (/proc/self/smaps)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if head and "-" in head[0] and len(head) >= 5:  # a mapping's header line
+                inside = line.rstrip().endswith(str(path))
+            elif inside and line.startswith("Rss:"):
+                total += int(head[1])
+    return total
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/smaps"), reason="needs Linux's /proc/self/smaps")
+def test_memory_map_pages_leave_the_resident_set(tmp_path, monkeypatch):
+    """A pass over a read-only memory map (the validation statistics, the rows of a stash) leaves at most a
+    block's pages resident, not the file; a copy-on-write map keeps its pages, and with them the caller's
+    writes, which the pass reads."""
+    monkeypatch.setattr(chunked, "BLOCK_BYTES", 1 << 20)
+    X = np.random.default_rng(0).normal(size=(500_000, 2)).astype(np.float32)  # 4 MB
+    path = tmp_path / "x.npy"
+    np.save(path, X)
+    ro = np.load(path, mmap_mode="r")
+    np.asarray(ro).sum()  # every page resident
+    assert _resident_kb(path) > 3500
+    Xc = chunked.ChunkedRows.of(ro)
+    st = Xc.stats
+    assert _resident_kb(path) <= 1100  # at most a block (1 MB as float64) of them
+    np.testing.assert_array_equal(st["max"], X.max(axis=0))
+    rows = np.arange(0, 500_000, 7)
+    np.testing.assert_array_equal(Xc.take(rows), X[rows].astype(np.float64))
+    assert _resident_kb(path) <= 1100
+    cow = np.load(path, mmap_mode="c")
+    cow[250_001, 1] = 1e3  # the caller's write, in a private page inside a block
+    st = chunked.ChunkedRows.of(cow).stats
+    assert st["max"][1] == 1e3 and cow[250_001, 1] == 1e3
