@@ -282,7 +282,11 @@ class ChunkedMEBOps:
     def _read_stash(self, start, end, rows):
         """X.take in the background; ``sent_bytes`` counts every stash's rows as they arrive, also those of
         one the fit ends before using (``fetch_bytes`` counts the windows installed)."""
-        values = self.X.take(rows, dtype=self.X.source.dtype)
+        try:
+            values = self.X.take(rows, dtype=self.X.source.dtype)
+        except BaseException as exc:  # raised again by the window that needs these rows, not lost in the pool
+            self.stashes.append((start, end, None, exc))
+            return
         self.stats["sent_bytes"] += len(rows) * self.d * self.X.source.dtype.itemsize
         self.stats["stash_rounds"] += 1
         self.stats["stash_rows"] += len(rows)
@@ -298,6 +302,8 @@ class ChunkedMEBOps:
         for s0, s1, srows, svals in self.stashes:
             if s0 >= end or not left.any():
                 break
+            if srows is None:
+                raise svals
             p = np.minimum(np.searchsorted(srows, rows), len(srows) - 1)
             hit = left & (srows[p] == rows)
             out[hit] = svals[p[hit]]
