@@ -126,13 +126,16 @@ def _mapped_pages(arr):
     """(the mmap.mmap under a read-only, C-ordered memory map, the address of its first byte), or None."""
     if not (isinstance(arr, np.ndarray) and arr.flags.c_contiguous and hasattr(mmap, "MADV_DONTNEED")):
         return None
-    if getattr(arr, "mode", "r") not in ("r", "readonly"):
-        return None  # a copy-on-write map ('c') keeps the caller's writes in its pages: never drop them
     base = arr
     while base is not None and not isinstance(base, mmap.mmap):
         base = getattr(base, "base", None)
     if base is None or base.closed:
         return None
+    with memoryview(base) as buf:
+        if not buf.readonly:
+            # a copy-on-write map ('c') keeps the caller's writes in its private pages, which DONTNEED
+            # would discard (and a writable one, 'r+', may be written): only read-only maps are released
+            return None
     view = np.frombuffer(base, dtype=np.uint8)
     addr = view.ctypes.data
     del view
