@@ -67,7 +67,8 @@ WINDOW_MAX = 1 << 15
 WINDOW_BYTES = 64 * 2**20
 #: the rows of many windows' draws are read by one pass into a stash (the rows in the source's dtype, one
 #: row index each: 24 bytes a position at d = 2), which the windows are then installed from: at most
-#: STASH_POSITIONS positions, STASH_BYTES of rows and half the points.  At 10^7 x 2 one stash of 2^19
+#: STASH_POSITIONS positions, STASH_BYTES of rows and half the points (up to three are held at once: the one
+#: in use, the next read ahead, an old one until the next window lands).  At 10^7 x 2 one stash of 2^19
 #: positions serves the fit's nine windows (zarr: 3.9 -> 3.2 s; 2^20 positions, 0.1 s slower, +40 MB)
 STASH_POSITIONS = 1 << 19
 STASH_BYTES = 256 * 2**20
@@ -172,7 +173,11 @@ class ChunkedMEBOps:
         self.last_window = self.window
         # the stash: [(start, end, rows, values)] of stream positions read by one pass, oldest first (the
         # pool's one thread reads them and installs windows from them, in the order they were asked for)
-        row_cost = max(d, 1) * np.dtype(X.source.dtype).itemsize + 8
+        # a float source's own dtype holds its rows exactly in less memory; others as float64, the fit's
+        # values (an integer near 2^63 would not survive the round trip through a kept float64 row)
+        src = np.dtype(X.source.dtype)
+        self.stash_dtype = src if src.kind == "f" and src.itemsize <= 8 else np.dtype(np.float64)
+        row_cost = max(d, 1) * self.stash_dtype.itemsize + 8
         self.stash_size = max(self.window_max, min(STASH_POSITIONS, STASH_BYTES // row_cost, self.n // 2))
         self.stash_stream = None
         self.stash_horizon = 0  # positions whose stash is read or asked for
@@ -283,7 +288,7 @@ class ChunkedMEBOps:
         """X.take in the background; ``sent_bytes`` counts every stash's rows as they arrive, also those of
         one the fit ends before using (``fetch_bytes`` counts the windows installed)."""
         try:
-            values = self.X.take(rows, dtype=self.X.source.dtype)
+            values = self.X.take(rows, dtype=self.stash_dtype)
         except BaseException as exc:  # raised again by the window that needs these rows, not lost in the pool
             self.stashes.append((start, end, None, exc))
             return

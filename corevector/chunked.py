@@ -188,10 +188,12 @@ class _LocalSource:
         # one block at a time (zarr would otherwise read every chunk concurrently; a memory map's pages are
         # released block by block), the next read while this one is indexed, into one output array (no parts
         # to concatenate: a stash is many rows)
+        if rows[0] < 0 or rows[-1] >= self.shape[0]:
+            raise IndexError(f"row index out of range for {self.shape[0]} rows")
         out = np.empty((len(rows),) + self.shape[1:], dtype=self.dtype)
         edges = np.searchsorted(rows, self.bounds)
         used = [b for b in range(len(self.bounds) - 1) if edges[b + 1] > edges[b]]
-        for b, block in zip(used, self._blocks(used)):
+        for block, b in zip(self._blocks(used), used):  # (the generator first: its last release runs)
             out[edges[b]:edges[b + 1]] = block[rows[edges[b]:edges[b + 1]] - self.bounds[b]]
         return out
 
@@ -421,7 +423,12 @@ class ChunkedRows:
         return self.shape[0] * self.shape[1] * 8
 
     def _source_rows(self, idx):
+        """The source's rows of the view's rows ``idx`` (NumPy's negative indices; IndexError out of range)."""
         idx = np.asarray(idx, dtype=np.int64)
+        n = self.shape[0]
+        if idx.size and (int(idx.min()) < -n or int(idx.max()) >= n):
+            raise IndexError(f"row index out of range for {n} rows")
+        idx = np.where(idx < 0, idx + n, idx) if idx.size and int(idx.min()) < 0 else idx
         return idx if self.rows is None else self.rows[idx]
 
     def __getitem__(self, key):
