@@ -51,7 +51,7 @@ from refimpl.simplex_qp import TIE
 
 from ._kept_rows import remember
 from ._chunked_scans import _best_of, _furthest_block, _merge_scans, _scan_block
-from ._row_slots import RowSlots, unique_rows
+from ._row_slots import RowSlots, positions_in, unique_rows
 
 __all__ = ["ChunkedMEBOps", "fit_meb", "STATS"]
 
@@ -171,16 +171,16 @@ class ChunkedMEBOps:
         self.pending = None     # (start, end, future of (rows, values)) being fetched
         self.window = min(WINDOW_START, self.window_max)
         self.last_window = self.window
-        # the stash: [(start, end, rows, values)] of stream positions read by one pass, oldest first (the
-        # pool's one thread reads them and installs windows from them, in the order they were asked for)
-        # a float source's own dtype holds its rows exactly in less memory; others as float64, the fit's
-        # values (an integer near 2^63 would not survive the round trip through a kept float64 row)
+        # a stash holds a float source's rows in its own dtype (exact, less memory), others' as float64, the
+        # fit's values (an integer near 2^63 would not survive the round trip through a kept float64 row)
         src = np.dtype(X.source.dtype)
         self.stash_dtype = src if src.kind == "f" and src.itemsize <= 8 else np.dtype(np.float64)
         row_cost = max(d, 1) * self.stash_dtype.itemsize + 8
         self.stash_size = max(self.window_max, min(STASH_POSITIONS, STASH_BYTES // row_cost, self.n // 2))
         self.stash_stream = None
         self.stash_horizon = 0  # positions whose stash is read or asked for
+        # [(start, end, rows, values)] of stream positions read by one pass, oldest first (the pool's one
+        # thread reads them and installs windows from them, in the order they were asked for)
         self.stashes = []
         self.pool = ThreadPoolExecutor(max_workers=1)
         self.extra = X.per_block((problem.sign, problem.offset, problem.point_diag))
@@ -309,8 +309,8 @@ class ChunkedMEBOps:
                 break
             if srows is None:
                 raise svals
-            p = np.minimum(np.searchsorted(srows, rows), len(srows) - 1)
-            hit = left & (srows[p] == rows)
+            p, hit = positions_in(srows, rows)
+            hit &= left
             out[hit] = svals[p[hit]]
             left &= ~hit
         if left.any():

@@ -12,6 +12,8 @@ import numpy as np
 
 from refimpl.simplex_qp import TIE
 
+from ._row_slots import positions_in
+
 #: candidates within this many TIEs of a block's maximum are returned (the first of them within TIE of the
 #: global maximum is the scan's furthest point, as in the in-memory scans)
 BAND_KEEP = 256
@@ -24,9 +26,7 @@ def _ridge_of_core(z, sh, cdiag):
     core, calpha = sh["core"], sh["core_alpha"]
     if len(core) == 0:
         return None, None
-    p = np.searchsorted(core, z)
-    p = np.minimum(p, len(core) - 1)
-    hit = core[p] == z
+    p, hit = positions_in(core, z)
     return hit, calpha[p] * cdiag
 
 

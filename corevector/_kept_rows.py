@@ -3,6 +3,8 @@ held already (corevector._chunked_ops.fit_meb), so that reading the model's supp
 no pass over the store."""
 import numpy as np
 
+from ._row_slots import positions_in
+
 
 def remember(source, rows, values):
     """Keep ``values`` (float64) of the source rows ``rows`` on the source: a fit's core vectors, whose rows
@@ -24,8 +26,7 @@ def take_known(source, rows, fetch):
     if known is None or len(rows) == 0:
         return fetch(rows)
     krows, kvals = known
-    pos = np.minimum(np.searchsorted(krows, rows), len(krows) - 1)
-    hit = krows[pos] == rows
+    pos, hit = positions_in(krows, rows)
     if not hit.any():
         return fetch(rows)
     out = np.empty((len(rows),) + tuple(source.shape[1:]), dtype=np.float64)

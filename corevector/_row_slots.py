@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["RowSlots", "unique_rows"]
+__all__ = ["RowSlots", "unique_rows", "positions_in"]
 
 
 def unique_rows(rows) -> np.ndarray:
@@ -19,6 +19,16 @@ def unique_rows(rows) -> np.ndarray:
     asked for an inverse, 0.52 s for 2^20 draws from 10^7 rows against 0.02 s sorted."""
     s = np.sort(np.asarray(rows, dtype=np.int64).ravel())
     return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
+
+
+def positions_in(keys, queries):
+    """(pos, hit): for each query, a position in the ascending array ``keys`` (clamped into it) and whether
+    the key there is the query -- the lookup of held rows, stashed rows, kept rows and core vectors."""
+    queries = np.asarray(queries)
+    if len(keys) == 0:
+        return np.zeros(len(queries), dtype=np.intp), np.zeros(len(queries), dtype=bool)
+    pos = np.minimum(np.searchsorted(keys, queries), len(keys) - 1)
+    return pos, keys[pos] == queries
 
 
 class RowSlots:
@@ -43,8 +53,8 @@ class RowSlots:
         rows = np.asarray(rows, dtype=np.int64)
         if len(self._rows) == 0 or len(rows) == 0:
             return np.full(len(rows), -1, dtype=np.int64)
-        p = np.minimum(np.searchsorted(self._rows, rows), len(self._rows) - 1)
-        return np.where(self._rows[p] == rows, self._slots[p].astype(np.int64), -1)
+        p, hit = positions_in(self._rows, rows)
+        return np.where(hit, self._slots[p].astype(np.int64), -1)
 
     def get(self, row):
         """The slot of one row, or None."""

@@ -187,9 +187,7 @@ class _LocalSource:
             return np.zeros((0,) + self.shape[1:], dtype=self.dtype)
         # one block at a time (zarr would otherwise read every chunk concurrently; a memory map's pages are
         # released block by block), the next read while this one is indexed, into one output array (no parts
-        # to concatenate: a stash is many rows)
-        if rows[0] < 0 or rows[-1] >= self.shape[0]:
-            raise IndexError(f"row index out of range for {self.shape[0]} rows")
+        # to concatenate: a stash is many rows).  The rows are in range: ChunkedRows._source_rows checks them
         out = np.empty((len(rows),) + self.shape[1:], dtype=self.dtype)
         edges = np.searchsorted(rows, self.bounds)
         used = [b for b in range(len(self.bounds) - 1) if edges[b + 1] > edges[b]]
@@ -426,9 +424,11 @@ class ChunkedRows:
         """The source's rows of the view's rows ``idx`` (NumPy's negative indices; IndexError out of range)."""
         idx = np.asarray(idx, dtype=np.int64)
         n = self.shape[0]
-        if idx.size and (int(idx.min()) < -n or int(idx.max()) >= n):
+        lo = int(idx.min()) if idx.size else 0
+        if lo < -n or (idx.size and int(idx.max()) >= n):
             raise IndexError(f"row index out of range for {n} rows")
-        idx = np.where(idx < 0, idx + n, idx) if idx.size and int(idx.min()) < 0 else idx
+        if lo < 0:
+            idx = np.where(idx < 0, idx + n, idx)
         return idx if self.rows is None else self.rows[idx]
 
     def __getitem__(self, key):
