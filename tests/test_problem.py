@@ -89,7 +89,8 @@ def test_offset_needs_the_constant_linear_term_and_one_value_per_row():
 
 @pytest.mark.parametrize("bad", [np.array([1, -1, 1, 1, -1, -1]), np.array([1, -1, 1, 1, -1, -1, 1, 1]),
                                  np.array([[1], [-1], [1], [1], [-1], [-1], [1]]),
-                                 np.array([1, -1, 1, 1, -1, 0, 1]), np.array([2, -1, 1, 1, -1, -1, 1])])
+                                 np.array([1, -1, 1, 1, -1, 0, 1]), np.array([2, -1, 1, 1, -1, -1, 1]),
+                                 np.array([1, -1, 1, 1, -2, -1, 1])])
 def test_cvm_module_two_class_labels_must_be_plus_minus_one(bad):
     with pytest.raises(ValueError, match="y_pm"):
         cvm.two_class_problem(X, bad, RBF, 1.0)
