@@ -285,17 +285,20 @@ class ChunkedMEBOps:
         self.pool.submit(self._read_stash, start, self.stash_horizon, unique_rows(self._rows(values)))
 
     def _read_stash(self, start, end, rows):
-        """X.take in the background; ``sent_bytes`` counts every stash's rows as they arrive, also those of
-        one the fit ends before using (``fetch_bytes`` counts the windows installed)."""
+        """One pass in the background reads the rows (``X.stage``: on a Dask cluster they stay on the workers
+        until a window picks them).  ``sent_bytes`` counts the rows that reach the caller: a stash held here
+        as it arrives, also the part the fit ends before using; a staged one as windows pick its rows
+        (``fetch_bytes`` counts the windows installed)."""
         try:
-            values = self.X.take(rows, dtype=self.stash_dtype)
+            staged = self.X.stage(rows, self.stash_dtype)
         except BaseException as exc:  # raised again by the window that needs these rows, not lost in the pool
             self.stashes.append((start, end, None, exc))
             return
-        self.stats["sent_bytes"] += len(rows) * self.d * self.X.source.dtype.itemsize
+        if not staged.remote:
+            self.stats["sent_bytes"] += len(rows) * self.d * self.X.source.dtype.itemsize
         self.stats["stash_rounds"] += 1
         self.stats["stash_rows"] += len(rows)
-        self.stashes.append((start, end, rows, values))
+        self.stashes.append((start, end, rows, staged))
 
     def _take(self, start, end, rows):
         """The rows of the window [start, end) not held yet, from the stashes that cover it (already read:
@@ -311,7 +314,10 @@ class ChunkedMEBOps:
                 raise svals
             p, hit = positions_in(srows, rows)
             hit &= left
-            out[hit] = svals[p[hit]]
+            if hit.any():
+                out[hit] = svals.pick(p[hit])
+                if svals.remote:
+                    self.stats["sent_bytes"] += int(hit.sum()) * self.d * self.X.source.dtype.itemsize
             left &= ~hit
         if left.any():
             raise RuntimeError("a window of draws was not covered by the rows read ahead (corevector._chunked_ops)")

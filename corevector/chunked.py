@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ._chunk_stats import block_stats as _block_stats, merge_stats as _merge_stats
+from ._staged_rows import HeldRows as _HeldRows, stage as _stage
 from ._kept_rows import take_known as _take_known
 
 __all__ = ["needs_chunked", "ChunkedRows", "validate", "kernel_spec", "EXTRA_MESSAGE"]
@@ -297,12 +298,16 @@ class _DaskSource:
         self.client = distributed_client()
 
     def _compute(self, build):
-        """Compute the tasks ``build()`` makes; when workers are lost meanwhile, scatter what they held again
-        and retry (Dask recomputes lost blocks from their graph), then give up with a clear error."""
+        """Compute the tasks ``build()`` makes (see :meth:`retry`)."""
         import dask
+        return self.retry(lambda: list(dask.compute(*build(), **({} if self.client is None else {"scheduler": self.client}))))
+
+    def retry(self, run):
+        """``run()``; when workers are lost meanwhile, scatter what they held again and run it again (Dask
+        recomputes lost blocks from their graph), then give up with a clear error."""
         for attempt in range(ATTEMPTS):
             try:
-                return list(dask.compute(*build(), **({} if self.client is None else {"scheduler": self.client})))
+                return run()
             except Exception as exc:  # noqa: BLE001 -- only lost-worker failures are retried
                 if not _lost_workers(exc):
                     raise
@@ -345,14 +350,18 @@ class _DaskSource:
     def take(self, rows):
         return _take_known(self, rows, self._take)
 
+    def parts(self, rows):
+        """[(block, positions in it)] of the sorted source rows ``rows``, one entry a block holding some."""
+        which = np.searchsorted(self.bounds, rows, side="right") - 1
+        cuts = np.flatnonzero(np.diff(which)) + 1
+        return [(int(which[p[0]]), rows[p] - self.bounds[int(which[p[0]])])
+                for p in np.split(np.arange(len(rows)), cuts)]
+
     def _take(self, rows):
         import dask
         if len(rows) == 0:
             return np.zeros((0,) + self.shape[1:], dtype=self.dtype)
-        which = np.searchsorted(self.bounds, rows, side="right") - 1
-        cuts = np.flatnonzero(np.diff(which)) + 1
-        parts = [(int(which[p[0]]), rows[p] - self.bounds[int(which[p[0]])])
-                 for p in np.split(np.arange(len(rows)), cuts)]
+        parts = self.parts(rows)
         return np.concatenate(self._compute(
             lambda: [dask.delayed(_take_block, pure=True)(self.blocks[b], loc) for b, loc in parts]))
 
@@ -451,6 +460,14 @@ class ChunkedRows:
             return np.asarray(self.source.take(src), dtype=dtype)
         uniq, inv = np.unique(src, return_inverse=True)
         return np.ascontiguousarray(self.source.take(uniq), dtype=dtype)[inv.ravel()]
+
+    def stage(self, idx, dtype):
+        """The rows ``idx`` of the view (ascending source rows: a stash of draws) in ``dtype``, read by one
+        pass and left where they were read until picked (:mod:`corevector._staged_rows`)."""
+        src = self._source_rows(idx)
+        if len(src) > 1 and not bool((src[1:] > src[:-1]).all()):
+            return _HeldRows(self.take(idx, dtype=dtype))
+        return _stage(self.source, src, dtype, self.source.take)
 
     def materialize(self) -> np.ndarray:
         if self.nbytes > MATERIALIZE_BYTES:

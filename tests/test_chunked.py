@@ -375,14 +375,10 @@ def test_memory_map_pages_leave_the_resident_set(tmp_path, monkeypatch):
 def test_a_failed_read_of_draws_raises_its_own_error(stores, monkeypatch):
     """A read of the draws' rows that fails in the background (a lost store, workers gone for good) stops
     the fit with that error, not with a later symptom of the rows missing."""
-    take = chunked.ChunkedRows.take
+    def failing(self, idx, dtype):  # the stash's read
+        raise OSError("the store went away")
 
-    def failing(self, idx, dtype=np.float64):
-        if dtype != np.float64:  # the stash's read (in the source's dtype)
-            raise OSError("the store went away")
-        return take(self, idx, dtype)
-
-    monkeypatch.setattr(chunked.ChunkedRows, "take", failing)
+    monkeypatch.setattr(chunked.ChunkedRows, "stage", failing)
     X, y, *_ = _data()
     with pytest.raises(OSError, match="the store went away"):
         CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(stores["zarr"], y)

@@ -78,6 +78,23 @@ def test_cluster_fits_are_the_in_memory_fits(client, tmp_path):
     assert all(p <= WORKER_LIMIT for p in peaks.values()), peaks
 
 
+def test_the_caller_receives_the_rows_its_windows_install(client):
+    """On a cluster the stashes of draws stay on the workers: the caller receives the rows that windows of
+    draws install, and at most one window more (in flight when the fit ends), not every stash read ahead
+    (held in the caller, the stashes sent a third more rows here)."""
+    X32, X, y, _, _ = _data(20000)
+    del _chunked_ops.STATS[:]
+    with client.as_current():
+        est = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(da.from_array(X32, chunks=(5000, 2)).persist(), y)
+    st = _chunked_ops.STATS[-1]
+    row_bytes = 2 * 4
+    window_max = min(_chunked_ops.WINDOW_MAX, len(X) // 4)
+    assert st["stash_rounds"] > 1 and st["stash_rows"] * row_bytes > st["fetch_bytes"] + window_max * row_bytes
+    assert st["fetch_bytes"] <= st["sent_bytes"] <= st["fetch_bytes"] + window_max * row_bytes
+    ref = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y)
+    assert np.array_equal(ref.core_set_, est.core_set_) and np.array_equal(ref.dual_coef_, est.dual_coef_)
+
+
 def test_pairs_and_folds_as_tasks_give_the_same_model(client):
     """In-memory rows with a client running: one-vs-one pairs and Platt's folds run as separate tasks on the
     workers and give the model of the loop here."""
