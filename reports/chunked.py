@@ -9,7 +9,10 @@ memory map float32), written once per m into ``<out>/chunked-data`` (zarr chunks
 * ``fit_time`` / ``fit_cpu_time`` -- wall and CPU seconds of the fit (CPU: the caller plus, on a cluster, its
   workers), ``load`` the 1-minute load average when it started;
 * ``rss_growth_mb`` -- growth of the caller's resident high-water mark during the fit (reset after the data
-  were opened), next to ``x_mb``, X's bytes as float64; ``worker_peak_mb`` -- the largest worker's peak;
+  were opened), next to ``x_mb``, X's bytes as float64; ``worker_peak_mb`` -- the largest worker's peak.
+  The timed fit follows a warm-up fit of the same kind on the first ``WARM_ROWS`` rows, whose own growth is
+  ``first_fit_growth_mb``: what a process's first fit costs whatever the data (modules imported on first
+  use, threads and their allocator arenas), so that ``rss_growth_mb`` is what the data cost;
 * ``core_set``, ``accuracy``, ``certified_ratio``;
 * ``row_bytes_per_iter`` -- bytes of rows sent to the client per iteration of the loop (the draws read
   ahead, windows installed), ``bytes_per_iter`` -- every byte from the workers per iteration (every window's
@@ -40,10 +43,12 @@ CHUNK_ROWS = 1_000_000
 #: rows of the scan-throughput pass (decision_function over the training rows)
 SCAN_ROWS = 10_000_000
 REPEATS = 3
+#: rows of the warm-up fit before the timed one
+WARM_ROWS = 100_000
 KINDS = ("memory", "memmap", "zarr", "dask")
 WORKERS, WORKER_MEMORY = 2, "1GB"
 TIMEOUT = {"tiny": 300, "quick": 900, "full": 3600}
-COLUMNS = ["input", "m", "chunk_rows", "workers", "fit_time", "fit_cpu_time", "load", "rss_growth_mb", "x_mb", "worker_peak_mb", "core_set",
+COLUMNS = ["input", "m", "chunk_rows", "workers", "fit_time", "fit_cpu_time", "load", "rss_growth_mb", "first_fit_growth_mb", "x_mb", "worker_peak_mb", "core_set",
            "accuracy", "certified_ratio", "row_bytes_per_iter", "bytes_per_iter", "positions_per_iter",
            "scan_bytes_per_block", "fetch_rounds", "stash_rounds",
            "scan_evals_per_s"]
@@ -90,6 +95,18 @@ def _worker_usage():
     return r.ru_utime + r.ru_stime, hwm
 
 
+def _head(X, kind, n):
+    """The first n rows of X as the same kind of input (a warm-up fit's data)."""
+    import zarr
+    if kind in ("memory", "memmap"):
+        return X[:n]  # (a memory map's rows stay a memory map)
+    head = np.asarray(X[:n])
+    if kind == "dask":
+        import dask.array as da
+        return da.from_array(head, chunks=(max(n // 4, 1), head.shape[1]))
+    return zarr.array(head, chunks=(max(n // 4, 1), head.shape[1]))
+
+
 def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
     """One measurement in this (fresh) process; returns a dict of the columns."""
     import warnings
@@ -114,6 +131,11 @@ def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
                                          dashboard_address=None, silence_logs=50))
             # a running cluster has the libraries loaded (the caller, too, imported zarr before the timing)
             client.run(lambda: [__import__(mod) for mod in ("corevector._chunked_ops", "zarr")])
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    base = _rss("VmRSS:")
+    CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(_head(X, kind, WARM_ROWS), y[:WARM_ROWS])
+    first = _rss("VmHWM:") - base
     load = os.getloadavg()[0]
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
@@ -147,6 +169,7 @@ def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
     # read after the scan pass: a window of draws still on its way when the fit ended has arrived (sent_bytes)
     st = _chunked_ops.STATS[-1] if _chunked_ops.STATS and kind != "memory" else {}
     out = dict(input=kind, m=m, chunk_rows=chunk_rows, workers=workers if kind == "dask" else 0, fit_time=wall, fit_cpu_time=cpu, load=load, rss_growth_mb=growth / 2**20,
+               first_fit_growth_mb=first / 2**20,
                x_mb=m * 2 * 8 / 2**20, worker_peak_mb=max((v[1] for v in w1.values()), default=0) / 2**20,
                core_set=int(est.core_set_.size), accuracy=float(est.score(Xt, yt)),
                certified_ratio=float(est.certified_ratio_),
@@ -176,7 +199,7 @@ def measure(kind, m, folder, timeout, repeats=REPEATS, chunk_rows=CHUNK_ROWS, wo
             return dict(input=kind, m=m, error=(res.stderr or res.stdout)[-500:])
         runs.append(json.loads(line[-1]))
     out = dict(runs[0])
-    for key in ("fit_time", "fit_cpu_time", "rss_growth_mb", "scan_evals_per_s", "worker_peak_mb", "load"):
+    for key in ("fit_time", "fit_cpu_time", "rss_growth_mb", "first_fit_growth_mb", "scan_evals_per_s", "worker_peak_mb", "load"):
         out[key] = float(np.median([r[key] for r in runs]))
     return out
 
