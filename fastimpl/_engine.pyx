@@ -128,7 +128,12 @@ cdef class FastMEBOps:
     ridges), the core set (S, alpha, the gradient, the coordinates of its points) and Q's rows over it
     (``qrow``), and is composed of the units that compute with them: the row cache (``cache``), the
     packed support (``sup``) and the screens (``screens``) of the scans, and the active set's state
-    (``fs``).  Its Python methods are the driver's calls (refimpl.meb.MEBOps has the same ones)."""
+    (``fs``).  Its Python methods are the driver's calls (refimpl.meb.MEBOps has the same ones).
+
+    ``kernel_block=False`` keeps the scans' kernel block (``_kblock.pxi``) off: the block holds every
+    input's squared norm and kernel values against the core vectors, computed once, so inputs whose rows
+    change after construction (the row buffer of corevector._chunked_ops, whose slots take new rows of
+    draws) must not use it.  The block is a screen, so the decisions are the same either way."""
     cdef readonly object init_problem
     cdef readonly Py_ssize_t n
     cdef public long long n_eval
@@ -198,7 +203,7 @@ cdef class FastMEBOps:
     def __dealloc__(self):
         owned_free(&self.own)   # the units free their own buffers
 
-    def __init__(self, problem, Py_ssize_t cache_size=1000 * 2**20):
+    def __init__(self, problem, Py_ssize_t cache_size=1000 * 2**20, bint kernel_block=True):
         cdef const signed char[::1] s
         self.init_problem = problem
         self.m = problem.X.shape[0]
@@ -236,7 +241,8 @@ cdef class FastMEBOps:
             self.core.setup(self.K, 64)
             self.sup.store.setup(self.K, 64)
             enable_screens(self)
-            kb_setup(self)
+            if kernel_block:
+                kb_setup(self)
         self._grow(64)
 
     cdef void _setup_csr(self, X, list keep) except *:
