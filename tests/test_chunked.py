@@ -407,3 +407,5 @@ def test_high_dimensional_fits_are_the_in_memory_fits(tmp_path, kind):
     np.testing.assert_allclose(b.dual_coef_, a.dual_coef_, rtol=1e-9, atol=1e-12 * np.abs(a.dual_coef_).max())
     assert b.certified_ratio_ <= (1 + 0.01) ** 2 and abs(b.certified_ratio_ - a.certified_ratio_) < 1e-9
     assert np.array_equal(a.predict(X), b.predict(Xc))
+    a, b = CVDD(random_state=0).fit(X.astype(np.float64)), CVDD(random_state=0).fit(Xc)  # the one-class MEB
+    assert a.n_iter_ > 5 and np.array_equal(a.core_set_, b.core_set_)
