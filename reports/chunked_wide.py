@@ -1,0 +1,171 @@
+"""Data beyond one machine with wide rows (issue 24): the generated Fashion-MNIST set (``corevector.infinite``,
+784 float32 pixels a row) fitted from memory, from its zarr store read here, and from the store read by a
+LocalCluster's workers (a Dask array on a distributed client).
+
+The task: one class against the rest (``CLASS``, trouser), ``CVMClassifier()`` defaults (C = 1,
+gamma='scale', eps = 0.01); the store is written once per m into ``<out>/chunked-wide`` (chunks of 64 rows
+in shards of 16,384, uncompressed: the generator's layout).  Test accuracy on the official Fashion-MNIST
+test images.  Each measurement runs in a fresh process (``python -m reports.chunked_wide --one KIND M
+PATH``), after a warm-up fit of the same kind on ``WARM_ROWS`` rows; the table gives medians of ``REPEATS``.
+Columns as in :mod:`reports.chunked`: ``fit_time`` / ``fit_cpu_time`` (caller plus workers), ``load``,
+``rss_growth_mb`` (the caller's resident high-water mark during the timed fit) against ``x_mb`` (X as
+float32 on disk), ``worker_peak_mb``, ``core_set``, ``accuracy``, ``certified_ratio`` and
+``scan_evals_per_s`` (``decision_function`` over ``SCAN_ROWS`` training rows: rows x support vectors per
+second).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .common import Context, ExperimentResult, experiment, to_markdown
+
+CLASS = 1
+WARM_ROWS = 5_000
+SCAN_ROWS = 100_000
+REPEATS = 3
+KINDS = ("memory", "zarr", "dask")
+WORKERS, WORKER_MEMORY = 2, "2GB"
+TIMEOUT = {"tiny": 300, "quick": 1800, "full": 5400}
+COLUMNS = ["input", "m", "workers", "fit_time", "fit_cpu_time", "load", "rss_growth_mb", "x_mb", "worker_peak_mb",
+           "core_set", "n_iter", "accuracy", "certified_ratio", "scan_evals_per_s"]
+
+
+def store(folder: Path, m: int) -> Path:
+    """The generated set of m rows (written once)."""
+    from corevector.infinite import write_zarr
+    path = Path(folder) / f"fashion{m}.zarr"
+    if not (path / "done").exists():
+        write_zarr(path, m, seed=0)
+        (path / "done").touch()
+    return path
+
+
+def _labels(y):
+    return np.where(np.asarray(y) == CLASS, 1, -1).astype(np.int8)
+
+
+def _rss(key):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
+
+
+def _worker_usage():
+    import resource
+    with open("/proc/self/status") as f:
+        peak = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime, peak
+
+
+def run_one(kind, m, path, workers=WORKERS):
+    """One measurement in this (fresh) process; returns a dict of the columns."""
+    import warnings
+
+    import zarr
+
+    from corevector import CVMClassifier
+    from corevector.infinite import source_images
+    warnings.simplefilter("ignore")
+    root = zarr.open_group(str(path), mode="r")
+    y = _labels(root["y"][:])
+    Xt, yt = source_images("test")
+    Xt, yt = Xt.reshape(len(Xt), -1), _labels(yt)
+    client = None
+    if kind == "memory":
+        X = np.asarray(root["X"][:])
+        warm = X[:WARM_ROWS]
+    else:
+        X = root["X"]
+        warm = zarr.array(np.asarray(X[:WARM_ROWS]), chunks=(1024, X.shape[1]))
+        if kind == "dask":
+            import dask.array as da
+            from distributed import Client, LocalCluster
+            client = Client(LocalCluster(n_workers=workers, threads_per_worker=1, memory_limit=WORKER_MEMORY,
+                                         dashboard_address=None, silence_logs=50))
+            client.run(lambda: [__import__(mod) for mod in ("corevector._chunked_ops", "zarr")])
+            warm = da.from_array(np.asarray(warm), chunks=(1024, X.shape[1]))
+    CVMClassifier(random_state=0).fit(warm, y[:WARM_ROWS])
+    load = os.getloadavg()[0]
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    base = _rss("VmRSS:")
+    w0 = client.run(_worker_usage) if client else {}
+    c0, t0 = time.process_time(), time.perf_counter()
+    est = CVMClassifier(random_state=0).fit(X, y)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    growth = _rss("VmHWM:") - base
+    w1 = client.run(_worker_usage) if client else {}
+    cpu += sum(w1[k][0] - w0[k][0] for k in w1)
+    n_scan = min(m, SCAN_ROWS)
+    if kind == "memory":
+        Xs = X[:n_scan]
+    elif kind == "dask":
+        import dask.array as da
+        Xs = da.from_zarr(X)[:n_scan]
+    else:
+        Xs = zarr.array(np.asarray(X[:n_scan]), chunks=(16384, X.shape[1]))
+    t1 = time.perf_counter()
+    dec = est.decision_function(Xs)
+    if hasattr(dec, "compute"):
+        dec.compute()
+    scan = time.perf_counter() - t1
+    out = dict(input=kind, m=m, workers=workers if kind == "dask" else 0, fit_time=wall, fit_cpu_time=cpu,
+               load=load, rss_growth_mb=growth / 2**20, x_mb=m * 784 * 4 / 2**20,
+               worker_peak_mb=max((v[1] for v in w1.values()), default=0) / 2**20,
+               core_set=int(est.core_set_.size), n_iter=int(est.n_iter_), accuracy=float(est.score(Xt, yt)),
+               certified_ratio=float(est.certified_ratio_), scan_evals_per_s=n_scan * len(est.support_) / scan)
+    if client is not None:
+        cluster = client.cluster
+        client.close()
+        cluster.close()
+    return out
+
+
+def measure(kind, m, path, timeout, repeats=REPEATS):
+    """Medians of ``repeats`` fresh processes (the other columns from the first)."""
+    runs = []
+    for _ in range(repeats):
+        cmd = [sys.executable, "-m", "reports.chunked_wide", "--one", kind, str(m), str(path)]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                             cwd=Path(__file__).resolve().parent.parent)
+        line = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
+        if res.returncode or not line:
+            return dict(input=kind, m=m, error=(res.stderr or res.stdout)[-500:])
+        runs.append(json.loads(line[-1]))
+    out = dict(runs[0])
+    for key in ("fit_time", "fit_cpu_time", "rss_growth_mb", "scan_evals_per_s", "worker_peak_mb", "load"):
+        out[key] = float(np.median([r[key] for r in runs]))
+    return out
+
+
+@experiment("chunked_wide", "Data beyond one machine, wide rows: generated Fashion-MNIST, d = 784 float32 (issue 24)",
+            sizes={"tiny": [20_000], "quick": [100_000], "full": [1_000_000]})
+def chunked_wide(ctx: Context) -> ExperimentResult:
+    import pandas as pd
+
+    from .mmda import ensure_fashion_mnist
+    if not ensure_fashion_mnist():  # (the measurements' processes inherit the location it sets)
+        return ExperimentResult(outputs=[], summary_md="Fashion-MNIST is not available here (Debian package "
+                                "dataset-fashion-mnist); not measured")
+    rows = []
+    for m in ctx.sizes:
+        path = store(ctx.out / "chunked-wide", m)
+        for kind in KINDS:
+            rows.append(measure(kind, m, path, TIMEOUT[ctx.mode], repeats=1 if ctx.mode == "tiny" else REPEATS))
+    df = pd.DataFrame(rows)
+    df.to_csv(ctx.out / "chunked_wide.csv", index=False)
+    cols = [c for c in COLUMNS if c in df.columns] + (["error"] if "error" in df.columns else [])
+    return ExperimentResult(outputs=["chunked_wide.csv"], summary_md=to_markdown(df[cols]))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--one"]:
+        a = sys.argv[2:]
+        print(json.dumps(run_one(a[0], int(a[1]), a[2], *(int(v) for v in a[3:]))), flush=True)
