@@ -177,6 +177,7 @@ class ChunkedMEBOps:
         # a stash holds a float source's rows in its own dtype (exact, less memory), others' as float64, the
         # fit's values (an integer near 2^63 would not survive the round trip through a kept float64 row)
         src = np.dtype(X.source.dtype)
+        self.sent_row = d * src.itemsize  # bytes of a row as its source sends it (the traffic counters)
         self.stash_dtype = src if src.kind == "f" and src.itemsize <= 8 else np.dtype(np.float64)
         row_cost = max(d, 1) * self.stash_dtype.itemsize + 8
         self.stash_size = max(self.window_max, min(STASH_POSITIONS, STASH_BYTES // row_cost, self.n // 2))
@@ -227,8 +228,8 @@ class ChunkedMEBOps:
         if len(rows):
             vals = self.X.take(rows)
             self.stats["extra_fetch_rows"] += len(rows)
-            self.stats["fetch_bytes"] += len(rows) * self.d * self.X.source.dtype.itemsize
-            self.stats["sent_bytes"] += len(rows) * self.d * self.X.source.dtype.itemsize
+            self.stats["fetch_bytes"] += len(rows) * self.sent_row
+            self.stats["sent_bytes"] += len(rows) * self.sent_row
             self._alloc_many(rows, vals)
 
     def _local(self, zs, pin=False):
@@ -298,7 +299,7 @@ class ChunkedMEBOps:
             self.stashes.append((start, end, None, exc))
             return
         if not staged.remote:
-            self.stats["sent_bytes"] += len(rows) * self.d * self.X.source.dtype.itemsize
+            self.stats["sent_bytes"] += len(rows) * self.sent_row
         self.stats["stash_rounds"] += 1
         self.stats["stash_rows"] += len(rows)
         self.stashes.append((start, end, rows, staged))
@@ -320,7 +321,7 @@ class ChunkedMEBOps:
             if hit.any():
                 out[hit] = svals.pick(p[hit])
                 if svals.remote:
-                    self.stats["sent_bytes"] += int(hit.sum()) * self.d * self.X.source.dtype.itemsize
+                    self.stats["sent_bytes"] += int(hit.sum()) * self.sent_row
             left &= ~hit
         if left.any():
             raise RuntimeError("a window of draws was not covered by the rows read ahead (corevector._chunked_ops)")
@@ -337,7 +338,7 @@ class ChunkedMEBOps:
         self.pending = None
         self.stats["fetch_rounds"] += 1
         self.stats["fetch_rows"] += len(need)
-        self.stats["fetch_bytes"] += len(need) * self.d * self.X.source.dtype.itemsize  # as sent
+        self.stats["fetch_bytes"] += len(need) * self.sent_row  # as sent
         # a row another path fetched meanwhile keeps its slot
         qs = self.slots.lookup(need)
         new = qs < 0

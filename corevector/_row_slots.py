@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["RowSlots", "unique_rows", "positions_in"]
+__all__ = ["RowSlots", "unique_rows", "positions_in", "by_block"]
 
 
 def unique_rows(rows) -> np.ndarray:
@@ -29,6 +29,15 @@ def positions_in(keys, queries):
         return np.zeros(len(queries), dtype=np.intp), np.zeros(len(queries), dtype=bool)
     pos = np.minimum(np.searchsorted(keys, queries), len(keys) - 1)
     return pos, keys[pos] == queries
+
+
+def by_block(bounds, rows):
+    """[(b, rows - bounds[b])] for the blocks b holding some of the ascending ``rows`` (block b: rows
+    [bounds[b], bounds[b + 1])) -- the per-block parts of a read of a Dask source's rows, or of a pick from
+    a stash's parts."""
+    which = np.searchsorted(bounds, rows, side="right") - 1
+    cuts = np.flatnonzero(np.diff(which)) + 1
+    return [(int(which[p[0]]), rows[p] - bounds[int(which[p[0]])]) for p in np.split(np.arange(len(rows)), cuts)]
 
 
 class RowSlots:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._row_slots import by_block
+
 __all__ = ["HeldRows", "StagedRows", "stage"]
 
 
@@ -47,7 +49,7 @@ class StagedRows:
     def __init__(self, source, rows, dtype):
         import dask
         self.source, self.dtype = source, np.dtype(dtype)
-        parts = source.parts(rows)
+        parts = by_block(source.bounds, rows)
         self.offsets = np.r_[0, np.cumsum([len(loc) for _, loc in parts])].astype(np.int64)
         self.parts = source.client.compute(
             [dask.delayed(_rows_of_block, pure=False)(source.blocks[b], loc, self.dtype) for b, loc in parts])
@@ -58,10 +60,7 @@ class StagedRows:
         d = self.source.shape[1:]
         if len(pos) == 0:
             return np.zeros((0,) + d, dtype=self.dtype)
-        which = np.searchsorted(self.offsets, pos, side="right") - 1
-        cuts = np.flatnonzero(np.diff(which)) + 1
-        asks = [(int(which[p[0]]), pos[p] - self.offsets[int(which[p[0]])])
-                for p in np.split(np.arange(len(pos)), cuts)]
+        asks = by_block(self.offsets, pos)
         client = self.source.client
         return np.concatenate(self.source.retry(
             lambda: client.gather([client.submit(_pick_of_part, self.parts[j], loc, pure=False) for j, loc in asks])))

@@ -37,6 +37,7 @@ import numpy as np
 from ._chunk_stats import block_stats as _block_stats, merge_stats as _merge_stats
 from ._staged_rows import HeldRows as _HeldRows, stage as _stage
 from ._kept_rows import take_known as _take_known
+from ._row_slots import by_block as _by_block
 
 __all__ = ["needs_chunked", "ChunkedRows", "validate", "kernel_spec", "EXTRA_MESSAGE"]
 
@@ -115,6 +116,15 @@ def _as_float(block) -> np.ndarray:
     return np.ascontiguousarray(block, dtype=np.float64)
 
 
+def _array_bounds(arr):
+    """_block_bounds of an array (a memmap, zarr array or HDF5 dataset): its rows and columns, its chunks'
+    rows if it has chunks."""
+    shape = tuple(int(s) for s in arr.shape)
+    chunks = getattr(arr, "chunks", None)
+    chunk_rows = int(chunks[0]) if isinstance(chunks, tuple) and chunks and chunks[0] else None
+    return _block_bounds(shape[0], shape[1] if len(shape) > 1 else 1, chunk_rows)
+
+
 def _block_bounds(m, d, chunk_rows=None):
     """Row boundaries of blocks of about BLOCK_BYTES (as float64), a multiple of the store's chunk rows."""
     rows = max(1, BLOCK_BYTES // (8 * max(d, 1)))
@@ -155,9 +165,7 @@ class _LocalSource:
         self.arr = arr
         self.shape = tuple(int(s) for s in arr.shape)
         self.dtype = np.dtype(arr.dtype)
-        chunks = getattr(arr, "chunks", None)
-        chunk_rows = int(chunks[0]) if isinstance(chunks, tuple) and chunks and chunks[0] else None
-        self.bounds = _block_bounds(self.shape[0], self.shape[1] if len(self.shape) > 1 else 1, chunk_rows)
+        self.bounds = _array_bounds(arr)
         self.is_dask = False
         self._pages = _mapped_pages(arr)
 
@@ -350,18 +358,11 @@ class _DaskSource:
     def take(self, rows):
         return _take_known(self, rows, self._take)
 
-    def parts(self, rows):
-        """[(block, positions in it)] of the sorted source rows ``rows``, one entry a block holding some."""
-        which = np.searchsorted(self.bounds, rows, side="right") - 1
-        cuts = np.flatnonzero(np.diff(which)) + 1
-        return [(int(which[p[0]]), rows[p] - self.bounds[int(which[p[0]])])
-                for p in np.split(np.arange(len(rows)), cuts)]
-
     def _take(self, rows):
         import dask
         if len(rows) == 0:
             return np.zeros((0,) + self.shape[1:], dtype=self.dtype)
-        parts = self.parts(rows)
+        parts = _by_block(self.bounds, rows)
         return np.concatenate(self._compute(
             lambda: [dask.delayed(_take_block, pure=True)(self.blocks[b], loc) for b, loc in parts]))
 
@@ -392,9 +393,8 @@ def _source(X):
         import dask.array as da
         # blocks as a local source reads them (about BLOCK_BYTES, whole chunks): a task a zarr chunk would be
         # 15,625 tasks a pass over 10^6 rows of the generated Fashion-MNIST store (chunks of 64 rows)
-        m, d = (int(s) for s in X.shape) if X.ndim == 2 else (int(X.shape[0]), 1)
-        bounds = _block_bounds(m, d, int(X.chunks[0]))
-        rows = int(bounds[1] - bounds[0]) if len(bounds) > 1 else max(m, 1)
+        bounds = _array_bounds(X)
+        rows = int(bounds[1] - bounds[0]) if len(bounds) > 1 else max(int(X.shape[0]), 1)
         return _DaskSource(da.from_zarr(X, chunks=(rows,) + tuple(X.shape[1:])))
     return _LocalSource(X)
 
