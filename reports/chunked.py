@@ -107,6 +107,16 @@ def _head(X, kind, n):
     return zarr.array(head, chunks=(max(n // 4, 1), head.shape[1]))
 
 
+def local_cluster(workers, memory_limit):
+    """A client of a LocalCluster of ``workers`` one-thread worker processes with the libraries a fit uses
+    loaded (a running cluster has them; the caller, too, imported zarr before the timing)."""
+    from distributed import Client, LocalCluster
+    client = Client(LocalCluster(n_workers=workers, threads_per_worker=1, memory_limit=memory_limit,
+                                 dashboard_address=None, silence_logs=50))
+    client.run(lambda: [__import__(mod) for mod in ("corevector._chunked_ops", "zarr")])
+    return client
+
+
 def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
     """One measurement in this (fresh) process; returns a dict of the columns."""
     import warnings
@@ -126,11 +136,7 @@ def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
     else:
         X = zarr.open_array(str(zpath), mode="r")
         if kind == "dask":
-            from distributed import Client, LocalCluster
-            client = Client(LocalCluster(n_workers=workers, threads_per_worker=1, memory_limit=WORKER_MEMORY,
-                                         dashboard_address=None, silence_logs=50))
-            # a running cluster has the libraries loaded (the caller, too, imported zarr before the timing)
-            client.run(lambda: [__import__(mod) for mod in ("corevector._chunked_ops", "zarr")])
+            client = local_cluster(workers, WORKER_MEMORY)
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
     base = _rss("VmRSS:")
@@ -186,12 +192,12 @@ def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
     return out
 
 
-def measure(kind, m, folder, timeout, repeats=REPEATS, chunk_rows=CHUNK_ROWS, workers=WORKERS):
-    """Medians of ``repeats`` fresh processes (the other columns from the first)."""
+def medians_of(module, args, kind, m, timeout, repeats, keys):
+    """``python -m module --one kind m *args`` in ``repeats`` fresh processes: the medians of ``keys``, the
+    other columns from the first run (a failed run: its error)."""
     runs = []
     for _ in range(repeats):
-        cmd = [sys.executable, "-m", "reports.chunked", "--one", kind, str(m), str(folder), str(chunk_rows),
-               str(workers)]
+        cmd = [sys.executable, "-m", module, "--one", kind, str(m)] + [str(a) for a in args]
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                              cwd=Path(__file__).resolve().parent.parent)
         line = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
@@ -199,9 +205,16 @@ def measure(kind, m, folder, timeout, repeats=REPEATS, chunk_rows=CHUNK_ROWS, wo
             return dict(input=kind, m=m, error=(res.stderr or res.stdout)[-500:])
         runs.append(json.loads(line[-1]))
     out = dict(runs[0])
-    for key in ("fit_time", "fit_cpu_time", "rss_growth_mb", "first_fit_growth_mb", "scan_evals_per_s", "worker_peak_mb", "load"):
+    for key in keys:
         out[key] = float(np.median([r[key] for r in runs]))
     return out
+
+
+def measure(kind, m, folder, timeout, repeats=REPEATS, chunk_rows=CHUNK_ROWS, workers=WORKERS):
+    """Medians of ``repeats`` fresh processes (the other columns from the first)."""
+    return medians_of("reports.chunked", (folder, chunk_rows, workers), kind, m, timeout, repeats,
+                      ("fit_time", "fit_cpu_time", "rss_growth_mb", "first_fit_growth_mb", "scan_evals_per_s",
+                       "worker_peak_mb", "load"))
 
 
 @experiment("chunked", "Data beyond one machine: memory, memmap, zarr and a Dask cluster (issue 24)",

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from .chunked import _rss, _worker_usage, local_cluster, medians_of
 from .common import Context, ExperimentResult, experiment, to_markdown
 
 CLASS = 1
@@ -51,19 +51,6 @@ def _labels(y):
     return np.where(np.asarray(y) == CLASS, 1, -1).astype(np.int8)
 
 
-def _rss(key):
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
-
-
-def _worker_usage():
-    import resource
-    with open("/proc/self/status") as f:
-        peak = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime, peak
-
-
 def run_one(kind, m, path, workers=WORKERS):
     """One measurement in this (fresh) process; returns a dict of the columns."""
     import warnings
@@ -86,10 +73,7 @@ def run_one(kind, m, path, workers=WORKERS):
         warm = zarr.array(np.asarray(X[:WARM_ROWS]), chunks=(1024, X.shape[1]))
         if kind == "dask":
             import dask.array as da
-            from distributed import Client, LocalCluster
-            client = Client(LocalCluster(n_workers=workers, threads_per_worker=1, memory_limit=WORKER_MEMORY,
-                                         dashboard_address=None, silence_logs=50))
-            client.run(lambda: [__import__(mod) for mod in ("corevector._chunked_ops", "zarr")])
+            client = local_cluster(workers, WORKER_MEMORY)
             warm = da.from_array(np.asarray(warm), chunks=(1024, X.shape[1]))
     CVMClassifier(random_state=0).fit(warm, y[:WARM_ROWS])
     load = os.getloadavg()[0]
@@ -130,19 +114,8 @@ def run_one(kind, m, path, workers=WORKERS):
 
 def measure(kind, m, path, timeout, repeats=REPEATS):
     """Medians of ``repeats`` fresh processes (the other columns from the first)."""
-    runs = []
-    for _ in range(repeats):
-        cmd = [sys.executable, "-m", "reports.chunked_wide", "--one", kind, str(m), str(path)]
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                             cwd=Path(__file__).resolve().parent.parent)
-        line = [ln for ln in res.stdout.splitlines() if ln.startswith("{")]
-        if res.returncode or not line:
-            return dict(input=kind, m=m, error=(res.stderr or res.stdout)[-500:])
-        runs.append(json.loads(line[-1]))
-    out = dict(runs[0])
-    for key in ("fit_time", "fit_cpu_time", "rss_growth_mb", "scan_evals_per_s", "worker_peak_mb", "load"):
-        out[key] = float(np.median([r[key] for r in runs]))
-    return out
+    return medians_of("reports.chunked_wide", (path,), kind, m, timeout, repeats,
+                      ("fit_time", "fit_cpu_time", "rss_growth_mb", "scan_evals_per_s", "worker_peak_mb", "load"))
 
 
 @experiment("chunked_wide", "Data beyond one machine, wide rows: generated Fashion-MNIST, d = 784 float32 (issue 24)",
