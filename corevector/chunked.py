@@ -14,11 +14,10 @@ None of them is read whole into the caller's memory.  This module is the data si
 input (:func:`needs_chunked`), :class:`ChunkedRows` (rows of a source, or a subset of them, as the
 estimators' ``X``: its shape, row subsets as views, a few rows on request, a function mapped over its
 blocks beside the data), the chunked input checks (:func:`validate`: the same checks and messages as
-scikit-learn's ``validate_data``, from one pass that also gathers what the kernel width needs), the
-kernel resolution from those statistics (:func:`kernel_spec`, the checks of
-:func:`refimpl.kernels.checked_kernel_spec`), and per-row methods applied per block (:mod:`corevector._chunked_methods`: a Dask
-array in, a Dask array out).  The numerics of the core-set loop over such rows are
-:mod:`corevector._chunked_ops`.
+scikit-learn's ``validate_data``, from one pass that also gathers what the kernel width needs), the kernel
+resolution from those statistics (:func:`kernel_spec`, the checks of :func:`refimpl.kernels.checked_kernel_spec`),
+and per-row methods applied per block (:mod:`corevector._chunked_methods`: a Dask array in, a Dask array out).
+The numerics of the core-set loop over such rows are :mod:`corevector._chunked_ops`.
 
 Every block is converted to float64 when it is computed on, one block at a time: a float32 input stays
 float32 on disk and in transit.
@@ -29,7 +28,6 @@ import math
 import mmap
 import sys
 import uuid
-
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -44,8 +42,11 @@ __all__ = ["needs_chunked", "ChunkedRows", "validate", "kernel_spec", "EXTRA_MES
 #: a view of at most this many bytes (as float64) is read into memory when asked for as an array (e.g.
 #: support vectors); larger ones refuse, so that nothing is read whole by accident
 MATERIALIZE_BYTES = 256 * 2**20
-#: rows per block of a local source (memmap, zarr, HDF5): about this many bytes as float64
-BLOCK_BYTES = 16 * 2**20
+#: rows per block read in the calling process (memmap, zarr, HDF5): about this many bytes as float64 (the caller
+#: holds ~6 at once: the block, the one read ahead, zarr's buffers), at least MIN_BLOCK_ROWS (a matrix product)
+BLOCK_BYTES, MIN_BLOCK_ROWS = 2**20, 4096
+#: rows per task where a cluster's workers read a zarr store: larger, since a task costs the scheduler ~1 ms
+TASK_BYTES = 16 * 2**20
 #: a block function sees at most this many rows at once (float64 temporaries stay small whatever the chunks)
 SUB_ROWS = 1 << 16
 
@@ -116,18 +117,19 @@ def _as_float(block) -> np.ndarray:
     return np.ascontiguousarray(block, dtype=np.float64)
 
 
-def _array_bounds(arr):
+def _array_bounds(arr, nbytes=None):
     """_block_bounds of an array (a memmap, zarr array or HDF5 dataset): its rows and columns, its chunks'
     rows if it has chunks."""
     shape = tuple(int(s) for s in arr.shape)
     chunks = getattr(arr, "chunks", None)
     chunk_rows = int(chunks[0]) if isinstance(chunks, tuple) and chunks and chunks[0] else None
-    return _block_bounds(shape[0], shape[1] if len(shape) > 1 else 1, chunk_rows)
+    return _block_bounds(shape[0], shape[1] if len(shape) > 1 else 1, chunk_rows, nbytes)
 
 
-def _block_bounds(m, d, chunk_rows=None):
-    """Row boundaries of blocks of about BLOCK_BYTES (as float64), a multiple of the store's chunk rows."""
-    rows = max(1, BLOCK_BYTES // (8 * max(d, 1)))
+def _block_bounds(m, d, chunk_rows=None, nbytes=None):
+    """Row boundaries of blocks of about ``nbytes`` (BLOCK_BYTES; as float64), a multiple of the store's
+    chunk rows."""
+    rows = max(MIN_BLOCK_ROWS, (nbytes or BLOCK_BYTES) // (8 * max(d, 1)))
     if chunk_rows:
         rows = max(chunk_rows, rows // chunk_rows * chunk_rows)
     return np.unique(np.r_[np.arange(0, m, rows), m]).astype(np.int64)
@@ -391,9 +393,9 @@ def _source(X):
     if is_zarr(X) and distributed_client() is not None:
         require_dask()
         import dask.array as da
-        # blocks as a local source reads them (about BLOCK_BYTES, whole chunks): a task a zarr chunk would be
-        # 15,625 tasks a pass over 10^6 rows of the generated Fashion-MNIST store (chunks of 64 rows)
-        bounds = _array_bounds(X)
+        # tasks of about TASK_BYTES, whole chunks: a task a zarr chunk would be 15,625 tasks a pass over 10^6
+        # rows of the generated Fashion-MNIST store (chunks of 64 rows)
+        bounds = _array_bounds(X, TASK_BYTES)
         rows = int(bounds[1] - bounds[0]) if len(bounds) > 1 else max(int(X.shape[0]), 1)
         return _DaskSource(da.from_zarr(X, chunks=(rows,) + tuple(X.shape[1:])))
     return _LocalSource(X)

@@ -26,6 +26,7 @@ da = pytest.importorskip("dask.array")
 def small_blocks(monkeypatch):
     """Many blocks and small windows of draws ahead even on small data."""
     monkeypatch.setattr(chunked, "BLOCK_BYTES", 16 * 1024)
+    monkeypatch.setattr(chunked, "MIN_BLOCK_ROWS", 1)
     monkeypatch.setattr(_chunked_ops, "WINDOW_START", 256)
 
 

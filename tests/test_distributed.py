@@ -43,6 +43,8 @@ def client():
 @pytest.fixture(autouse=True)
 def small_windows(monkeypatch):
     monkeypatch.setattr(chunked, "BLOCK_BYTES", 64 * 1024)
+    monkeypatch.setattr(chunked, "MIN_BLOCK_ROWS", 1)
+    monkeypatch.setattr(chunked, "TASK_BYTES", 64 * 1024)
     monkeypatch.setattr(_chunked_ops, "WINDOW_START", 512)
 
 
