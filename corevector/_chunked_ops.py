@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -191,6 +192,7 @@ class ChunkedMEBOps:
         self.stats = dict(impl=self.impl, m=self.m, n=self.n, d=d, draws=0, positions=0, fetch_rounds=0, fetch_rows=0, fetch_bytes=0, sent_bytes=0,
                           stash_rounds=0, stash_rows=0,
                           sync_waits=0, extra_fetch_rows=0, scans=0, scan_blocks=0, scan_bytes=0)
+        self._count_lock = threading.Lock()
         STATS.append(self.stats)
         del STATS[:-100]
 
@@ -221,15 +223,21 @@ class ChunkedMEBOps:
             self.lpdiag[qs] = self.problem.point_diag[rows]
         return qs
 
+    def _count(self, **add):
+        """Add to the traffic counters: the pool's thread (stashes, windows' rows) and the loop both count, and
+        ``stats[k] += v`` from two threads can lose an update."""
+        with self._count_lock:
+            for key, value in add.items():
+                self.stats[key] += value
+
     def _fetch(self, rows):
         """Rows of X not held yet (e.g. a full scan's violators): one round trip, counted apart."""
         rows = unique_rows(rows)
         rows = rows[self.slots.lookup(rows) < 0]
         if len(rows):
             vals = self.X.take(rows)
-            self.stats["extra_fetch_rows"] += len(rows)
-            self.stats["fetch_bytes"] += len(rows) * self.sent_row
-            self.stats["sent_bytes"] += len(rows) * self.sent_row
+            nbytes = len(rows) * self.sent_row
+            self._count(extra_fetch_rows=len(rows), fetch_bytes=nbytes, sent_bytes=nbytes)
             self._alloc_many(rows, vals)
 
     def _local(self, zs, pin=False):
@@ -298,10 +306,8 @@ class ChunkedMEBOps:
         except BaseException as exc:  # raised again by the window that needs these rows, not lost in the pool
             self.stashes.append((start, end, None, exc))
             return
-        if not staged.remote:
-            self.stats["sent_bytes"] += len(rows) * self.sent_row
-        self.stats["stash_rounds"] += 1
-        self.stats["stash_rows"] += len(rows)
+        self._count(sent_bytes=0 if staged.remote else len(rows) * self.sent_row, stash_rounds=1,
+                    stash_rows=len(rows))
         self.stashes.append((start, end, rows, staged))
 
     def _take(self, start, end, rows):
@@ -321,7 +327,7 @@ class ChunkedMEBOps:
             if hit.any():
                 out[hit] = svals.pick(p[hit])
                 if svals.remote:
-                    self.stats["sent_bytes"] += int(hit.sum()) * self.sent_row
+                    self._count(sent_bytes=int(hit.sum()) * self.sent_row)
             left &= ~hit
         if left.any():
             raise RuntimeError("a window of draws was not covered by the rows read ahead (corevector._chunked_ops)")
@@ -336,9 +342,7 @@ class ChunkedMEBOps:
             return False
         vals = fut.result() if fut is not None else np.zeros((0, self.d))
         self.pending = None
-        self.stats["fetch_rounds"] += 1
-        self.stats["fetch_rows"] += len(need)
-        self.stats["fetch_bytes"] += len(need) * self.sent_row  # as sent
+        self._count(fetch_rounds=1, fetch_rows=len(need), fetch_bytes=len(need) * self.sent_row)  # as sent
         # a row another path fetched meanwhile keeps its slot
         qs = self.slots.lookup(need)
         new = qs < 0
