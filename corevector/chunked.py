@@ -28,13 +28,13 @@ import math
 import mmap
 import sys
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ._chunk_stats import block_stats as _block_stats, merge_stats as _merge_stats
 from ._staged_rows import HeldRows as _HeldRows, stage as _stage
 from ._kept_rows import take_known as _take_known
+from ._local_source import _Combined, _LocalSource, _array_bounds, _as_float
 from ._row_slots import by_block as _by_block
 
 __all__ = ["needs_chunked", "ChunkedRows", "validate", "kernel_spec", "EXTRA_MESSAGE"]
@@ -42,9 +42,6 @@ __all__ = ["needs_chunked", "ChunkedRows", "validate", "kernel_spec", "EXTRA_MES
 #: a view of at most this many bytes (as float64) is read into memory when asked for as an array (e.g.
 #: support vectors); larger ones refuse, so that nothing is read whole by accident
 MATERIALIZE_BYTES = 256 * 2**20
-#: rows per block read in the calling process (memmap, zarr, HDF5): about this many bytes as float64 (the caller
-#: holds ~6 at once: the block, the one read ahead, zarr's buffers), at least MIN_BLOCK_ROWS (a matrix product)
-BLOCK_BYTES, MIN_BLOCK_ROWS = 2**20, 4096
 #: rows per task where a cluster's workers read a zarr store: larger, since a task costs the scheduler ~1 ms
 TASK_BYTES = 16 * 2**20
 #: a block function sees at most this many rows at once (float64 temporaries stay small whatever the chunks)
@@ -113,136 +110,6 @@ def distributed_client():
 
 
 # ---------------------------------------------------------------------------------------- sources
-def _as_float(block) -> np.ndarray:
-    return np.ascontiguousarray(block, dtype=np.float64)
-
-
-def _array_bounds(arr, nbytes=None):
-    """_block_bounds of an array (a memmap, zarr array or HDF5 dataset): its rows and columns, its chunks'
-    rows if it has chunks."""
-    shape = tuple(int(s) for s in arr.shape)
-    chunks = getattr(arr, "chunks", None)
-    chunk_rows = int(chunks[0]) if isinstance(chunks, tuple) and chunks and chunks[0] else None
-    return _block_bounds(shape[0], shape[1] if len(shape) > 1 else 1, chunk_rows, nbytes)
-
-
-def _block_bounds(m, d, chunk_rows=None, nbytes=None):
-    """Row boundaries of blocks of about ``nbytes`` (BLOCK_BYTES; as float64), a multiple of the store's
-    chunk rows."""
-    rows = max(MIN_BLOCK_ROWS, (nbytes or BLOCK_BYTES) // (8 * max(d, 1)))
-    if chunk_rows:
-        rows = max(chunk_rows, rows // chunk_rows * chunk_rows)
-    return np.unique(np.r_[np.arange(0, m, rows), m]).astype(np.int64)
-
-
-def _mapped_pages(arr):
-    """(the mmap.mmap under a read-only, C-ordered memory map, the address of its first byte), or None."""
-    if not (isinstance(arr, np.ndarray) and arr.flags.c_contiguous and hasattr(mmap, "MADV_DONTNEED")):
-        return None
-    base = arr
-    while base is not None and not isinstance(base, mmap.mmap):
-        base = getattr(base, "base", None)
-    if base is None or base.closed:
-        return None
-    with memoryview(base) as buf:
-        if not buf.readonly:
-            # a copy-on-write map ('c') keeps the caller's writes in its private pages, which DONTNEED
-            # would discard (and a writable one, 'r+', may be written): only read-only maps are released
-            return None
-    view = np.frombuffer(base, dtype=np.uint8)
-    addr = view.ctypes.data
-    del view
-    return base, addr
-
-
-class _LocalSource:
-    """A memmap, a zarr array or an HDF5 dataset read by blocks in the calling process.
-
-    A read-only memory map's pages leave the process's resident set once a pass has read them (madvise
-    DONTNEED: the kernel's page cache keeps them, the next pass maps them again), so a fit from a memory map
-    holds at most a block's pages, not the whole file (10^7 x 2 float32: the caller grew by the file's 76 MB
-    and its fit's 50 more)."""
-
-    def __init__(self, arr):
-        self.arr = arr
-        self.shape = tuple(int(s) for s in arr.shape)
-        self.dtype = np.dtype(arr.dtype)
-        self.bounds = _array_bounds(arr)
-        self.is_dask = False
-        self._pages = _mapped_pages(arr)
-
-    def release(self, lo=0, hi=None):
-        """Drop the whole pages of rows [lo, hi) of a read-only memory map from the resident set (no-op for
-        other sources)."""
-        if self._pages is None:
-            return
-        mm, addr = self._pages
-        row = self.arr.strides[0] if self.arr.ndim > 1 else self.arr.itemsize
-        start = self.arr.ctypes.data - addr + int(lo) * row
-        end = self.arr.ctypes.data - addr + int(self.shape[0] if hi is None else hi) * row
-        page = mmap.PAGESIZE
-        start, end = -(-start // page) * page, end // page * page
-        if end > start and not mm.closed:
-            mm.madvise(mmap.MADV_DONTNEED, start, end - start)
-
-    def read(self, b):
-        lo, hi = self.bounds[b], self.bounds[b + 1]
-        return np.asarray(self.arr[lo:hi])
-
-    def take(self, rows):
-        """Rows (sorted, unique source indices) in the source's dtype (float64 where some are kept)."""
-        return _take_known(self, rows, self._take)
-
-    def _take(self, rows):
-        if len(rows) == 0:
-            return np.zeros((0,) + self.shape[1:], dtype=self.dtype)
-        # one block at a time (zarr would otherwise read every chunk concurrently; a memory map's pages are
-        # released block by block), the next read while this one is indexed, into one output array (no parts
-        # to concatenate: a stash is many rows).  The rows are in range: ChunkedRows._source_rows checks them
-        out = np.empty((len(rows),) + self.shape[1:], dtype=self.dtype)
-        edges = np.searchsorted(rows, self.bounds)
-        used = [b for b in range(len(self.bounds) - 1) if edges[b + 1] > edges[b]]
-        for block, b in zip(self._blocks(used), used):  # (the generator first: its last release runs)
-            out[edges[b]:edges[b + 1]] = block[rows[edges[b]:edges[b + 1]] - self.bounds[b]]
-        return out
-
-    def map(self, fn, shared, per_block, blocks, combine=None):
-        parts = [fn(block, shared, pb) for block, pb in zip(self._blocks(blocks), per_block)]
-        return parts if combine is None or len(parts) < 2 else [_Combined(combine)(shared, *parts)]
-
-    def _blocks(self, blocks):
-        """The blocks, each read while ``fn`` works on the one before (zarr and HDF5: decoding releases the
-        GIL, and so do the engine's scans), so that a pass costs its reads or its work, not their sum (10^7 x 2
-        zarr, 10 blocks: 0.23 s of reads a pass).  A memory map's rows are read where they are used."""
-        blocks = list(blocks)
-        if isinstance(self.arr, np.ndarray) or len(blocks) < 2:
-            for b in blocks:
-                yield self.read(b)
-                self.release(self.bounds[b], self.bounds[b + 1])
-            return
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="corevector-read") as pool:
-            nxt = pool.submit(self.read, blocks[0])
-            for i in range(len(blocks)):
-                block = nxt.result()
-                if i + 1 < len(blocks):
-                    nxt = pool.submit(self.read, blocks[i + 1])
-                yield block
-                del block
-
-    def scatter(self, objs):
-        return objs
-
-
-class _Combined:
-    """``combine(results, shared)`` over the lists of results of several blocks: a list of one."""
-
-    def __init__(self, combine):
-        self.combine = combine
-
-    def __call__(self, shared, *parts):
-        return [self.combine([r for p in parts for r in p], shared)]
-
-
 #: blocks' results combined per task of the tree that reduces a scan on the workers
 FAN_IN = 8
 

@@ -14,7 +14,7 @@ import pytest
 
 from corevector import CVDD, CVR, MEB, CVMClassifier
 from corevector import chunked
-from corevector import _chunked_ops, _chunked_scans
+from corevector import _chunked_ops, _chunked_scans, _local_source
 from refimpl.datasets import checkerboard
 
 zarr = pytest.importorskip("zarr")
@@ -25,8 +25,8 @@ da = pytest.importorskip("dask.array")
 @pytest.fixture(autouse=True)
 def small_blocks(monkeypatch):
     """Many blocks and small windows of draws ahead even on small data."""
-    monkeypatch.setattr(chunked, "BLOCK_BYTES", 16 * 1024)
-    monkeypatch.setattr(chunked, "MIN_BLOCK_ROWS", 1)
+    monkeypatch.setattr(_local_source, "BLOCK_BYTES", 16 * 1024)
+    monkeypatch.setattr(_local_source, "MIN_BLOCK_ROWS", 1)
     monkeypatch.setattr(_chunked_ops, "WINDOW_START", 256)
 
 
@@ -352,7 +352,7 @@ def test_memory_map_pages_leave_the_resident_set(tmp_path, monkeypatch):
     """A pass over a read-only memory map (the validation statistics, the rows of a stash) leaves at most a
     block's pages resident, not the file; a copy-on-write map keeps its pages, and with them the caller's
     writes, which the pass reads."""
-    monkeypatch.setattr(chunked, "BLOCK_BYTES", 1 << 20)
+    monkeypatch.setattr(_local_source, "BLOCK_BYTES", 1 << 20)
     X = np.random.default_rng(0).normal(size=(500_000, 2)).astype(np.float32)  # 4 MB
     path = tmp_path / "x.npy"
     np.save(path, X)

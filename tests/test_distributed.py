@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from corevector import CVR, CVMClassifier
-from corevector import _chunked_ops, chunked
+from corevector import _chunked_ops, _local_source, chunked
 from refimpl.datasets import checkerboard
 
 distributed = pytest.importorskip("distributed")
@@ -42,8 +42,8 @@ def client():
 
 @pytest.fixture(autouse=True)
 def small_windows(monkeypatch):
-    monkeypatch.setattr(chunked, "BLOCK_BYTES", 64 * 1024)
-    monkeypatch.setattr(chunked, "MIN_BLOCK_ROWS", 1)
+    monkeypatch.setattr(_local_source, "BLOCK_BYTES", 64 * 1024)
+    monkeypatch.setattr(_local_source, "MIN_BLOCK_ROWS", 1)
     monkeypatch.setattr(chunked, "TASK_BYTES", 64 * 1024)
     monkeypatch.setattr(_chunked_ops, "WINDOW_START", 512)
 
