@@ -96,6 +96,26 @@ def _worker_usage():
     return r.ru_utime + r.ru_stime, hwm
 
 
+def reset_peak():
+    """Reset this process's resident high-water mark (VmHWM); returns its resident bytes now."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return _rss("VmRSS:")
+
+
+def timed_fit(est, X, y, client=None):
+    """``est.fit(X, y)`` measured: (wall s, CPU s of this process plus the client's workers, growth of this
+    process's resident high-water mark in bytes, the workers' (CPU, peak) after it)."""
+    base = reset_peak()
+    w0 = client.run(_worker_usage) if client else {}
+    c0, t0 = time.process_time(), time.perf_counter()
+    est.fit(X, y)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    growth = _rss("VmHWM:") - base
+    w1 = client.run(_worker_usage) if client else {}
+    return wall, cpu + sum(w1[k][0] - w0[k][0] for k in w1), growth, w1
+
+
 def _head(X, kind, n):
     """The first n rows of X as the same kind of input (a warm-up fit's data)."""
     import zarr
@@ -138,22 +158,12 @@ def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
         X = zarr.open_array(str(zpath), mode="r")
         if kind == "dask":
             client = local_cluster(workers, WORKER_MEMORY)
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-    base = _rss("VmRSS:")
+    base = reset_peak()
     CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(_head(X, kind, WARM_ROWS), y[:WARM_ROWS])
     first = _rss("VmHWM:") - base
     load = os.getloadavg()[0]
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-    base = _rss("VmRSS:")
-    w0 = client.run(_worker_usage) if client else {}
-    c0, t0 = time.process_time(), time.perf_counter()
-    est = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    growth = _rss("VmHWM:") - base
-    w1 = client.run(_worker_usage) if client else {}
-    cpu += sum(w1[k][0] - w0[k][0] for k in w1)
+    est = CVMClassifier(C=1e4, gamma=1.0, random_state=0)
+    wall, cpu, growth, w1 = timed_fit(est, X, y, client)
     # the scan throughput on at most SCAN_ROWS rows (a prediction of every row returns 8 bytes a row)
     n_scan = min(m, SCAN_ROWS)
     Xs = X

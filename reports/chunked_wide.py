@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .chunked import _rss, _worker_usage, local_cluster, medians_of
+from .chunked import _head, local_cluster, medians_of, timed_fit
 from .common import Context, ExperimentResult, experiment, to_markdown
 
 CLASS = 1
@@ -64,29 +64,12 @@ def run_one(kind, m, path, workers=WORKERS):
     y = _labels(root["y"][:])
     Xt, yt = source_images("test")
     Xt, yt = Xt.reshape(len(Xt), -1), _labels(yt)
-    client = None
-    if kind == "memory":
-        X = np.asarray(root["X"][:])
-        warm = X[:WARM_ROWS]
-    else:
-        X = root["X"]
-        warm = zarr.array(np.asarray(X[:WARM_ROWS]), chunks=(1024, X.shape[1]))
-        if kind == "dask":
-            import dask.array as da
-            client = local_cluster(workers, WORKER_MEMORY)
-            warm = da.from_array(np.asarray(warm), chunks=(1024, X.shape[1]))
-    CVMClassifier(random_state=0).fit(warm, y[:WARM_ROWS])
+    X = np.asarray(root["X"][:]) if kind == "memory" else root["X"]
+    client = local_cluster(workers, WORKER_MEMORY) if kind == "dask" else None
+    CVMClassifier(random_state=0).fit(_head(X, kind, WARM_ROWS), y[:WARM_ROWS])
     load = os.getloadavg()[0]
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-    base = _rss("VmRSS:")
-    w0 = client.run(_worker_usage) if client else {}
-    c0, t0 = time.process_time(), time.perf_counter()
-    est = CVMClassifier(random_state=0).fit(X, y)
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    growth = _rss("VmHWM:") - base
-    w1 = client.run(_worker_usage) if client else {}
-    cpu += sum(w1[k][0] - w0[k][0] for k in w1)
+    est = CVMClassifier(random_state=0)
+    wall, cpu, growth, w1 = timed_fit(est, X, y, client)
     n_scan = min(m, SCAN_ROWS)
     if kind == "memory":
         Xs = X[:n_scan]
