@@ -470,7 +470,9 @@ class ChunkedMEBOps:
                     c0=self.c0, diag_add=float(p.diag_add), has_pdiag=p.point_diag is not None,
                     has_delta=bool(p.has_delta), lconst=bool((not p.has_delta) and p.kernel.constant_diagonal),
                     has_offset=p.offset is not None, mirror=self.mirror, m=self.m,
-                    core=core[order], core_alpha=alpha[order], k=k, over=d2_over)
+                    core=core[order], core_alpha=alpha[order], k=k, over=d2_over,
+                    # every row's box, for the block scans' screens (_chunked_scans._scan_block)
+                    box=tuple(np.asarray(b, dtype=np.float64) for b in self.X.box))
 
     def _scan_all(self, k, d2_over):
         sh = self._shared(k, d2_over)

@@ -4,7 +4,10 @@ block of the data -- on a Dask worker, or in the caller for a local store -- and
 Each block returns its largest squared distance, the candidates within the tie band of it and its top-k
 violators: a few hundred bytes, whatever the block's size.  The values are formed by the in-memory engine's
 own kernel routine (``fastimpl._engine.kernel_expansion`` or ``refimpl.kernels.kernel_block``) and its
-finishing arithmetic, term by term, so they match the in-memory scan's.
+finishing arithmetic, term by term, so they match the in-memory scan's.  The compiled path screens first, as
+the in-memory scans do (``fastimpl._engine.screened_expansion``: the float exp or Taylor screen at d < 16),
+and computes exactly only the candidates whose screened value may reach a decision
+(:func:`_exact_near_decisions`); the others cannot change the block's result.
 """
 from __future__ import annotations
 
@@ -52,18 +55,78 @@ def _ref_d2(X, z, s, cd, offset, raw, sh):
     return sh["marg"] - 2.0 * Ka + ld
 
 
+def _fast_d2(ka, z_all, s_all, cd, offset, raw, sh, rows=None):
+    """d^2 - c0 of each half's candidates from ka_z = sum_t coef_t k(sv_t, x_z) by the engine's finishing
+    arithmetic (fastimpl _finish_d2), and a bound on the magnitude of its terms (for the round-off of a
+    screened value's finish); ``rows``: only those of the block."""
+    if rows is not None:
+        ka, cd = ka[rows], cd[rows]
+        offset = offset[rows] if offset is not None else None
+        raw = raw[rows] if raw is not None else None
+    lb = sh["lb"]
+    vals, scale = [], abs(sh["marg"])
+    for z, s in zip(z_all, s_all):
+        if rows is not None:
+            z, s = z[rows], s[rows]
+        hit, ridge = _ridge_of_core(z, sh, cd)
+        kal = s * (ka + lb * sh["svsum"])
+        if hit is not None and (sh["diag_add"] != 0.0 or sh["has_pdiag"]):
+            kal = np.where(hit, kal + ridge, kal)
+        if sh["has_delta"]:
+            ld = s * offset if sh["has_offset"] else 0.0
+        elif sh["lconst"]:
+            ld = 0.0
+        else:
+            ld = raw + lb + cd
+        vals.append(sh["marg"] - 2.0 * kal + ld)
+        if len(z):
+            scale = max(scale, abs(sh["marg"]) + 2.0 * float(np.max(np.abs(kal))) + float(np.max(np.abs(ld))))
+    return vals, scale
+
+
+def _exact_near_decisions(X, ka, err, scale, vals_all, z_all, s_all, cd, offset, raw, sh, kernel_expansion):
+    """Replace, in place, the screened d^2 of every candidate that may reach a decision of the scan by the
+    exact one (kernel_expansion's sums of those rows, which are each row's own).
+
+    A screened ka is within ``err`` of the exact one, so a screened d^2 is within E = 2 err plus the
+    round-off of both finishes (a few ulps of ``scale``).  Candidates whose screened value is below
+    every threshold less E -- the block's band (vmax - 2 TIE (|vmax| + |c0|) of the exact maximum, itself
+    >= the screened maximum less E), ``over`` and a given band -- are certainly outside all three and keep
+    their screened values (the in-memory scans' rule, _screens.pxi); the block's maximum, its band and its
+    violators are then exactly the unscreened scan's."""
+    E = 2.0 * err + 16.0 * np.finfo(np.float64).eps * (scale + 2.0 * err)
+    vmax = max((float(v.max()) for v in vals_all if len(v)), default=-np.inf)
+    c0 = sh["c0"]
+    floor = vmax - 2.0 * E - 2.0 * TIE * (abs(vmax) + E + abs(c0))
+    if sh["k"] > 0:
+        floor = min(floor, sh["over"] - c0 - E)
+    if sh.get("band") is not None:
+        floor = min(floor, sh["band"] - E)
+    near = np.zeros(len(ka), dtype=bool)
+    for v in vals_all:
+        near |= v >= floor
+    rows = np.flatnonzero(near)
+    if len(rows) == 0:
+        return
+    ka = ka.copy()
+    ka[rows] = kernel_expansion(sh["spec"], sh["SV"], sh["svcoef"], X[rows])
+    exact, _ = _fast_d2(ka, z_all, s_all, cd, offset, raw, sh, rows=rows)
+    for v, e in zip(vals_all, exact):
+        v[rows] = e
+
+
 def _scan_block(X, sh, pb):
     """One block's part of a full scan: for each half (CVR's mirrored points are the second), the largest
     d^2 - c0, the candidates within 2 TIE of it (lowest indices first), and the k largest beyond ``over``."""
     pidx, (sign, offset, pdiag) = pb[0], pb[1][:3]
-    spec, m, lb = sh["spec"], sh["m"], sh["lb"]
+    spec, m = sh["spec"], sh["m"]
     nsv = len(sh["svcoef"])
     s_in = np.ones(len(pidx)) if sign is None else sign.astype(np.float64)
     cd = np.full(len(pidx), sh["diag_add"]) if pdiag is None else pdiag
     halves = 2 if sh["mirror"] else 1
     if sh["impl"] == "fast":
-        from fastimpl._engine import kernel_expansion
-        ka = kernel_expansion(spec, sh["SV"], sh["svcoef"], X) if nsv else np.zeros(len(pidx))
+        from fastimpl._engine import kernel_expansion, screened_expansion
+        ka, err = screened_expansion(spec, sh["SV"], sh["svcoef"], X, *sh["box"]) if nsv else (np.zeros(len(pidx)), -1.0)
         raw = None
         if not sh["lconst"] and not sh["has_delta"]:
             from refimpl.kernels import kernel_diag
@@ -73,26 +136,14 @@ def _scan_block(X, sh, pb):
         raw = kernel_diag(spec, X)
     out = dict(vmax=-np.inf, band_z=[], band_v=[], cut_v=-np.inf, top_z=[], top_v=[])
     over, k, c0 = sh["over"], sh["k"], sh["c0"]
-    vals_all, z_all = [], []
-    for h in range(halves):
-        z = pidx + h * m
-        s = -s_in if h == 1 else s_in
-        hit, ridge = _ridge_of_core(z, sh, cd)
-        if sh["impl"] == "fast":
-            kal = s * (ka + lb * sh["svsum"])
-            if hit is not None and (sh["diag_add"] != 0.0 or sh["has_pdiag"]):
-                kal = np.where(hit, kal + ridge, kal)
-            if sh["has_delta"]:
-                ld = s * offset if sh["has_offset"] else 0.0
-            elif sh["lconst"]:
-                ld = 0.0
-            else:
-                ld = raw + lb + cd
-            v = sh["marg"] - 2.0 * kal + ld
-        else:
-            v = _ref_d2(X, z, s, cd, offset, raw, sh)
-        vals_all.append(v)
-        z_all.append(z)
+    z_all = [pidx + h * m for h in range(halves)]
+    s_all = [-s_in if h == 1 else s_in for h in range(halves)]
+    if sh["impl"] == "fast":
+        vals_all, scale = _fast_d2(ka, z_all, s_all, cd, offset, raw, sh)
+        if err >= 0.0:
+            _exact_near_decisions(X, ka, err, scale, vals_all, z_all, s_all, cd, offset, raw, sh, kernel_expansion)
+    else:
+        vals_all = [_ref_d2(X, z, s, cd, offset, raw, sh) for z, s in zip(z_all, s_all)]
     for z, v in zip(z_all, vals_all):
         if len(v):
             out["vmax"] = max(out["vmax"], float(v.max()))

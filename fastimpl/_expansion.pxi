@@ -3,6 +3,8 @@
 # x's sum runs through its rows: SIMD on coordinates (radial kernels fused, no row written), BLAS GEMM in
 # blocks of GEMM_BLOCK points from d = 16 on, sparse-dense products for CSR input; in parallel over x from
 # PARALLEL_MIN_WORK kernel evaluations on.  Independent of the core-set loop (MMDA's transform uses it too).
+# screened_expansion: the same sums through the scans' screens, within a stated bound (the chunked fits'
+# block scans, corevector._chunked_scans).
 
 cdef double _expansion_row(_PointStore store, const double* x, const Kern* K, const double* c,
                            Py_ssize_t ns) noexcept nogil:
@@ -116,3 +118,62 @@ def _kernel_expansion_csr(spec, SV, coef, X, Py_ssize_t min_parallel_work=-1):
                 csr_clear(&buf[ns + 1], xi, xp[i], xp[i + 1])
             free(buf)
     return out
+
+
+def screened_expansion(spec, SV, coef, X, lo=None, hi=None):
+    """kernel_expansion's sums through the engine's screens, for a full scan that needs exact values only
+    near its decisions (corevector._chunked_scans): returns (values, err) with every value within ``err``
+    of kernel_expansion's for that row; ``err`` < 0 when no screen applies (the values are then
+    kernel_expansion's own).
+
+    The screens are the in-memory scans' (_screens.pxi): the Taylor expansion of the Gaussian kernel
+    where it costs less than the sums it replaces, else the single-precision exp, both on the
+    coordinate layout (d < 16) and centred on the box [lo, hi] (default: the bounding box of X and SV; a
+    given box must hold every row of both).  ``err`` is the screen's
+    bound per term times sum |coef|, plus the round-off of the exact path's sum of nsv terms
+    (_Screens.err without its finishing terms, which the caller adds for its own arithmetic)."""
+    cdef const double[:, ::1] sv = np.ascontiguousarray(SV, dtype=np.float64)
+    cdef const double[::1] c = np.ascontiguousarray(coef, dtype=np.float64)
+    cdef const double[:, ::1] x = np.ascontiguousarray(X, dtype=np.float64)
+    cdef Py_ssize_t nx = x.shape[0], ns = sv.shape[0], d = x.shape[1], i, t
+    cdef Kern K = make_kern(spec, d)
+    cdef _PointStore store
+    cdef double term, cabs = 0.0
+    cdef int screen = SCREEN_NONE
+    if sp.issparse(X) or sp.issparse(SV) or nx == 0 or ns == 0 or d >= BLAS_MIN_D or not k_is_radial(&K):
+        return kernel_expansion(spec, SV, coef, X), -1.0
+    if lo is None or hi is None:
+        lo = np.minimum(np.asarray(X).min(axis=0), np.asarray(SV).min(axis=0))
+        hi = np.maximum(np.asarray(X).max(axis=0), np.asarray(SV).max(axis=0))
+    cdef const double[::1] blo = np.ascontiguousarray(lo, dtype=np.float64)
+    cdef const double[::1] bhi = np.ascontiguousarray(hi, dtype=np.float64)
+    if blo.shape[0] != d or bhi.shape[0] != d:
+        raise ValueError(f"the box has {blo.shape[0]} and {bhi.shape[0]} coordinates, X {d}")
+    store = _PointStore()
+    store.setup(K, ns)
+    store.enable_f32(&blo[0], &bhi[0])
+    store.enable_taylor(&blo[0], &bhi[0])
+    for t in range(ns):
+        store.put(t, &sv[t, 0])
+        cabs += fabs(c[t])
+    if store.tmode and TAYLOR_POLICY >= 0 and (
+            TAYLOR_POLICY == 1 or nx * store.tnt * COST_TAYLOR_EVAL + ns * store.tnt * COST_TAYLOR_BUILD
+            < nx * ns * COST_KERNEL_TERM):
+        screen = SCREEN_TAYLOR
+    elif store.screens():
+        screen = SCREEN_FLOAT
+    else:
+        return kernel_expansion(spec, SV, coef, X), -1.0
+    cdef cnp.ndarray[double, ndim=1, mode="c"] out = np.zeros(nx)
+    cdef double[::1] o = out
+    cdef bint parallel = nx * ns >= PARALLEL_MIN_WORK
+    with nogil:
+        if screen == SCREEN_TAYLOR:
+            store.taylor_build(&c[0])
+            store.taylor_sum(&x[0, 0], d, NULL, nx, &o[0])
+            term = store.taylor_term_err()
+        else:
+            for i in prange(nx, schedule="static", use_threads_if=parallel):
+                o[i] = store.weighted_screen(&x[i, 0], &c[0])
+            term = store.screen_term_err()
+    return out, cabs * (term + 4.0 * DBL_EPSILON * (ns + 1))

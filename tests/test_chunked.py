@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from corevector import CVDD, CVR, MEB, CVMClassifier
 from corevector import chunked
@@ -410,3 +411,63 @@ def test_high_dimensional_fits_are_the_in_memory_fits(tmp_path, kind):
     assert np.array_equal(a.predict(X), b.predict(Xc))
     a, b = CVDD(random_state=0).fit(X.astype(np.float64)), CVDD(random_state=0).fit(Xc)  # the one-class MEB
     assert a.n_iter_ > 5 and np.array_equal(a.core_set_, b.core_set_)
+
+
+@settings(max_examples=40, deadline=None)
+@given(d=st.integers(1, 6), nsv=st.integers(1, 60), log_gamma=st.floats(-3, 1.5), scale=st.floats(0.1, 10.0),
+       policy=st.sampled_from([-1, 0, 1]), seed=st.integers(0, 2**31 - 1))
+def test_screened_expansion_within_its_bound(d, nsv, log_gamma, scale, policy, seed):
+    """The block scans' screened sums (fastimpl screened_expansion: the float exp or the Taylor expansion of
+    the in-memory scans) are within their stated bound of kernel_expansion's exact sums, row by row; where
+    no screen applies, they are those sums."""
+    from fastimpl._engine import _set_taylor_policy, kernel_expansion, screened_expansion
+    from refimpl.kernels import make_kernel_spec
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-scale, scale, size=(300, d))
+    SV = X[rng.choice(len(X), nsv)]
+    coef = rng.normal(size=nsv)
+    spec = make_kernel_spec(X, "rbf", gamma=10.0 ** log_gamma)
+    old = _set_taylor_policy(policy)
+    try:
+        got, err = screened_expansion(spec, SV, coef, X)
+        boxed, err_b = screened_expansion(spec, SV, coef, X, X.min(axis=0) - 1.0, X.max(axis=0) + 1.0)
+    finally:
+        _set_taylor_policy(old)
+    exact = kernel_expansion(spec, SV, coef, X)
+    for v, e in ((got, err), (boxed, err_b)):
+        if e < 0:
+            assert np.array_equal(v, exact)
+        else:
+            assert np.all(np.abs(v - exact) <= e)
+
+
+def test_screened_block_scans_decide_as_the_exact_ones(tmp_path, monkeypatch):
+    """Every full scan of a chunked fit run again, its block scans without their screen: the same maximum,
+    band lists, cut value and violators, bit for bit (the screened values kept are below every decision).
+    The fits cover one and two halves (CVR's mirrored points), weights (a ridge per point) and violators
+    (k > 0); the screen must have run, and left rows out, for the check to mean something."""
+    import fastimpl._engine as engine
+    X, y, _, yr, w = _data(2000)
+    z = zarr.open_array(str(tmp_path / "s.zarr"), mode="w", shape=X.shape, chunks=(300, 2), dtype="f8")
+    z[:] = X
+    calls, exact_rows = [], []
+    scan_block = _chunked_scans._scan_block
+
+    def record(Xb, sh, pb):
+        out = scan_block(Xb, sh, pb)
+        calls.append((np.array(Xb), sh, pb, out))
+        return out
+    monkeypatch.setattr(_chunked_ops, "_scan_block", record)
+    kernel_expansion = engine.kernel_expansion
+    monkeypatch.setattr(engine, "kernel_expansion", lambda *a: exact_rows.append(len(a[3])) or kernel_expansion(*a))
+    CVMClassifier(C=10, gamma=1.0, sample_size=None, random_state=0).fit(z, y, sample_weight=w)
+    CVR(C=10.0, gamma=1.0, eps=0.1, random_state=0).fit(z, yr)
+    monkeypatch.setattr(engine, "screened_expansion", lambda spec, SV, c, Xb, *box: (kernel_expansion(spec, SV, c, Xb), -1.0))
+    assert sum(1 for c in calls if c[1]["k"] > 0) and sum(1 for c in calls if c[1]["mirror"])
+    assert 0 < sum(exact_rows) < sum(len(c[0]) for c in calls if len(c[1]["svcoef"]))
+    for Xb, sh, pb, out in calls:
+        again = scan_block(Xb, sh, pb)
+        assert again.keys() == out.keys()
+        for key in out:
+            assert np.array_equal(np.asarray(again[key]), np.asarray(out[key])), key
+
