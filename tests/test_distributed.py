@@ -56,7 +56,7 @@ def _data(m=6000):
     return X, X.astype(np.float64), y, y3, yr
 
 
-def test_cluster_fits_are_the_in_memory_fits(client, tmp_path):
+def test_cluster_fits_are_the_in_memory_fits(client, tmp_path, monkeypatch):
     X32, X, y, y3, yr = _data()
     ref = [CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y),
            CVMClassifier(C=10, gamma=1.0, random_state=0).fit(X, y3),
@@ -65,7 +65,12 @@ def test_cluster_fits_are_the_in_memory_fits(client, tmp_path):
     z[:] = X32
     with client.as_current():
         Xd = da.from_array(X32, chunks=(1500, 2)).persist()
-        for Xc in (Xd, z):   # rows persisted on the workers; chunks read from disk by the workers
+        assert chunked._source(z).persisted   # small against the workers' memory: read once, kept there
+        for Xc, share in ((Xd, chunked.PERSIST_SHARE), (z, chunked.PERSIST_SHARE), (z, 0.0)):
+            # rows persisted on the workers; a store persisted for the fit; chunks read by the workers per pass
+            monkeypatch.setattr(chunked, "PERSIST_SHARE", share)
+            if share == 0.0:
+                assert not chunked._source(z).persisted
             got = [CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(Xc, y),
                    CVMClassifier(C=10, gamma=1.0, random_state=0).fit(Xc, y3),
                    CVR(C=1.0, gamma=1.0, eps=0.1, stop="radius", random_state=0).fit(Xc, yr)]
