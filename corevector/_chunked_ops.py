@@ -294,7 +294,7 @@ class ChunkedMEBOps:
         """Have the pool read the rows of the next ``stash_size`` stream positions, in one pass."""
         values = self.stash_stream.integers(0, self.n, size=self.stash_size)
         start, self.stash_horizon = self.stash_horizon, self.stash_horizon + self.stash_size
-        self.pool.submit(self._read_stash, start, self.stash_horizon, unique_rows(self._rows(values)))
+        self.pool.submit(self._read_stash, start, self.stash_horizon, unique_rows(self._rows(values), own=True))
 
     def _read_stash(self, start, end, rows):
         """One pass in the background reads the rows (``X.stage``: on a Dask cluster they stay on the workers

@@ -14,11 +14,24 @@ import numpy as np
 __all__ = ["RowSlots", "unique_rows", "positions_in", "by_block"]
 
 
-def unique_rows(rows) -> np.ndarray:
+def unique_rows(rows, *, own=False) -> np.ndarray:
     """np.unique of row indices (int64, ascending) by a sort: NumPy 2.4's np.unique hashes integers unless
-    asked for an inverse, 0.52 s for 2^20 draws from 10^7 rows against 0.02 s sorted."""
-    s = np.sort(np.asarray(rows, dtype=np.int64).ravel())
-    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
+    asked for an inverse, 0.52 s for 2^20 draws from 10^7 rows against 0.02 s sorted.  ``own``: ``rows`` is
+    the caller's int64 array to sort in place (no copy of a stash's 2^19 draws), and the result int32 where
+    the rows allow (a stash keeps its rows while it serves: half the bytes)."""
+    if own and isinstance(rows, np.ndarray) and rows.dtype == np.int64 and rows.ndim == 1:
+        rows.sort()
+        s = rows
+    else:
+        s = np.sort(np.asarray(rows, dtype=np.int64).ravel())
+    if len(s) == 0:
+        return s
+    keep = np.empty(len(s), dtype=bool)
+    keep[0] = True
+    np.not_equal(s[1:], s[:-1], out=keep[1:])
+    if own and s[-1] < 2**31:
+        return s[keep].astype(np.int32)
+    return s[keep]
 
 
 def positions_in(keys, queries):

@@ -49,7 +49,10 @@ class StagedRows:
     def __init__(self, source, rows, dtype):
         import dask
         self.source, self.dtype = source, np.dtype(dtype)
-        parts = by_block(source.bounds, rows)
+        # positions within a block as int32 where blocks allow: they travel in the graph (half its bytes,
+        # which the scheduler -- in the caller's process on a LocalCluster -- holds until the pass has run)
+        small = len(source.bounds) < 2 or int(np.max(np.diff(source.bounds))) < 2**31
+        parts = [(b, loc.astype(np.int32) if small else loc) for b, loc in by_block(source.bounds, rows)]
         self.offsets = np.r_[0, np.cumsum([len(loc) for _, loc in parts])].astype(np.int64)
         self.parts = source.client.compute(
             [dask.delayed(_rows_of_block, pure=False)(source.blocks[b], loc, self.dtype) for b, loc in parts])

@@ -471,3 +471,16 @@ def test_screened_block_scans_decide_as_the_exact_ones(tmp_path, monkeypatch):
         for key in out:
             assert np.array_equal(np.asarray(again[key]), np.asarray(out[key])), key
 
+
+def test_unique_rows_of_a_stash():
+    """A stash's rows: sorted and unique as np.unique gives them, sorted in place when the caller owns the
+    draws, and int32 only where every row fits."""
+    from corevector._row_slots import unique_rows
+    rng = np.random.default_rng(0)
+    for high in (10, 10**6, 2**40):
+        draws = rng.integers(0, high, size=5000)
+        want = np.unique(draws)
+        got = unique_rows(draws.copy(), own=True)
+        assert np.array_equal(got, want) and got.dtype == (np.int32 if high < 2**31 else np.int64)
+        assert np.array_equal(unique_rows(draws), want) and unique_rows(draws).dtype == np.int64
+    assert len(unique_rows(np.zeros(0, dtype=np.int64), own=True)) == 0
