@@ -52,7 +52,7 @@ class StagedRows:
         # positions within a block as int32 where blocks allow: they travel in the graph (half its bytes,
         # which the scheduler -- in the caller's process on a LocalCluster -- holds until the pass has run)
         small = len(source.bounds) < 2 or int(np.max(np.diff(source.bounds))) < 2**31
-        parts = [(b, loc.astype(np.int32) if small else loc) for b, loc in by_block(source.bounds, rows)]
+        parts = [(b, loc.astype(np.int32, copy=False) if small else loc) for b, loc in by_block(source.bounds, rows)]
         self.offsets = np.r_[0, np.cumsum([len(loc) for _, loc in parts])].astype(np.int64)
         self.parts = source.client.compute(
             [dask.delayed(_rows_of_block, pure=False)(source.blocks[b], loc, self.dtype) for b, loc in parts])

@@ -327,8 +327,11 @@ class ChunkedRows:
         return self.shape[0] * self.shape[1] * 8
 
     def _source_rows(self, idx):
-        """The source's rows of the view's rows ``idx`` (NumPy's negative indices; IndexError out of range)."""
-        idx = np.asarray(idx, dtype=np.int64)
+        """The source's rows of the view's rows ``idx`` (NumPy's negative indices; IndexError out of range),
+        in idx's integer type (a stash's int32 rows stay int32)."""
+        idx = np.asarray(idx)
+        if idx.dtype.kind not in "iu":
+            idx = idx.astype(np.int64)
         n = self.shape[0]
         lo = int(idx.min()) if idx.size else 0
         if lo < -n or (idx.size and int(idx.max()) >= n):
