@@ -187,7 +187,11 @@ class _DaskSource:
         if self.client is None:
             return False
         try:
-            workers = self.client.scheduler_info().get("workers", {}).values()
+            try:
+                info = self.client.scheduler_info(n_workers=-1)  # every worker (some versions list five)
+            except TypeError:
+                info = self.client.scheduler_info()
+            workers = info.get("workers", {}).values()
         except Exception:  # noqa: BLE001 -- no scheduler information: read per pass, as without persisting
             return False
         limit = sum(int(w.get("memory_limit") or 0) for w in workers)
