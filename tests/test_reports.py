@@ -291,3 +291,19 @@ def test_chunked_experiment(tiny_report):
     assert "error" not in df.columns or df["error"].isna().all()
     assert df["core_set"].nunique() <= 2  # the memmap holds the float32 rows: its own (equal-sized) fit
     assert (df.loc[df["input"] != "memory", "scan_bytes_per_block"] < 4096).all()
+
+
+def test_wide_store_copy_for_memory_maps(tmp_path):
+    """reports.chunked_wide.npy_copy: the generated store's rows, block by block, into a float32 .npy that a
+    memory map opens; written once (a second call keeps the file)."""
+    import zarr
+
+    from reports.chunked_wide import npy_copy
+    X = np.random.default_rng(0).random((70_000, 5)).astype(np.float32)
+    root = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    root.create_array("X", shape=X.shape, chunks=(1000, 5), dtype="f4")[:] = X
+    path = npy_copy(tmp_path / "g.zarr")
+    M = np.load(path, mmap_mode="r")
+    assert M.dtype == np.float32 and np.array_equal(M, X)
+    mtime = path.stat().st_mtime_ns
+    assert npy_copy(tmp_path / "g.zarr") == path and path.stat().st_mtime_ns == mtime
