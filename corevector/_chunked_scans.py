@@ -84,7 +84,7 @@ def _fast_d2(ka, z_all, s_all, cd, offset, raw, sh, rows=None):
     return vals, scale
 
 
-def _exact_near_decisions(X, ka, err, scale, vals_all, z_all, s_all, cd, offset, raw, sh, kernel_expansion):
+def _exact_near_decisions(X, ka, err, scale, vals_all, z_all, s_all, cd, offset, raw, sh):
     """Replace, in place, the screened d^2 of every candidate that may reach a decision of the scan by the
     exact one (kernel_expansion's sums of those rows, which are each row's own).
 
@@ -108,6 +108,7 @@ def _exact_near_decisions(X, ka, err, scale, vals_all, z_all, s_all, cd, offset,
     rows = np.flatnonzero(near)
     if len(rows) == 0:
         return
+    from fastimpl._engine import kernel_expansion
     ka = ka.copy()
     ka[rows] = kernel_expansion(sh["spec"], sh["SV"], sh["svcoef"], X[rows])
     exact, _ = _fast_d2(ka, z_all, s_all, cd, offset, raw, sh, rows=rows)
@@ -125,7 +126,7 @@ def _scan_block(X, sh, pb):
     cd = np.full(len(pidx), sh["diag_add"]) if pdiag is None else pdiag
     halves = 2 if sh["mirror"] else 1
     if sh["impl"] == "fast":
-        from fastimpl._engine import kernel_expansion, screened_expansion
+        from fastimpl._engine import screened_expansion
         ka, err = screened_expansion(spec, sh["SV"], sh["svcoef"], X, *sh["box"]) if nsv else (np.zeros(len(pidx)), -1.0)
         raw = None
         if not sh["lconst"] and not sh["has_delta"]:
@@ -141,7 +142,7 @@ def _scan_block(X, sh, pb):
     if sh["impl"] == "fast":
         vals_all, scale = _fast_d2(ka, z_all, s_all, cd, offset, raw, sh)
         if err >= 0.0:
-            _exact_near_decisions(X, ka, err, scale, vals_all, z_all, s_all, cd, offset, raw, sh, kernel_expansion)
+            _exact_near_decisions(X, ka, err, scale, vals_all, z_all, s_all, cd, offset, raw, sh)
     else:
         vals_all = [_ref_d2(X, z, s, cd, offset, raw, sh) for z, s in zip(z_all, s_all)]
     for z, v in zip(z_all, vals_all):

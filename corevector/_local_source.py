@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ._kept_rows import take_known as _take_known
+from ._row_slots import by_block as _by_block
 
 #: rows per block read in the calling process: about this many bytes as float64, at least MIN_BLOCK_ROWS
 #: (wide rows: a block's kernel work stays a matrix product)
@@ -109,10 +110,12 @@ class _LocalSource:
         # released block by block), the next read while this one is indexed, into one output array (no parts
         # to concatenate: a stash is many rows).  The rows are in range: ChunkedRows._source_rows checks them
         out = np.empty((len(rows),) + self.shape[1:], dtype=self.dtype)
-        edges = np.searchsorted(rows, self.bounds)
-        used = [b for b in range(len(self.bounds) - 1) if edges[b + 1] > edges[b]]
-        for block, b in zip(self._blocks(used), used):  # (the generator first: its last release runs)
-            out[edges[b]:edges[b + 1]] = block[rows[edges[b]:edges[b + 1]] - self.bounds[b]]
+        parts = _by_block(self.bounds, rows)
+        at = 0
+        # (the generator first in zip: its last release runs)
+        for block, (_, loc) in zip(self._blocks([b for b, _ in parts]), parts):
+            out[at:at + len(loc)] = block[loc]
+            at += len(loc)
         return out
 
     def map(self, fn, shared, per_block, blocks, combine=None):

@@ -139,7 +139,8 @@ def screened_expansion(spec, SV, coef, X, lo=None, hi=None):
     cdef Kern K = make_kern(spec, d)
     cdef _PointStore store
     cdef double term, cabs = 0.0
-    cdef int screen = SCREEN_NONE
+    cdef _Screens screens = _Screens()
+    cdef int screen
     if sp.issparse(X) or sp.issparse(SV) or nx == 0 or ns == 0 or d >= BLAS_MIN_D or not k_is_radial(&K):
         return kernel_expansion(spec, SV, coef, X), -1.0
     if lo is None or hi is None:
@@ -156,20 +157,16 @@ def screened_expansion(spec, SV, coef, X, lo=None, hi=None):
     for t in range(ns):
         store.put(t, &sv[t, 0])
         cabs += fabs(c[t])
-    if store.tmode and TAYLOR_POLICY >= 0 and (
-            TAYLOR_POLICY == 1 or nx * store.tnt * COST_TAYLOR_EVAL + ns * store.tnt * COST_TAYLOR_BUILD
-            < nx * ns * COST_KERNEL_TERM):
-        screen = SCREEN_TAYLOR
-    elif store.screens():
-        screen = SCREEN_FLOAT
-    else:
+    # the full scans' choice of screen (a fresh _Screens: this call's candidates are all it expects)
+    screen = screens.choose(store, ns, nx, False)
+    if screen == SCREEN_NONE:
         return kernel_expansion(spec, SV, coef, X), -1.0
     cdef cnp.ndarray[double, ndim=1, mode="c"] out = np.zeros(nx)
     cdef double[::1] o = out
     cdef bint parallel = nx * ns >= PARALLEL_MIN_WORK
     with nogil:
+        screens.prepare(screen, store, &c[0])
         if screen == SCREEN_TAYLOR:
-            store.taylor_build(&c[0])
             store.taylor_sum(&x[0, 0], d, NULL, nx, &o[0])
             term = store.taylor_term_err()
         else:
