@@ -46,6 +46,32 @@ def test_beta_closed_form_equals_double_sum():
     assert spec.gamma == pytest.approx(1.0 / brute, rel=1e-12)
 
 
+def test_dense_variance_is_numpys_without_a_copy_of_x(monkeypatch):
+    """refimpl.kernels.dense_variance: NumPy's X.var() (and var(axis=0)) bit for bit while X fits one block,
+    within rounding when the deviations are formed block by block; and gamma='scale' / 'beta' allocate far
+    less than X while they are computed (X.var() made a temporary as large as X)."""
+    import tracemalloc
+
+    from refimpl import kernels
+    X = rng.normal(size=(3000, 40)) * np.linspace(0.1, 5.0, 40) + 1e3
+    assert kernels.dense_variance(X) == X.var()
+    assert np.array_equal(kernels.dense_variance(X, axis=0), X.var(axis=0))
+    monkeypatch.setattr(kernels, "VARIANCE_BLOCK_BYTES", 7 * 40 * 8)  # 429 blocks, the last one short
+    assert kernels.dense_variance(X) == pytest.approx(X.var(), rel=1e-13)
+    np.testing.assert_allclose(kernels.dense_variance(X, axis=0), X.var(axis=0), rtol=1e-12)
+    monkeypatch.undo()
+    big = rng.normal(size=(80_000, 100))  # 64 MB, four blocks
+    for gamma in ("scale", "beta"):
+        tracemalloc.start()
+        try:
+            spec = make_kernel_spec(big, "rbf", gamma=gamma)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert peak < big.nbytes / 2, (gamma, peak)
+    assert spec.gamma == pytest.approx(1.0 / (2 * big.var(axis=0).sum()), rel=1e-12)
+
+
 def test_kernel_matrix_is_psd_for_admissible_parameters():
     for name in ("rbf", "laplacian", "poly", "linear"):
         K = kernel_block(make_kernel_spec(A, name, gamma=0.5, degree=2, coef0=1.0), A, A)
