@@ -307,3 +307,31 @@ def test_wide_store_copy_for_memory_maps(tmp_path):
     assert M.dtype == np.float32 and np.array_equal(M, X)
     mtime = path.stat().st_mtime_ns
     assert npy_copy(tmp_path / "g.zarr") == path and path.stat().st_mtime_ns == mtime
+
+
+def test_wide_fits_take_the_estimators_parameters(tmp_path):
+    """reports.chunked_wide --one ... --params JSON: the measured fit (from the store, or from the official
+    training images) is CVMClassifier(random_state=0, **params) on those rows, as fitted here in memory."""
+    import json
+    import subprocess
+
+    from corevector import CVMClassifier, infinite
+    try:
+        images, labels = infinite.source_images()
+    except ValueError:
+        pytest.skip("Fashion-MNIST (Debian's dataset-fashion-mnist) is not available")
+    from reports.chunked_wide import CLASS, WARM_ROWS
+    m, params = WARM_ROWS + 1000, {"stop": "radius", "eps": 0.01}
+    root = infinite.write_zarr(tmp_path / "g.zarr", m, seed=1, chunk_rows=500, shard_rows=1000)
+    sources = {"zarr": (np.asarray(root["X"]), np.asarray(root["y"])),
+               "official": (images[:m].reshape(m, -1), labels[:m])}
+    for kind, (X, y) in sources.items():
+        cmd = [sys.executable, "-m", "reports.chunked_wide", "--one", kind, str(m), str(tmp_path / "g.zarr"),
+               "--params", json.dumps(params)]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True,
+                             cwd=Path(__file__).resolve().parent.parent)
+        row = json.loads(out.stdout.splitlines()[-1])
+        est = CVMClassifier(random_state=0, **params).fit(X, np.where(y == CLASS, 1, -1))
+        assert json.loads(row["params"]) == params and row["m"] == m
+        assert (row["core_set"], row["n_iter"]) == (est.core_set_.size, est.n_iter_)
+        assert row["peak_rss_mb"] > 0
