@@ -123,6 +123,7 @@ cdef class _KBlock:
     cdef Py_ssize_t hv_k0, hv_k1    # ... of the core vectors [hv_k0, hv_k1)
     cdef Py_ssize_t recomputed      # candidates the last scan computed again in double (tests)
     cdef long long n_again          # ... and all scans of the fit
+    cdef long long n_support        # scans that took the support's path instead (FastMEBOps.scan)
     cdef double* scratch            # the serial scans' scratch (kept: a fresh large malloc per scan is
     cdef Py_ssize_t scap            #   fresh zeroed pages from the kernel every time)
     cdef _Owned own

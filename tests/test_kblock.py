@@ -123,8 +123,9 @@ def test_certificate_through_the_block_bounds_the_exact_meb():
 
 def test_block_stays_within_cache_size_and_stops_growing():
     """A budget too small for the whole block: the block stops at its share of cache_size (one panel of
-    128 core vectors here), the core vectors beyond it are summed exactly, everything held stays within
-    the budget, and the fit is the reference's.  A budget too small for one panel leaves the block off."""
+    128 core vectors here), the core vectors beyond it are summed exactly -- or, once they outnumber the
+    support, the scans take the support's path -- everything held stays within the budget, and the fit is
+    the reference's.  A budget too small for one panel leaves the block off."""
     from refimpl import cvm
     from refimpl.kernels import make_kernel_spec
     rng = np.random.default_rng(7)
@@ -138,6 +139,7 @@ def test_block_stays_within_cache_size_and_stops_growing():
     rows, factor, stores, peak, held_budget = ops.memory_state()
     assert on and filled == 128 < len(b.core_set) and nbytes <= 0.75 * budget
     assert rows + factor + stores <= budget
+    assert ops.support_scans() > 0 and np.count_nonzero(b.alpha) < len(b.core_set) - filled
     _, _, ops = _fit_both(problem, 1e-2, cache_size=2**20, **kw)
     assert not ops.block_state()[0]
 
