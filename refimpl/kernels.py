@@ -271,8 +271,7 @@ def resolve_gamma(gamma, X: np.ndarray, kernel: str) -> float:
                 what, value = "beta (mean squared pairwise distance)", beta_heuristic(X)
                 g = 1.0 / value if value > 0 else np.inf
             else:
-                with np.errstate(over="ignore", invalid="ignore"):
-                    var = sparse_variance(X) if sp.issparse(X) else float(dense_variance(X))
+                var = sparse_variance(X) if sp.issparse(X) else float(dense_variance(X))  # (overflow: inf)
                 what, value = "n_features * Var(X)", X.shape[1] * var
                 g = 1.0 / value if value > 0 else np.inf
             if not (_NORMAL[0] <= value <= _NORMAL[1]) or not (0.0 < g < np.inf):

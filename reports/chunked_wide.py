@@ -98,12 +98,8 @@ def run_one(kind, m, path, workers=WORKERS, params=None):
     else:
         root = zarr.open_group(str(path), mode="r")
         y = _labels(root["y"][:])
-    if kind == "memory":
-        X = np.asarray(root["X"][:])
-    elif kind == "memmap":
-        X = np.load(npy_copy(path), mmap_mode="r")
-    elif kind != "official":
-        X = root["X"]
+        X = (np.asarray(root["X"][:]) if kind == "memory" else
+             np.load(npy_copy(path), mmap_mode="r") if kind == "memmap" else root["X"])
     client = local_cluster(workers, WORKER_MEMORY) if kind == "dask" else None
     head = _head(X, "memory" if kind == "official" else kind, WARM_ROWS)
     CVMClassifier(random_state=0, **params).fit(head, y[:WARM_ROWS])
@@ -167,7 +163,9 @@ def chunked_wide(ctx: Context) -> ExperimentResult:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--one"]:  # --one KIND M PATH [WORKERS] [--params JSON]
-        a = sys.argv[2:]
-        extra = json.loads(a.pop(a.index("--params") + 1)) if "--params" in a else None
-        a = [v for v in a if v != "--params"]
+        a, extra = sys.argv[2:], None
+        if "--params" in a:
+            i = a.index("--params")
+            extra = json.loads(a[i + 1])
+            del a[i:i + 2]
         print(json.dumps(run_one(a[0], int(a[1]), a[2], *(int(v) for v in a[3:]), params=extra)), flush=True)
