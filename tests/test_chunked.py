@@ -484,3 +484,23 @@ def test_unique_rows_of_a_stash():
         assert np.array_equal(got, want) and got.dtype == (np.int32 if high < 2**31 else np.int64)
         assert np.array_equal(unique_rows(draws), want) and unique_rows(draws).dtype == np.int64
     assert len(unique_rows(np.zeros(0, dtype=np.int64), own=True)) == 0
+
+
+def test_dask_predictions_send_the_model_once():
+    """The per-block tasks of a prediction on a Dask array read the fitted model from one key of the graph,
+    each task as serialised for a worker far smaller than the model (with the model inside every task's
+    function, 977 tasks at 10^6 x 784 each carried 4 MB, and the workers, holding the queued tasks' copies,
+    paused at their memory limit: the prediction never finished)."""
+    import dask.array as da
+    import pickle
+    X, y, *_ = _data(2000)
+    est = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y)
+    Xd = da.from_array(X, chunks=(100, 2))
+    model_bytes = len(pickle.dumps(est))
+    for method in ("decision_function", "predict"):
+        out = getattr(est, method)(Xd)
+        graph = dict(out.__dask_graph__())
+        blocks = [v for k, v in graph.items() if str(k[0] if isinstance(k, tuple) else k).startswith("corevector-")]
+        assert len(blocks) == Xd.numblocks[0]
+        assert max(len(pickle.dumps(v)) for v in blocks) < model_bytes / 10
+        np.testing.assert_array_equal(out.compute(), getattr(est, method)(X))
