@@ -71,8 +71,16 @@ WINDOW_BYTES = 64 * 2**20
 #: STASH_POSITIONS positions, STASH_BYTES of rows and half the points (up to three are held at once: the one
 #: in use, the next read ahead, an old one until the next window lands).  At 10^7 x 2 one stash of 2^19
 #: positions serves the fit's nine windows (zarr: 3.9 -> 3.2 s; 2^20 positions, 0.1 s slower, +40 MB)
+#: Wide rows read into the caller (a zarr, HDF5 or memory-mapped source): a stash is also at most 1/STASH_SHARE
+#: of X's rows' bytes (not under STASH_MIN_BYTES), so that the stashes the caller holds stay a small part of
+#: X: at 10^6 x 784 float32 (2,991 MB, zarr, stop='radius') stashes of 256 MB grew the caller by 829 MB (28% of
+#: X), of 128 MB by 604 MB, of 64 MB by 493 MB, at the same fit time (41, 33, 34 s; two, three, five passes).
+#: On a cluster the stashes stay on the workers (corevector._staged_rows), and a smaller one would only cost
+#: passes (the same Dask fit: 36 s with stashes of 256 MB, 46 s with 75 MB).  At d = 2 STASH_POSITIONS binds
+#: first (12.6 MB)
 STASH_POSITIONS = 1 << 19
 STASH_BYTES = 256 * 2**20
+STASH_SHARE, STASH_MIN_BYTES = 40, 32 * 2**20
 #: rows of the buffer kept for core vectors beyond the windows in flight
 CORE_ROWS = 1 << 16
 #: what each fit's chunked numerics measured (traffic, rounds, scans), for reports and benchmarks
@@ -181,7 +189,10 @@ class ChunkedMEBOps:
         self.sent_row = d * src.itemsize  # bytes of a row as its source sends it (the traffic counters)
         self.stash_dtype = src if src.kind == "f" and src.itemsize <= 8 else np.dtype(np.float64)
         row_cost = max(d, 1) * self.stash_dtype.itemsize + 8
-        self.stash_size = max(self.window_max, min(STASH_POSITIONS, STASH_BYTES // row_cost, self.n // 2))
+        stash_bytes = STASH_BYTES
+        if getattr(X.source, "client", None) is None:  # the caller holds the stashes
+            stash_bytes = min(stash_bytes, max(STASH_MIN_BYTES, X.shape[0] * row_cost // STASH_SHARE))
+        self.stash_size = max(self.window_max, min(STASH_POSITIONS, stash_bytes // row_cost, self.n // 2))
         self.stash_stream = None
         self.stash_horizon = 0  # positions whose stash is read or asked for
         # [(start, end, rows, values)] of stream positions read by one pass, oldest first (the pool's one

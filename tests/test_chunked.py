@@ -486,6 +486,28 @@ def test_unique_rows_of_a_stash():
     assert len(unique_rows(np.zeros(0, dtype=np.int64), own=True)) == 0
 
 
+def test_wide_stashes_are_a_share_of_x(monkeypatch):
+    """Wide rows: a stash holds at most 1/STASH_SHARE of X's rows' bytes (not under STASH_MIN_BYTES), so the
+    stashes a caller holds stay a small part of X (at 10^6 x 784: 829 -> ~500 MB, docs/chunked.md).  The
+    passes that costs read the same rows: the model is bit for bit the one of stashes of half the points."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(6000, 64))
+    y = np.where(X[:, 0] + X[:, 1] ** 2 + 0.5 * rng.normal(size=len(X)) > 1, 1, -1)
+    Z = zarr.array(X, chunks=(500, 64))
+    fits, rounds = {}, {}
+    # stashes of half the points (3,000: the floor binds) and of a third of X's bytes (2,000 positions)
+    for share, floor, size in ((40, 32 * 2**20, 3000), (3, 0, 2000)):
+        monkeypatch.setattr(_chunked_ops, "STASH_SHARE", share)
+        monkeypatch.setattr(_chunked_ops, "STASH_MIN_BYTES", floor)
+        del _chunked_ops.STATS[:]
+        fits[share] = CVMClassifier(C=10.0, random_state=0).fit(Z, y)
+        st = _chunked_ops.STATS[-1]
+        assert (st["stash_rounds"] - 3) * size < st["positions"] <= st["stash_rounds"] * size
+        rounds[share] = st["stash_rounds"]
+    assert rounds[3] > rounds[40]
+    _same_fit(fits[40], fits[3])
+
+
 def test_dask_predictions_send_the_model_once():
     """The per-block tasks of a prediction on a Dask array read the fitted model from one key of the graph,
     each task as serialised for a worker far smaller than the model (with the model inside every task's
