@@ -128,12 +128,21 @@ def _head(X, kind, n):
     return zarr.array(head, chunks=(max(n // 4, 1), head.shape[1]))
 
 
+#: glibc's mmap threshold in the workers (docs/chunked.md): distributed starts them with MALLOC_TRIM_THRESHOLD_
+#: set, which freezes glibc's adaptive threshold at 128 kB, so every block a task allocates (a 1,024-row chunk of
+#: 784 float32 columns is 3.2 MB) is mapped afresh and page-faulted.  At 32 MB a worker reuses its heap: a
+#: decision_function of 10^5 x 784 from zarr went 2.4 -> 3.0e7 kernel values a second (8 runs each)
+WORKER_MMAP_THRESHOLD = 1 << 25
+
+
 def local_cluster(workers, memory_limit):
     """A client of a LocalCluster of ``workers`` one-thread worker processes with the libraries a fit uses
     loaded (a running cluster has them; the caller, too, imported zarr before the timing)."""
+    import dask
     from distributed import Client, LocalCluster
-    client = Client(LocalCluster(n_workers=workers, threads_per_worker=1, memory_limit=memory_limit,
-                                 dashboard_address=None, silence_logs=50))
+    with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": WORKER_MMAP_THRESHOLD}):
+        client = Client(LocalCluster(n_workers=workers, threads_per_worker=1, memory_limit=memory_limit,
+                                     dashboard_address=None, silence_logs=50))
     client.run(lambda: [__import__(mod) for mod in ("corevector._chunked_ops", "zarr")])
     return client
 

@@ -335,3 +335,25 @@ def test_wide_fits_take_the_estimators_parameters(tmp_path):
         assert json.loads(row["params"]) == params and row["m"] == m
         assert (row["core_set"], row["n_iter"]) == (est.core_set_.size, est.n_iter_)
         assert row["peak_rss_mb"] > 0
+
+
+def test_report_clusters_start_workers_with_a_larger_mmap_threshold():
+    """The reports' LocalCluster starts its workers with glibc's mmap threshold at WORKER_MMAP_THRESHOLD
+    (distributed's MALLOC_TRIM_THRESHOLD_ would pin it at 128 kB: docs/chunked.md), distributed's own
+    settings kept, and leaves the caller's Dask configuration as it was."""
+    pytest.importorskip("distributed")
+    import os
+
+    import dask
+    from reports.chunked import WORKER_MMAP_THRESHOLD, local_cluster
+    before = dict(dask.config.get("distributed.nanny.pre-spawn-environ"))
+    client = local_cluster(1, "1GB")
+    try:
+        env = client.run(lambda: {k: os.environ.get(k) for k in ("MALLOC_MMAP_THRESHOLD_", "OMP_NUM_THREADS")})
+    finally:
+        cluster = client.cluster
+        client.close()
+        cluster.close()
+    assert [v["MALLOC_MMAP_THRESHOLD_"] for v in env.values()] == [str(WORKER_MMAP_THRESHOLD)]
+    assert [v["OMP_NUM_THREADS"] for v in env.values()] == ["1"]
+    assert dict(dask.config.get("distributed.nanny.pre-spawn-environ")) == before
