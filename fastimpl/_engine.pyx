@@ -68,6 +68,10 @@ cdef Py_ssize_t ROW_PARALLEL_MIN_WORK = 1_000_000
 cdef Py_ssize_t SCAN_CHUNK = 2048
 #: candidates per GEMM block on the BLAS path
 cdef Py_ssize_t GEMM_BLOCK = 64
+#: fits running under fit_meb below, whose BLAS is single-threaded: while one runs, the support's scans on
+#: the BLAS path (d >= BLAS_MIN_D) split their GEMM blocks over the engine's threads.  Elsewhere (the chunked
+#: numerics, whose block scans leave BLAS its own threads) they run on one thread and BLAS threads itself
+cdef int BLAS_SERIAL = 0
 #: core vectors per column chunk of the new Q rows' GEMM (_new_rows; the chunks run in parallel)
 cdef Py_ssize_t NEW_ROWS_STEP = 512
 
@@ -612,9 +616,14 @@ def fit_meb(problem, eps, **kwargs):
     """:func:`refimpl.meb.fit_meb` on the Cython numerics :class:`FastMEBOps` (same contract), with BLAS
     single-threaded: the engine's GEMMs run inside its own OpenMP regions, sized to their work
     (fastimpl._openmp.blas_single_threaded)."""
+    global BLAS_SERIAL
     kwargs.setdefault("ops_class", FastMEBOps)
     with blas_single_threaded():
-        return _ref_meb.fit_meb(problem, eps, **kwargs)
+        BLAS_SERIAL += 1
+        try:
+            return _ref_meb.fit_meb(problem, eps, **kwargs)
+        finally:
+            BLAS_SERIAL -= 1
 
 
 include "_expansion.pxi"    # kernel_expansion: prediction

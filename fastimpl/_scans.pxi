@@ -223,12 +223,14 @@ cdef object scan_sample(FastMEBOps ops, cnp.ndarray[Py_ssize_t, ndim=1, mode="c"
     cdef const Py_ssize_t* ip = &idx[0] if cnt > 0 else NULL
     cdef double* out = &d2[0] if cnt > 0 else NULL
     cdef Py_ssize_t again = 0
+    if ops.sup.store.blas:
+        chunk = GEMM_BLOCK  # a thread's GEMM blocks are the serial path's: the same sums, bit for bit
     with nogil:
         ops.screens.count_off()
         ops.screens.prepare(screen, ops.sup.store, ops.sup.coef)
         nchunk = (cnt + chunk - 1) // chunk
         if cnt * (ops.sup.store.tnt if screen == SCREEN_TAYLOR else ops.sup.n) < SCAN_PARALLEL_MIN_WORK \
-                or nchunk == 1 or ops.sup.store.blas:
+                or nchunk == 1 or (ops.sup.store.blas and BLAS_SERIAL == 0):
             buf = <double*> malloc(bufsize * sizeof(double))
             _kalpha_any(ops, 0, cnt, ip, out, buf, screen)
             free(buf)
@@ -319,7 +321,8 @@ cdef void _scan_chunks(FastMEBOps ops, Py_ssize_t nchunk, Py_ssize_t k, Py_ssize
     cdef double* vals
     cdef double* buf
     for c in prange(nchunk, schedule="dynamic",
-                    use_threads_if=ops.m * ops.sup.n >= PARALLEL_MIN_WORK and nchunk > 1 and not ops.sup.store.blas):
+                    use_threads_if=ops.m * ops.sup.n >= PARALLEL_MIN_WORK and nchunk > 1
+                    and (not ops.sup.store.blas or BLAS_SERIAL > 0)):
         vals = <double*> malloc((2 * SCAN_CHUNK + bufsize) * sizeof(double))
         buf = &vals[2 * SCAN_CHUNK]
         lo = c * SCAN_CHUNK
@@ -405,3 +408,12 @@ cdef object scan_all(FastMEBOps ops, Py_ssize_t k, double d2_over):
     tv_a = np.asarray(top_v, dtype=np.float64)
     order = np.lexsort((tz_a, -tv_a))[:k]
     return Scan(int(first), best + ops.c0, top=tz_a[order], top_d2=tv_a[order] + ops.c0)
+
+
+def _set_scan_parallel_min_work(Py_ssize_t work):
+    """Set the kernel evaluations from which a sampled scan runs in parallel; returns the old value (tests
+    use 0 to force the parallel path on small problems)."""
+    global SCAN_PARALLEL_MIN_WORK
+    old = SCAN_PARALLEL_MIN_WORK
+    SCAN_PARALLEL_MIN_WORK = work
+    return old
