@@ -53,6 +53,7 @@ from refimpl.simplex_qp import TIE
 from ._kept_rows import remember
 from ._chunked_scans import _best_of, _furthest_block, _merge_scans, _scan_block
 from ._row_slots import RowSlots, positions_in, unique_rows
+from ._staged_rows import held_in_caller
 
 __all__ = ["ChunkedMEBOps", "fit_meb", "STATS"]
 
@@ -190,7 +191,7 @@ class ChunkedMEBOps:
         self.stash_dtype = src if src.kind == "f" and src.itemsize <= 8 else np.dtype(np.float64)
         row_cost = max(d, 1) * self.stash_dtype.itemsize + 8
         stash_bytes = STASH_BYTES
-        if getattr(X.source, "client", None) is None:  # the caller holds the stashes
+        if held_in_caller(X.source):
             stash_bytes = min(stash_bytes, max(STASH_MIN_BYTES, X.shape[0] * row_cost // STASH_SHARE))
         self.stash_size = max(self.window_max, min(STASH_POSITIONS, stash_bytes // row_cost, self.n // 2))
         self.stash_stream = None

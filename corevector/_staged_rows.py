@@ -13,7 +13,13 @@ import numpy as np
 
 from ._row_slots import by_block
 
-__all__ = ["HeldRows", "StagedRows", "stage"]
+__all__ = ["HeldRows", "StagedRows", "held_in_caller", "stage"]
+
+
+def held_in_caller(source) -> bool:
+    """Whether a stash of the source's rows is read into the caller (:class:`HeldRows`), not left on the
+    workers of a distributed client (:class:`StagedRows`)."""
+    return getattr(source, "client", None) is None
 
 
 class HeldRows:
@@ -72,6 +78,6 @@ class StagedRows:
 def stage(source, rows, dtype, take):
     """A stash of the source rows ``rows`` (sorted, unique) in ``dtype``: left on the workers when the
     source is a Dask array on a distributed client, else read by ``take`` into the caller."""
-    if getattr(source, "client", None) is not None and len(rows):
+    if not held_in_caller(source) and len(rows):
         return StagedRows(source, rows, dtype)
     return HeldRows(np.asarray(take(rows), dtype=dtype))
