@@ -178,8 +178,8 @@ def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
     Xs = X
     if n_scan < m:
         if kind == "dask":
-            import dask.array as da
-            Xs = da.from_zarr(X)[:n_scan]
+            from corevector.chunked import dask_from_zarr
+            Xs = dask_from_zarr(X)[:n_scan]  # (the tasks a fit reads the store by)
         elif kind in ("memory", "memmap"):
             Xs = X[:n_scan]
         else:

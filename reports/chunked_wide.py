@@ -110,8 +110,8 @@ def run_one(kind, m, path, workers=WORKERS, params=None):
     if kind in ("memory", "memmap", "official"):
         Xs = X[:n_scan]
     elif kind == "dask":
-        import dask.array as da
-        Xs = da.from_zarr(X)[:n_scan]
+        from corevector.chunked import dask_from_zarr
+        Xs = dask_from_zarr(X)[:n_scan]  # (the tasks a fit reads the store by)
     else:
         Xs = zarr.array(np.asarray(X[:n_scan]), chunks=(16384, X.shape[1]))
     t1 = time.perf_counter()

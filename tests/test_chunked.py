@@ -526,3 +526,21 @@ def test_dask_predictions_send_the_model_once():
         assert len(blocks) == Xd.numblocks[0]
         assert max(len(pickle.dumps(v)) for v in blocks) < model_bytes / 10
         np.testing.assert_array_equal(out.compute(), getattr(est, method)(X))
+
+
+def test_dask_from_zarr_reads_whole_chunks_in_task_sized_blocks(stores, monkeypatch):
+    """chunked.dask_from_zarr: a Dask array over a zarr store whose blocks are whole store chunks of about
+    TASK_BYTES (as float64), the blocks a fit on a cluster reads; predictions on it are the in-memory ones,
+    and anything but a zarr array is refused with a TypeError."""
+    z = stores["zarr"]  # chunks of 700 rows x 2 columns
+    X = np.asarray(z[:], dtype=np.float64)
+    monkeypatch.setattr(chunked, "TASK_BYTES", 3 * 700 * 2 * 8 + 5)
+    Xd = chunked.dask_from_zarr(z)
+    assert len(Xd.chunks[0]) > 1 and Xd.chunks[0][:-1] == (2100,) * (len(Xd.chunks[0]) - 1)
+    assert sum(Xd.chunks[0]) == z.shape[0] and Xd.chunks[1] == (2,)
+    monkeypatch.setattr(chunked, "TASK_BYTES", 1)
+    assert chunked.dask_from_zarr(z).chunks[0][0] == 700  # never less than a chunk
+    est = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X[:1500], (X[:1500, 0] > 2).astype(int))
+    np.testing.assert_array_equal(est.decision_function(Xd).compute(), est.decision_function(X))
+    with pytest.raises(TypeError, match="zarr array"):
+        chunked.dask_from_zarr(X)
