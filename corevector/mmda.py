@@ -23,6 +23,8 @@ from refimpl.progress import Steps
 from ._validation import (plain, POSITIVE, check_eps, checked_kernel_spec, invalid_parameter, shared_constraints,
                           store_params)
 from ._base import kernel_doc
+from .chunked import distributed_client
+from .distributed import run_tasks
 from .numerics import numerics
 
 METHODS = ("cvm", "svm")
@@ -234,10 +236,18 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 d = solve(problem, seed)
                 bar.step(core_set=d.info.get("core_set_size", len(d.support)))
                 return d
+            # with a distributed client, the one-vs-all problems run as separate tasks on its workers
+            # (corevector.distributed.run_tasks; the progress bar stays here and steps as they return)
+            on_cluster = n_problems > 1 and distributed_client() is not None
             # the small blocks of the fit (||w||^2 over a support) use the same NumPy code in both
             # implementations, so that the directions, and the SOR steps of the next fit, agree bit for bit
             self.classes_, binaries = ref_mmda.fit_mmda(X, y, spec, float(self.C), int(self.n_components),
-                                                        solve_and_count, self.random_state)
+                                                        solve if on_cluster else solve_and_count,
+                                                        self.random_state, run=run_tasks)
+            if on_cluster:
+                for b in binaries:
+                    for info in b.info:
+                        bar.step(core_set=info.get("core_set_size", 0))
         self.kernel_spec_ = spec
         self.expansion_index_ = [b.points for b in binaries]
         self.expansion_vectors_ = [X[b.points] for b in binaries]

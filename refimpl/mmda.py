@@ -112,14 +112,14 @@ def add_direction(X, spec: KernelSpec, points, coef, d: Direction, y_pm, raw_blo
     return points2, coef2, float(np.sqrt(w2))
 
 
-def extract_binary(X, y_pm, spec: KernelSpec, C, n_components, solve, rng, raw_block=None) -> BinaryDirections:
-    """MMDA on one binary problem: n_components orthonormal directions, one solve of (3) each."""
+def extract_binary(X, y_pm, spec: KernelSpec, C, n_components, solve, seeds, raw_block=None) -> BinaryDirections:
+    """MMDA on one binary problem: n_components orthonormal directions, one solve of (3) each (direction q
+    with the random_state ``seeds[q]``)."""
     base = cvm.two_class_problem(X, y_pm, spec, C)
     points = np.zeros(0, dtype=np.intp)
     coef = np.zeros((0, 0))
     infos = []
-    for _ in range(n_components):
-        seed = int(rng.integers(0, 2**31 - 1))
+    for seed in seeds[:n_components]:
         cpu0, wall0 = time.process_time(), time.perf_counter()
         problem = ConstrainedMEBProblem(base, Projections(X[points], coef))
         d = solve(problem, seed)
@@ -136,12 +136,21 @@ def one_vs_all(y, classes):
     return [np.where(y == c, 1, -1).astype(np.int8) for c in classes]
 
 
-def fit_mmda(X, y, spec: KernelSpec, C, n_components, solve, random_state=None, raw_block=None):
-    """All binary problems; returns (classes, [BinaryDirections])."""
+def fit_mmda(X, y, spec: KernelSpec, C, n_components, solve, random_state=None, raw_block=None, run=None):
+    """All binary problems; returns (classes, [BinaryDirections]).  ``run(fn, tasks, shared)``, when given,
+    computes ``[fn(*shared, *t) for t in tasks]`` in its own way (corevector.distributed.run_tasks: the
+    one-vs-all problems as separate tasks on a cluster)."""
     classes = np.unique(y)
     rng = make_rng(random_state)
-    return classes, [extract_binary(X, y_pm, spec, C, n_components, solve, rng, raw_block)
-                     for y_pm in one_vs_all(y, classes)]
+    problems = one_vs_all(y, classes)
+    # every direction's seed drawn here, in the order of a loop over the problems, so that the problems
+    # are independent of each other and may be solved in any order, or at once
+    seeds = [[int(rng.integers(0, 2**31 - 1)) for _ in range(n_components)] for _ in problems]
+
+    def binary(X, y_pm, problem_seeds):
+        return extract_binary(X, y_pm, spec, C, n_components, solve, problem_seeds, raw_block)
+    tasks = list(zip(problems, seeds))
+    return classes, (run(binary, tasks, (X,)) if run is not None else [binary(X, *t) for t in tasks])
 
 
 def transform(X_train, spec, binaries, X, raw_block=None):

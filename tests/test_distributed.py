@@ -115,6 +115,24 @@ def test_pairs_and_folds_as_tasks_give_the_same_model(client):
     assert np.array_equal(a.predict_proba(X), b.predict_proba(X))
 
 
+def test_mmda_one_vs_all_problems_as_tasks_give_the_same_directions(client):
+    """In-memory rows with a client running: MMDA's one-vs-all problems run as separate tasks on the workers
+    (one task each, seen in the task stream) and give the directions of the loop here, bit for bit."""
+    from corevector import MMDA
+    _, X, _, y3, _ = _data(900)
+    opts = dict(n_components=2, gamma=1.0, random_state=0)
+    a = MMDA(**opts).fit(X, y3)
+    with client.as_current():
+        with distributed.get_task_stream(client) as ts:
+            b = MMDA(**opts).fit(X, y3)
+    ran = [t for t in ts.data if str(t["key"]).startswith("binary-")]
+    assert len(ran) == 3 and len({t["worker"] for t in ran}) >= 1
+    for ca, cb in zip(a.expansion_coef_, b.expansion_coef_):
+        assert np.array_equal(ca, cb)
+    assert all(np.array_equal(p, q) for p, q in zip(a.expansion_index_, b.expansion_index_))
+    assert np.array_equal(a.transform(X), b.transform(X)) and np.array_equal(a.n_iter_, b.n_iter_)
+
+
 def test_worker_killed_mid_fit(client):
     """A worker process killed while the fit reads ahead: Dask recomputes its blocks, what was scattered to it
     is scattered again, and the fit completes with the in-memory model -- or stops with a clear error.  Never

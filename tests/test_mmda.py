@@ -40,8 +40,9 @@ def projected_problem(m=60, s=2, seed=0, kernel="rbf", C=1.0):
     spec = make_kernel_spec(X, kernel, gamma=0.4) if kernel != "linear" else make_kernel_spec(X, "linear")
     points, coef = np.zeros(0, dtype=np.intp), np.zeros((0, 0))
     if s:
+        rng = np.random.default_rng(seed)
         b = mmda.extract_binary(X, y_pm, spec, C, s, mmda.solve_cvm(1e-4, sample_size=None),
-                                np.random.default_rng(seed))
+                                [int(rng.integers(0, 2**31 - 1)) for _ in range(s)])
         points, coef = b.points, b.coef
     base = cvm.two_class_problem(X, y_pm, spec, C)
     return ConstrainedMEBProblem(base, Projections(X[points], coef)), X, y_pm, spec
