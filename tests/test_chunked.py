@@ -121,6 +121,14 @@ def test_every_formulation_same_fit(stores, impl):
         else:
             assert np.array_equal(a_attrs[1], b.dual_coef_), type(est).__name__
             assert np.array_equal(a_attrs[2], b.intercept_), type(est).__name__
+        # the per-row methods and score of one model (b) on the chunked rows and on X in memory: the same
+        for name in ("predict", "decision_function", "score_samples"):
+            if hasattr(b, name):
+                got = getattr(b, name)(Xc)
+                got = got.compute() if hasattr(got, "compute") else got
+                np.testing.assert_allclose(got, getattr(b, name)(X), rtol=1e-12, atol=1e-12, err_msg=name)
+        if args:
+            assert np.isclose(b.score(Xc, *args), b.score(X, *args), rtol=1e-12), type(est).__name__
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
