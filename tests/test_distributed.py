@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from corevector import CVR, CVMClassifier
+from corevector import CVDD, CVR, CVMClassifier
 from corevector import _chunked_ops, _local_source, chunked
 from refimpl.datasets import checkerboard
 
@@ -60,7 +60,8 @@ def test_cluster_fits_are_the_in_memory_fits(client, tmp_path, monkeypatch):
     X32, X, y, y3, yr = _data()
     ref = [CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y),
            CVMClassifier(C=10, gamma=1.0, random_state=0).fit(X, y3),
-           CVR(C=1.0, gamma=1.0, eps=0.1, stop="radius", random_state=0).fit(X, yr)]
+           CVR(C=1.0, gamma=1.0, eps=0.1, stop="radius", random_state=0).fit(X, yr),
+           CVDD(C=10, gamma=1.0, random_state=0).fit(X)]
     z = zarr.open_array(str(tmp_path / "x.zarr"), mode="w", shape=X32.shape, chunks=(1000, 2), dtype="f4")
     z[:] = X32
     with client.as_current():
@@ -73,7 +74,8 @@ def test_cluster_fits_are_the_in_memory_fits(client, tmp_path, monkeypatch):
                 assert not chunked._source(z).persisted
             got = [CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(Xc, y),
                    CVMClassifier(C=10, gamma=1.0, random_state=0).fit(Xc, y3),
-                   CVR(C=1.0, gamma=1.0, eps=0.1, stop="radius", random_state=0).fit(Xc, yr)]
+                   CVR(C=1.0, gamma=1.0, eps=0.1, stop="radius", random_state=0).fit(Xc, yr),
+                   CVDD(C=10, gamma=1.0, random_state=0).fit(Xc)]
             for a, b in zip(ref, got):
                 assert np.array_equal(a.core_set_, b.core_set_)
                 assert np.array_equal(a.dual_coef_, b.dual_coef_)
