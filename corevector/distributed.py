@@ -3,9 +3,9 @@
 One-vs-one pairs, the folds of Platt's cross-validation and MMDA's one-vs-all problems are independent
 core-set fits: when a distributed client is running (``distributed.Client(...)`` in the caller),
 :func:`run_tasks` submits each as a task, with the arguments they share (the training rows) scattered once,
-and gathers the results in their order; otherwise, on a worker already (no nested tasks), or for chunked inputs (whose fits already run their
-scans beside the data), they run one after another here, as before.  The results are the same either way:
-every task gets the seed it would have had in the loop.
+and gathers the results in their order; otherwise, on a worker already (no nested tasks), or for chunked
+inputs (whose fits already run their scans beside the data), they run one after another here, as before.
+The results are the same either way: every task gets the seed it would have had in the loop.
 """
 from __future__ import annotations
 
