@@ -13,7 +13,7 @@ import contextlib
 
 import corevector.chunked as chunked
 
-__all__ = ["run_tasks"]
+__all__ = ["run_tasks", "submits_tasks"]
 
 
 def _on_worker() -> bool:
@@ -28,6 +28,14 @@ def _on_worker() -> bool:
         return False
 
 
+def submits_tasks(n_tasks, shared=()) -> bool:
+    """Whether :func:`run_tasks` sends ``n_tasks`` tasks sharing ``shared`` to a distributed client's workers
+    (else it runs them here): a client is running, there is more than one task, this is not a worker
+    already, and no shared input is chunked."""
+    return (n_tasks > 1 and chunked.distributed_client() is not None and not _on_worker()
+            and not any(chunked.needs_chunked(a) for a in shared))
+
+
 def run_tasks(fn, tasks, shared=(), each=None, threads=1):
     """``[fn(*shared, *args) for args in tasks]``, as separate tasks on a running distributed client when
     there is more than one (see the module docstring).  ``each(args)``: a context each call runs in here
@@ -35,16 +43,15 @@ def run_tasks(fn, tasks, shared=(), each=None, threads=1):
     Without a client, ``threads`` > 1 runs that many tasks at once in threads of this process, each with one
     OpenMP thread (:func:`_in_threads`)."""
     tasks = [tuple(t) for t in tasks]
-    client = chunked.distributed_client()
-    chunked_input = any(chunked.needs_chunked(a) for a in shared)
-    if client is None or len(tasks) < 2 or _on_worker() or chunked_input:
-        if threads > 1 and len(tasks) > 1 and not chunked_input:
+    if not submits_tasks(len(tasks), shared):
+        if threads > 1 and len(tasks) > 1 and not any(chunked.needs_chunked(a) for a in shared):
             return _in_threads(fn, tasks, shared, each, threads)
         out = []
         for args in tasks:
             with (each(args) if each is not None else contextlib.nullcontext()):
                 out.append(fn(*shared, *args))
         return out
+    client = chunked.distributed_client()
     big = client.scatter(list(shared), broadcast=False, hash=False) if shared else []
     futures = [client.submit(fn, *big, *args, pure=False) for args in tasks]
     return client.gather(futures)

@@ -23,8 +23,7 @@ from refimpl.progress import Steps
 from ._validation import (plain, POSITIVE, check_eps, checked_kernel_spec, invalid_parameter, shared_constraints,
                           store_params)
 from ._base import kernel_doc
-from .chunked import distributed_client
-from .distributed import run_tasks
+from .distributed import run_tasks, submits_tasks
 from .numerics import numerics
 
 METHODS = ("cvm", "svm")
@@ -238,7 +237,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 return d
             # with a distributed client, the one-vs-all problems run as separate tasks on its workers
             # (corevector.distributed.run_tasks; the progress bar stays here and steps as they return)
-            on_cluster = n_problems > 1 and distributed_client() is not None
+            on_cluster = submits_tasks(n_problems, (X,))
             # the small blocks of the fit (||w||^2 over a support) use the same NumPy code in both
             # implementations, so that the directions, and the SOR steps of the next fit, agree bit for bit
             self.classes_, binaries = ref_mmda.fit_mmda(X, y, spec, float(self.C), int(self.n_components),
