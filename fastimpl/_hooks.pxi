@@ -116,3 +116,12 @@ def _block_sums(FastMEBOps ops, rows):
         ops.size = size
     free(buf)
     return scr, scale, ext, ops.kb.rho
+
+
+def _set_blas_serial(int serial):
+    """Set whether BLAS counts as single-threaded (what fit_meb sets while a fit runs: the scans and
+    kernel_expansion then split their GEMM blocks over OpenMP threads); returns the old count (tests)."""
+    global BLAS_SERIAL
+    old = BLAS_SERIAL
+    BLAS_SERIAL = serial
+    return old

@@ -552,3 +552,58 @@ def test_dask_from_zarr_reads_whole_chunks_in_task_sized_blocks(stores, monkeypa
     np.testing.assert_array_equal(est.decision_function(Xd).compute(), est.decision_function(X))
     with pytest.raises(TypeError, match="zarr array"):
         chunked.dask_from_zarr(X)
+
+
+def test_kernel_expansion_in_parallel_blocks_is_the_serial_one_bit_for_bit():
+    """Inside a fit BLAS is single-threaded and kernel_expansion (a chunked fit's full scans of a block)
+    splits its GEMM blocks over OpenMP threads; each row's sum is still its GEMM block's, so 1 and 2 threads
+    give the values of one block at a time, bit for bit (a ragged last block included).  Threaded BLAS
+    (outside a fit) splits a GEMM its own way: the same values within its rounding."""
+    from threadpoolctl import threadpool_limits
+
+    from fastimpl._engine import _set_blas_serial, kernel_expansion
+    from fastimpl._openmp import blas_single_threaded
+    from refimpl.kernels import make_kernel_spec
+    rng = np.random.default_rng(5)
+    X, SV, coef = rng.normal(size=(1000, 40)), rng.normal(size=(300, 40)), rng.normal(size=300)
+    spec = make_kernel_spec(X, "rbf", gamma=0.02)
+    outside = kernel_expansion(spec, SV, coef, X)
+    with blas_single_threaded():
+        serial = kernel_expansion(spec, SV, coef, X)  # one block at a time
+        old = _set_blas_serial(1)
+        try:
+            blocks = []
+            for t in (1, 2):
+                with threadpool_limits(limits=t, user_api="openmp"):
+                    blocks.append(kernel_expansion(spec, SV, coef, X))
+        finally:
+            _set_blas_serial(old)
+    np.testing.assert_array_equal(blocks[0], serial)
+    np.testing.assert_array_equal(blocks[1], serial)
+    np.testing.assert_allclose(serial, outside, rtol=1e-12, atol=1e-14 * np.abs(coef).sum())
+
+
+def test_chunked_fast_fits_scan_with_single_threaded_blas(tmp_path, monkeypatch):
+    """A chunked fit's engine runs as an in-memory fast fit does (fastimpl._engine.fit_meb): BLAS
+    single-threaded while it scans, its GEMM blocks split over its own threads.  Under the driver alone its
+    sampled scans ran one small GEMM at a time on threaded BLAS (10^5 x 784, defaults, zarr: 40 s, 26 s
+    now); this fails without it whenever BLAS may use two threads, which the fit below allows."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from corevector import _chunked_ops
+    rng = np.random.default_rng(3)
+    m, d = 3000, 64
+    y = np.where(rng.random(m) < 0.5, 1, -1)
+    X = (rng.normal(size=(m, d)) + 0.4 * y[:, None] * rng.normal(size=d)).astype(np.float32)
+    np.save(tmp_path / "x.npy", X)  # (float32: a float64 memory map is used in place, not by chunks)
+    seen = []
+    scan = _chunked_ops.ChunkedMEBOps.scan
+
+    def watched(self, idx, k, d2_over):
+        seen.extend(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
+        return scan(self, idx, k, d2_over)
+    monkeypatch.setattr(_chunked_ops.ChunkedMEBOps, "scan", watched)
+    with threadpool_limits(limits=2, user_api="blas"):
+        est = CVMClassifier(random_state=0).fit(np.load(tmp_path / "x.npy", mmap_mode="r"), y)
+        assert {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"} == {2}  # restored
+    assert est.n_iter_ > 3 and seen and set(seen) == {1}
