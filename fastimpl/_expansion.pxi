@@ -26,14 +26,11 @@ def kernel_expansion(spec, SV, coef, X, Py_ssize_t min_parallel_work=-1):
     cdef const double[:, ::1] sv = np.ascontiguousarray(SV, dtype=np.float64)
     cdef const double[::1] c = np.ascontiguousarray(coef, dtype=np.float64)
     cdef const double[:, ::1] x = np.ascontiguousarray(X, dtype=np.float64)
-    cdef Py_ssize_t nx = x.shape[0], ns = sv.shape[0], d = x.shape[1], i, t, nb, blk, nblk, failed = 0
+    cdef Py_ssize_t nx = x.shape[0], ns = sv.shape[0], d = x.shape[1], i, t, blk, nblk, failed = 0
     cdef cnp.ndarray[double, ndim=1, mode="c"] out = np.zeros(nx)
     cdef double[::1] o = out
     cdef Kern K = make_kern(spec, d)
     cdef _PointStore store
-    cdef double* buf
-    cdef double* xsq
-    cdef double* xrd
     if nx == 0 or ns == 0:
         return out
     store = _PointStore()
@@ -49,25 +46,12 @@ def kernel_expansion(spec, SV, coef, X, Py_ssize_t min_parallel_work=-1):
             for i in prange(nx, schedule="static", use_threads_if=parallel):
                 o[i] = store.weighted(&x[i, 0], 0.0, point_rawdiag(&K, &x[i, 0]), &c[0], NULL) \
                     if k_is_radial(&K) else _expansion_row(store, &x[i, 0], &K, &c[0], ns)
-        elif BLAS_SERIAL == 0:
-            for blk in range(nblk):
-                # BLAS threads by itself: one GEMM per block of test points
-                nb = min(GEMM_BLOCK, nx - blk * GEMM_BLOCK)
-                buf = <double*> malloc((GEMM_BLOCK * ns + 2 * GEMM_BLOCK) * sizeof(double))
-                xsq = &buf[GEMM_BLOCK * ns]
-                xrd = &xsq[GEMM_BLOCK]
-                for i in range(nb):
-                    xsq[i] = point_sq(&x[blk * GEMM_BLOCK + i, 0], d)
-                    xrd[i] = point_rawdiag(&K, &x[blk * GEMM_BLOCK + i, 0])
-                store.block(&x[blk * GEMM_BLOCK, 0], nb, d, xsq, xrd, 0, ns, buf, ns)
-                for i in range(nb):
-                    o[blk * GEMM_BLOCK + i] = cv_dot4(&c[0], &buf[i * ns], ns)
-                free(buf)
         else:
-            # inside a fit (fit_meb: BLAS single-threaded, e.g. a chunked fit's full scans of a block): the
-            # blocks in parallel, each one GEMM as above -- the same sums, bit for bit.  Threaded BLAS here
-            # instead ran one small GEMM at a time on two threads that spin between calls
-            for blk in prange(nblk, schedule="dynamic", use_threads_if=parallel):
+            # one GEMM per block of test points.  Outside a fit BLAS threads by itself, so the blocks go one
+            # at a time; inside one (fit_meb: BLAS single-threaded, e.g. a chunked fit's full scans of a block)
+            # they are split over OpenMP threads -- the same sums, bit for bit.  (Threaded BLAS there ran one
+            # small GEMM at a time on two threads that spin between calls.)
+            for blk in prange(nblk, schedule="dynamic", use_threads_if=parallel and BLAS_SERIAL > 0):
                 failed += _expansion_block(store, &x[0, 0], nx, d, blk, &K, &c[0], ns, &o[0])
     if failed:
         raise MemoryError("kernel_expansion: scratch of a block of rows")
