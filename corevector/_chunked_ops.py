@@ -579,6 +579,11 @@ def fit_meb(impl):
         # sampled scans ran one 64-row GEMM at a time on threaded BLAS: at 10^5 x 784 (defaults, zarr) the fit
         # took 40 s, against 21 s for the in-memory fit without its kernel block
         result = (_fast_fit_meb() if impl == "fast" else _fit_meb)(problem, eps, **kwargs)
+        # the local engine's own working memory (its Q-row cache, factor and core-set stores), bounded by
+        # cache_size whatever m is: the reports set it apart from what the caller holds of the data
+        state = getattr(made[0].local, "memory_state", None)
+        if state is not None:
+            made[0].stats["engine_peak_bytes"] = int(state()[3])
         rows, values = made[0].core_rows()
         remember(problem.X.source, problem.X._source_rows(rows), values)
         return result

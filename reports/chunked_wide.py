@@ -11,8 +11,10 @@ test images.  Each measurement runs in a fresh process (``python -m reports.chun
 PATH``), after a warm-up fit of the same kind on ``WARM_ROWS`` rows; the table gives medians of ``REPEATS``.
 Columns as in :mod:`reports.chunked`: ``fit_time`` / ``fit_cpu_time`` (caller plus workers), ``load``,
 ``rss_growth_mb`` (the caller's resident high-water mark during the timed fit) against ``x_mb`` (X as
-float32 on disk), ``worker_peak_mb``, ``core_set``, ``accuracy``, ``certified_ratio`` and
-``scan_evals_per_s`` (``decision_function`` over ``SCAN_ROWS`` training rows: rows x support vectors per
+float32 on disk), ``engine_mb`` (of that growth, the peak of the local engine's own working memory -- its
+Q-row cache, Cholesky factor and core-set stores, bounded by ``cache_size`` whatever m is -- in a chunked
+fit) and ``data_held_mb`` (the rest: the row buffer, the stashes read ahead, the scans' blocks),
+``worker_peak_mb``, ``core_set``, ``accuracy``, ``certified_ratio`` and ``scan_evals_per_s`` (``decision_function`` over ``SCAN_ROWS`` training rows: rows x support vectors per
 second).
 """
 from __future__ import annotations
@@ -35,8 +37,8 @@ REPEATS = 3
 KINDS = ("memory", "zarr", "dask")  # (and "memmap", run by hand: a second copy of the set on disk, and "official")
 WORKERS, WORKER_MEMORY = 2, "2GB"
 TIMEOUT = {"tiny": 300, "quick": 1800, "full": 5400}
-COLUMNS = ["input", "m", "workers", "fit_time", "fit_cpu_time", "load", "rss_growth_mb", "x_mb", "worker_peak_mb",
-           "core_set", "n_iter", "accuracy", "certified_ratio", "scan_evals_per_s"]
+COLUMNS = ["input", "m", "workers", "fit_time", "fit_cpu_time", "load", "rss_growth_mb", "engine_mb", "data_held_mb",
+           "x_mb", "worker_peak_mb", "core_set", "n_iter", "accuracy", "certified_ratio", "scan_evals_per_s"]
 
 
 def store(folder: Path, m: int) -> Path:
@@ -106,6 +108,9 @@ def run_one(kind, m, path, workers=WORKERS, params=None):
     load = os.getloadavg()[0]
     est = CVMClassifier(random_state=0, **params)
     wall, cpu, growth, w1 = timed_fit(est, X, y, client)
+    from corevector import _chunked_ops
+    st = _chunked_ops.STATS[-1] if _chunked_ops.STATS and kind in ("zarr", "dask", "memmap") else {}
+    engine = st.get("engine_peak_bytes", 0) / 2**20
     n_scan = min(m, SCAN_ROWS)
     if kind in ("memory", "memmap", "official"):
         Xs = X[:n_scan]
@@ -120,7 +125,8 @@ def run_one(kind, m, path, workers=WORKERS, params=None):
         dec.compute()
     scan = time.perf_counter() - t1
     out = dict(input=kind, m=m, workers=workers if kind == "dask" else 0, fit_time=wall, fit_cpu_time=cpu,
-               load=load, rss_growth_mb=growth / 2**20, x_mb=m * 784 * 4 / 2**20,
+               load=load, rss_growth_mb=growth / 2**20, engine_mb=engine, data_held_mb=growth / 2**20 - engine,
+               x_mb=m * 784 * 4 / 2**20,
                worker_peak_mb=max((v[1] for v in w1.values()), default=0) / 2**20,
                core_set=int(est.core_set_.size), n_iter=int(est.n_iter_), accuracy=float(est.score(Xt, yt)),
                certified_ratio=float(est.certified_ratio_), scan_evals_per_s=n_scan * len(est.support_) / scan,
@@ -135,7 +141,8 @@ def run_one(kind, m, path, workers=WORKERS, params=None):
 def measure(kind, m, path, timeout, repeats=REPEATS):
     """Medians of ``repeats`` fresh processes (the other columns from the first)."""
     return medians_of("reports.chunked_wide", (path,), kind, m, timeout, repeats,
-                      ("fit_time", "fit_cpu_time", "rss_growth_mb", "scan_evals_per_s", "worker_peak_mb", "load"))
+                      ("fit_time", "fit_cpu_time", "rss_growth_mb", "engine_mb", "data_held_mb", "scan_evals_per_s",
+                       "worker_peak_mb", "load"))
 
 
 @experiment("chunked_wide", "Data beyond one machine, wide rows: generated Fashion-MNIST, d = 784 float32 (issue 24)",
