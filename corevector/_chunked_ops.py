@@ -583,7 +583,7 @@ def fit_meb(impl):
         # cache_size whatever m is: the reports set it apart from what the caller holds of the data
         state = getattr(made[0].local, "memory_state", None)
         if state is not None:
-            made[0].stats["engine_peak_bytes"] = int(state()[3])
+            made[0].stats["engine_peak_bytes"] = int(state().peak)
         rows, values = made[0].core_rows()
         remember(problem.X.source, problem.X._source_rows(rows), values)
         return result

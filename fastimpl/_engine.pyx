@@ -35,6 +35,8 @@ One concern per file, each ``include``d into this module (so every call between 
 A unit with state is a cdef class that FastMEBOps holds and that owns its buffers; the functions of a
 unit take the engine (``FastMEBOps ops``) for what the units share.
 """
+from collections import namedtuple
+
 import numpy as np
 import scipy.sparse as sp
 cimport cython
@@ -53,6 +55,9 @@ from refimpl.meb import smo_step_bound
 from ._openmp import blas_single_threaded
 
 cnp.import_array()
+
+#: what FastMEBOps.memory_state returns, in bytes
+MemoryState = namedtuple("MemoryState", "cache factor stores peak budget")
 
 include "_tolerances.pxi"   # TAU, TIE, PIVOT_RTOL of refimpl.simplex_qp
 # below this many kernel evaluations a scan runs serially: thread start-up would cost more
@@ -587,12 +592,13 @@ cdef class FastMEBOps:
         return scan_all(self, k, d2_over)
 
     def memory_state(self):
-        """(cache rows, Cholesky factor, core and support stores, peak of the three together, budget) in
-        bytes: for tests of cache_size."""
+        """MemoryState(cache, factor, stores, peak, budget) in bytes: the cache rows, the Cholesky factor, the
+        core and support stores, the peak of the three together and the budget; for tests of cache_size and the
+        reports' split of a chunked fit's memory."""
         cdef Py_ssize_t b = sizeof(double)
-        return (int(self.cache.used * b), int(self.cache.fres * b),
-                int(self.core.nbytes() + self.sup.store.nbytes() + self.kb.nbytes()), int(self.cache.peak * b),
-                int(self.cache.budget * b))
+        return MemoryState(int(self.cache.used * b), int(self.cache.fres * b),
+                           int(self.core.nbytes() + self.sup.store.nbytes() + self.kb.nbytes()),
+                           int(self.cache.peak * b), int(self.cache.budget * b))
 
     def block_state(self):
         """(the scans use the kernel block, core vectors in it, its bytes, candidates the last scan computed

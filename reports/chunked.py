@@ -135,6 +135,13 @@ def _head(X, kind, n):
 WORKER_MMAP_THRESHOLD = 1 << 25
 
 
+def chunked_fit_stats(kind):
+    """The last chunked fit's counters (``corevector._chunked_ops.STATS``: bytes fetched and sent, scan blocks,
+    the local engine's peak), or ``{}`` when ``kind`` fits in memory and so kept none."""
+    from corevector import _chunked_ops
+    return _chunked_ops.STATS[-1] if _chunked_ops.STATS and kind not in ("memory", "official") else {}
+
+
 def local_cluster(workers, memory_limit):
     """A client of a LocalCluster of ``workers`` one-thread worker processes with the libraries a fit uses
     loaded (a running cluster has them; the caller, too, imported zarr before the timing)."""
@@ -151,7 +158,7 @@ def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
     """One measurement in this (fresh) process; returns a dict of the columns."""
     import warnings
 
-    from corevector import CVMClassifier, _chunked_ops
+    from corevector import CVMClassifier
     from refimpl.datasets import checkerboard
     warnings.simplefilter("ignore")
     zpath, npath, ypath = data_files(Path(folder), m, chunk_rows)
@@ -193,7 +200,7 @@ def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
         scan = time.perf_counter() - t1
     n_iter = max(int(est.n_iter_), 1)
     # read after the scan pass: a window of draws still on its way when the fit ended has arrived (sent_bytes)
-    st = _chunked_ops.STATS[-1] if _chunked_ops.STATS and kind != "memory" else {}
+    st = chunked_fit_stats(kind)
     out = dict(input=kind, m=m, chunk_rows=chunk_rows, workers=workers if kind == "dask" else 0, fit_time=wall, fit_cpu_time=cpu, load=load, rss_growth_mb=growth / 2**20,
                first_fit_growth_mb=first / 2**20,
                x_mb=m * 2 * 8 / 2**20, worker_peak_mb=max((v[1] for v in w1.values()), default=0) / 2**20,

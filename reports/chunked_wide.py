@@ -14,8 +14,8 @@ Columns as in :mod:`reports.chunked`: ``fit_time`` / ``fit_cpu_time`` (caller pl
 float32 on disk), ``engine_mb`` (of that growth, the peak of the local engine's own working memory -- its
 Q-row cache, Cholesky factor and core-set stores, bounded by ``cache_size`` whatever m is -- in a chunked
 fit) and ``data_held_mb`` (the rest: the row buffer, the stashes read ahead, the scans' blocks),
-``worker_peak_mb``, ``core_set``, ``accuracy``, ``certified_ratio`` and ``scan_evals_per_s`` (``decision_function`` over ``SCAN_ROWS`` training rows: rows x support vectors per
-second).
+``worker_peak_mb``, ``core_set``, ``accuracy``, ``certified_ratio`` and ``scan_evals_per_s``
+(``decision_function`` over ``SCAN_ROWS`` training rows: rows x support vectors per second).
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .chunked import _head, local_cluster, medians_of, timed_fit
+from .chunked import _head, chunked_fit_stats, local_cluster, medians_of, timed_fit
 from .common import Context, ExperimentResult, experiment, to_markdown
 
 CLASS = 1
@@ -108,9 +108,7 @@ def run_one(kind, m, path, workers=WORKERS, params=None):
     load = os.getloadavg()[0]
     est = CVMClassifier(random_state=0, **params)
     wall, cpu, growth, w1 = timed_fit(est, X, y, client)
-    from corevector import _chunked_ops
-    st = _chunked_ops.STATS[-1] if _chunked_ops.STATS and kind in ("zarr", "dask", "memmap") else {}
-    engine = st.get("engine_peak_bytes", 0) / 2**20
+    engine = chunked_fit_stats(kind).get("engine_peak_bytes", 0) / 2**20
     n_scan = min(m, SCAN_ROWS)
     if kind in ("memory", "memmap", "official"):
         Xs = X[:n_scan]

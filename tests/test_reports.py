@@ -335,6 +335,8 @@ def test_wide_fits_take_the_estimators_parameters(tmp_path):
         assert json.loads(row["params"]) == params and row["m"] == m
         assert (row["core_set"], row["n_iter"]) == (est.core_set_.size, est.n_iter_)
         assert row["peak_rss_mb"] > 0
+        # the local engine's working memory is set apart from the data held only where the fit is chunked
+        assert (row["engine_mb"] > 0) == (kind == "zarr"), row
 
 
 def test_report_clusters_start_workers_with_a_larger_mmap_threshold():
