@@ -20,10 +20,16 @@ from ._validation import POSITIVE, plain, store_params
 from .distributed import run_tasks
 from .probability import MIN_PROB, PROBABILITY_FOLDS, class_probabilities, cross_validated_sigmoid
 
-#: one-vs-one pairs run one per thread (CVMClassifier._pair_threads) from this many rows x features a pair:
-#: Fashion-MNIST's 10 classes (12,000 rows x 784 a pair at 60,000; 9.4e6) run two at once, the digits and
-#: letter sets (pairs of 400-1,500 rows x 16-64: below 1e5), whose pairs are mostly Python, one at a time
+#: one-vs-one pairs run one per thread (CVMClassifier._pair_workers) from this many rows x features a pair:
+#: Fashion-MNIST's 10 classes (12,000 rows x 784 a pair at 60,000; 9.4e6) run two at once; the digits and
+#: letter sets (pairs of 400-1,500 rows x 16-64: below 1e5), whose pairs are mostly Python, do not
 PAIR_THREADS_MIN_WORK = 1_000_000
+#: smaller pairs run in forked processes (corevector._forked_tasks) from this many rows x features over all
+#: pairs ((classes - 1) m d for balanced classes), below it one after another: a fork and the results'
+#: pipe cost 30-45 ms.  Measured, idle, 2 processes against 1 thread (medians of 3 fresh processes, wall /
+#: CPU s): letter (5.6e6) 0.73 / 1.36 against 1.18 / 1.18; optdigits (2.2e6) 0.16 / 0.30 against 0.16 /
+#: 0.16, no gain for twice the CPU; pendigits (1.1e6) 0.16 against 0.15-0.22, within the noise
+PAIR_PROCESSES_MIN_WORK = 4_000_000
 
 __all__ = ["CVMClassifier"]
 
@@ -214,33 +220,50 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
         # more than two classes: the pairs select their points by class codes (integers), not by comparing
         # labels (strings compare as objects: 22 ms of letter's 325 pairs at 5,000 points)
         ys = y if len(self.classes_) == 2 else np.searchsorted(self.classes_, y)
-        threads = self._pair_threads(X, len(pairs))
-        with collected.threaded() if threads > 1 else contextlib.nullcontext():
-            fits = run_tasks(self._fit_pair, [(a, b, seed) for (a, b), seed in zip(pairs, seeds)],
-                             shared=(X, ys, w), each=part, threads=threads)
-        self._set_fitted(X, fits, kept)
+        # the rows of each class, once: a pair's rows are two of them (not two comparisons of all m labels)
+        members = None if len(self.classes_) == 2 else _class_members(ys, len(self.classes_))
+        threads, processes = self._pair_workers(X, len(pairs))
+
+        def per_pair(fn, pair_seeds):
+            with (collected.threaded() if threads > 1 else contextlib.nullcontext()), self._blas_once():
+                return run_tasks(fn, [(a, b, seed) for (a, b), seed in zip(pairs, pair_seeds)],
+                                 shared=(X, ys, w, members), each=part, threads=threads, processes=processes)
+        self._set_fitted(X, per_pair(self._fit_pair, seeds), kept)
         self.probA_, self.probB_ = np.empty(0), np.empty(0)
         if self.probability:
-            cv_seeds = [int(rng.integers(0, 2**31 - 1)) for _ in pairs]
-            platt = run_tasks(self._platt_pair, [(a, b, seed) for (a, b), seed in zip(pairs, cv_seeds)],
-                              shared=(X, ys, w), each=part)
+            platt = per_pair(self._platt_pair, [int(rng.integers(0, 2**31 - 1)) for _ in pairs])
             self.probA_ = np.array([ab[0] for ab in platt])
             self.probB_ = np.array([ab[1] for ab in platt])
         collected.emit(len(pairs))  # each kind of warning once per fit, with the pairs it arose in
         return self
 
-    def _pair_threads(self, X, n_pairs):
-        """How many one-vs-one pairs run at once (corevector.distributed.run_tasks): as many as this thread's
-        OpenMP threads, one thread each, where the pairs are large enough for the engine's kernel work to
-        dominate them (mean pair rows x features >= PAIR_THREADS_MIN_WORK; the GIL serialises the rest);
-        else 1, and each pair uses every thread."""
+    def _pair_workers(self, X, n_pairs):
+        """(threads, processes): how many one-vs-one pairs run at once (corevector.distributed.run_tasks), as
+        many as this thread's OpenMP threads, each pair on one thread.  In threads where the pairs are large
+        enough for the engine's kernel work to dominate them (mean pair rows x features >=
+        PAIR_THREADS_MIN_WORK); in forked processes where they are smaller, mostly the driver's Python,
+        which the GIL would serialise, and there is enough of them (all pairs' rows x features >=
+        PAIR_PROCESSES_MIN_WORK); else (1, 1), one pair after another, each with every thread."""
         if self.impl != "fast" or n_pairs < 2 or isinstance(X, chunked.ChunkedRows):
-            return 1
-        if 2.0 * X.shape[0] / len(self.classes_) * X.shape[1] < PAIR_THREADS_MIN_WORK:
-            return 1
-        from threadpoolctl import threadpool_info
-        omp = [i.get("num_threads", 1) for i in threadpool_info() if i.get("user_api") == "openmp"]
-        return max(1, min(max(omp, default=1), n_pairs))
+            return 1, 1
+        pair_work = 2.0 * X.shape[0] / len(self.classes_) * X.shape[1]
+        in_threads = pair_work >= PAIR_THREADS_MIN_WORK
+        if not in_threads and (self.verbose or pair_work * n_pairs < PAIR_PROCESSES_MIN_WORK):
+            return 1, 1  # (verbose: the progress bars of forked children would interleave)
+        from fastimpl._openmp import openmp_threads
+        k = max(1, min(openmp_threads(), n_pairs))
+        if in_threads:
+            return k, 1
+        from ._forked_tasks import free_cores
+        return 1, (min(k, free_cores()) if k > 1 else 1)  # (no fork onto a core another process holds)
+
+    def _blas_once(self):
+        """BLAS single-threaded around all the pairs of a fast fit: each pair's engine asks for it too, and
+        the outermost request is the only one that calls threadpoolctl (fastimpl._openmp)."""
+        if self.impl != "fast":
+            return contextlib.nullcontext()
+        from fastimpl._openmp import blas_single_threaded
+        return blas_single_threaded()
 
     def _weights(self, X, y, sample_weight):
         """(w, kept): the per-point weights class_weight[y_i] * sample_weight_i (None: all 1) and the rows
@@ -266,17 +289,19 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
         """'0 vs 1': the pair's classes as the user gave them (plain numbers and strings, no NumPy reprs)."""
         return f"{plain(self.classes_[a])!r} vs {plain(self.classes_[b])!r}"
 
-    def _pair_data(self, X, y, w, a, b):
+    def _pair_data(self, X, y, w, members, a, b):
         """(members, X_pair, y_pm, w_pair) of the pair a (positive, as in LIBSVM) against b; y: the labels
-        (two classes) or their codes, positions in ``classes_`` (more)."""
+        (two classes) or their codes, positions in ``classes_`` (more), whose rows ``members`` lists
+        (:func:`_class_members`)."""
         if len(self.classes_) == 2:  # no subset copy of X and 1 byte a point: a fit's extra memory stays small
             return None, X, _signs_of(y, self.classes_[a]), w
-        idx = np.flatnonzero((y == a) | (y == b))
+        idx = np.concatenate((members[a], members[b]))
+        idx.sort(kind="stable")  # (two sorted runs: a merge)
         return idx, X[idx], _signs(y[idx] == a), None if w is None else w[idx]
 
-    def _fit_pair(self, X, y, w, a, b, seed):
+    def _fit_pair(self, X, y, w, members, a, b, seed):
         """The binary CVM of classes a (positive, as in LIBSVM) against b: (pair, members, result, model)."""
-        idx, Xp, y_pm, wp = self._pair_data(X, y, w, a, b)
+        idx, Xp, y_pm, wp = self._pair_data(X, y, w, members, a, b)
         label = f"CVMClassifier ({self.impl}) {self._pair_name(a, b)}"
         return ((a, b), idx) + self._solve_binary(Xp, y_pm, wp, seed, label)
 
@@ -286,10 +311,10 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
         result = self._run(problem, seed, label=label)
         return result, cvm.recover(problem, result, float(self.C), "two_class")
 
-    def _platt_pair(self, X, y, w, a, b, seed):
+    def _platt_pair(self, X, y, w, members, a, b, seed):
         """(A, B) of the pair's sigmoid P(a | f) = 1 / (1 + exp(A f + B)), fitted to the decision values of a
         cross-validation of the pair's CVM (:func:`corevector.probability.cross_validated_sigmoid`)."""
-        _, Xp, y_pm, wp = self._pair_data(X, y, w, a, b)
+        _, Xp, y_pm, wp = self._pair_data(X, y, w, members, a, b)
 
         def fold_decisions(train, test, fold_seed, k):
             label = f"CVMClassifier ({self.impl}) {self._pair_name(a, b)} CV {k + 1}"
@@ -427,3 +452,11 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
         with np.errstate(divide="ignore"):
             return np.log(self.predict_proba(X))
 
+
+def _class_members(codes, n_classes):
+    """[rows of class c (ascending) for c in range(n_classes)], from the class codes (positions in
+    ``classes_``): one stable sort of the m codes instead of two comparisons of them per pair (letter's
+    325 pairs: 4% of the fit)."""
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(n_classes + 1))
+    return [order[bounds[c]:bounds[c + 1]] for c in range(n_classes)]

@@ -36,16 +36,22 @@ def submits_tasks(n_tasks, shared=()) -> bool:
             and not any(chunked.needs_chunked(a) for a in shared))
 
 
-def run_tasks(fn, tasks, shared=(), each=None, threads=1):
+def run_tasks(fn, tasks, shared=(), each=None, threads=1, processes=1):
     """``[fn(*shared, *args) for args in tasks]``, as separate tasks on a running distributed client when
     there is more than one (see the module docstring).  ``each(args)``: a context each call runs in here
     (e.g. the collection of its warnings); tasks on workers leave their warnings in the workers' logs.
     Without a client, ``threads`` > 1 runs that many tasks at once in threads of this process, each with one
-    OpenMP thread (:func:`_in_threads`)."""
+    OpenMP thread (:func:`_in_threads`), and ``processes`` > 1 in this process and forked children
+    (:func:`corevector._forked_tasks.in_processes`, where the platform can fork)."""
     tasks = [tuple(t) for t in tasks]
     if not submits_tasks(len(tasks), shared):
-        if threads > 1 and len(tasks) > 1 and not any(chunked.needs_chunked(a) for a in shared):
+        local = len(tasks) > 1 and not any(chunked.needs_chunked(a) for a in shared)
+        if threads > 1 and local:
             return _in_threads(fn, tasks, shared, each, threads)
+        if processes > 1 and local:
+            from ._forked_tasks import can_fork, in_processes
+            if can_fork():
+                return in_processes(fn, tasks, shared, each, min(processes, len(tasks)))
         out = []
         for args in tasks:
             with (each(args) if each is not None else contextlib.nullcontext()):
@@ -64,12 +70,10 @@ def _in_threads(fn, tasks, shared, each, threads):
     idle through its serial parts (its QP, the driver).  Each task's result is what it computes alone."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from threadpoolctl import threadpool_limits
-
-    from fastimpl._openmp import blas_single_threaded
+    from fastimpl._openmp import blas_single_threaded, openmp_single_threaded
 
     def one(args):
-        with threadpool_limits(limits=1, user_api="openmp"):
+        with openmp_single_threaded():  # (threadpool_limits would list the loaded libraries again: 8 ms a pair)
             with (each(args) if each is not None else contextlib.nullcontext()):
                 return fn(*shared, *args)
     with blas_single_threaded(), ThreadPoolExecutor(max_workers=threads, thread_name_prefix="corevector-fit") as pool:

@@ -200,3 +200,208 @@ def test_pairs_in_threads_give_the_serial_model_and_warnings(monkeypatch):
     np.testing.assert_array_equal(a.dual_coef_, b.dual_coef_)
     np.testing.assert_array_equal(a.intercept_, b.intercept_)
     assert wa == wb and any("of 45 pairs, first 0 vs 1]" in m for m in wa), wa
+
+
+
+def _letters(m=1500, seed=0):
+    """Twelve classes of overlapping 8-dimensional Gaussians: 66 small one-vs-one pairs."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 12, size=m)
+    X = rng.normal(size=(m, 8)) + 1.5 * rng.normal(size=(12, 8))[y]
+    return X, y
+
+
+def _fit_with_pairs_in(processes, X, y, monkeypatch, **params):
+    """(model, sorted warning messages, {pid: pairs fitted there}) of the fit with its pairs in ``processes``
+    processes (1: one after another)."""
+    import warnings
+
+    from threadpoolctl import threadpool_limits
+
+    import corevector.classifier as classifier
+    monkeypatch.setattr(classifier, "PAIR_PROCESSES_MIN_WORK", 0 if processes > 1 else 10**18)
+    _all_cores_free(monkeypatch)
+    fit_pair, set_fitted = classifier.CVMClassifier._fit_pair, classifier.CVMClassifier._set_fitted
+    where = {}
+
+    def traced(self, *args):
+        return fit_pair(self, *args), os.getpid()
+
+    def untrace(self, X, fits, kept=None):
+        for _, pid in fits:
+            where[pid] = where.get(pid, 0) + 1
+        return set_fitted(self, X, [f for f, _ in fits], kept)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(classifier.CVMClassifier, "_fit_pair", traced)
+        mp.setattr(classifier.CVMClassifier, "_set_fitted", untrace)
+        with threadpool_limits(limits=processes, user_api="openmp"), warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            est = CVMClassifier(random_state=0, **params).fit(X, y)
+    return est, sorted(str(x.message) for x in w), where
+
+
+def _all_cores_free(monkeypatch):
+    """The pairs fork whatever else runs beside the test (a busy machine makes them run one after another:
+    test_free_cores_leave_out_a_core_another_process_holds)."""
+    from corevector import _forked_tasks
+    monkeypatch.setattr(_forked_tasks, "free_cores", lambda: 2)
+
+
+def test_free_cores_leave_out_a_core_another_process_holds():
+    """A process spinning at normal priority holds a core: free_cores does not count it, so the pairs do not
+    fork onto it; without it, free_cores counts at least one core and at most this process's."""
+    _needs_fork()
+    import subprocess
+    import sys
+    import time
+
+    from corevector._forked_tasks import free_cores
+    cpus = len(os.sched_getaffinity(0))
+    assert 1 <= free_cores() <= cpus
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        assert free_cores() <= max(1, cpus - 1)
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
+def _same_model(a, b):
+    for key in ("core_set_", "support_", "dual_coef_", "intercept_", "n_iter_", "certified_ratio_"):
+        np.testing.assert_array_equal(getattr(a, key), getattr(b, key))
+
+
+def _needs_fork():
+    from corevector._forked_tasks import can_fork
+    if not can_fork():
+        pytest.skip("no fork on this platform: the pairs run one after another there")
+
+
+def test_small_pairs_in_forked_processes_give_the_serial_model_and_warnings(monkeypatch):
+    """Pairs too small for threads run in this process and a forked child (corevector._forked_tasks): the
+    model and Platt's sigmoids are the serial fit's bit for bit, every warning a child raised is attributed
+    to its pairs as in the serial fit, and the child really fitted some of the pairs."""
+    _needs_fork()
+    X, y = _letters()
+    a, wa, where_a = _fit_with_pairs_in(1, X, y, monkeypatch, max_iter=3, probability=True)
+    b, wb, where_b = _fit_with_pairs_in(2, X, y, monkeypatch, max_iter=3, probability=True)
+    _same_model(a, b)
+    np.testing.assert_array_equal(a.probA_, b.probA_)  # (Platt's folds ran as pairs in processes too)
+    np.testing.assert_array_equal(a.probB_, b.probB_)
+    assert where_a == {os.getpid(): 66}
+    assert len(where_b) == 2 and os.getpid() in where_b and sum(where_b.values()) == 66, where_b
+    assert wa == wb and any("max_iter=3" in m and "of 66 pairs" in m for m in wa), wa
+
+
+def test_forked_pairs_raise_the_first_failing_pairs_error(monkeypatch):
+    """An error in a pair, in whichever process fits it, is raised by the fit, and it is the error of the
+    first failing pair in the serial order (the later one is fitted by the child, whichever is first)."""
+    _needs_fork()
+    import corevector.classifier as classifier
+    X, y = _letters()
+    fit_pair = classifier.CVMClassifier._fit_pair
+
+    def failing(self, X, y, w, members, a, b, seed):
+        if (a, b) in ((0, 5), (3, 4)):
+            raise ValueError(f"pair {a} vs {b} failed")
+        return fit_pair(self, X, y, w, members, a, b, seed)
+
+    monkeypatch.setattr(classifier, "PAIR_PROCESSES_MIN_WORK", 0)
+    _all_cores_free(monkeypatch)
+    monkeypatch.setattr(classifier.CVMClassifier, "_fit_pair", failing)
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=2, user_api="openmp"), pytest.raises(ValueError, match="pair 0 vs 5 failed"):
+        CVMClassifier(random_state=0).fit(X, y)
+
+
+def test_an_error_in_a_forked_child_reaches_the_caller(monkeypatch):
+    """Every pair a child fits fails (the parent's succeed): the child's exception travels back and the fit
+    raises it, with the pairs before it in the serial order fitted here."""
+    _needs_fork()
+    import corevector.classifier as classifier
+    X, y = _letters()
+    parent, fit_pair = os.getpid(), classifier.CVMClassifier._fit_pair
+
+    def failing_in_child(self, X, y, w, members, a, b, seed):
+        if os.getpid() != parent:
+            raise ValueError(f"pair {a} vs {b} failed in a child")
+        return fit_pair(self, X, y, w, members, a, b, seed)
+
+    monkeypatch.setattr(classifier, "PAIR_PROCESSES_MIN_WORK", 0)
+    _all_cores_free(monkeypatch)
+    monkeypatch.setattr(classifier.CVMClassifier, "_fit_pair", failing_in_child)
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=2, user_api="openmp"), pytest.raises(ValueError, match="failed in a child"):
+        CVMClassifier(random_state=0).fit(X, y)
+
+
+def test_pairs_of_a_killed_child_are_fitted_again_here(monkeypatch, tmp_path):
+    """A forked child that dies mid-fit (killed: it sends nothing) loses no pair: the parent fits the pairs
+    no process reported, and the model is the serial fit's."""
+    _needs_fork()
+    import corevector.classifier as classifier
+    X, y = _letters()
+    serial, _, _ = _fit_with_pairs_in(1, X, y, monkeypatch)
+    parent, fit_pair = os.getpid(), classifier.CVMClassifier._fit_pair
+
+    def dying(self, *args):
+        if os.getpid() != parent and not (tmp_path / "killed").exists():
+            (tmp_path / "killed").touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return fit_pair(self, *args)
+
+    monkeypatch.setattr(classifier, "PAIR_PROCESSES_MIN_WORK", 0)
+    _all_cores_free(monkeypatch)
+    monkeypatch.setattr(classifier.CVMClassifier, "_fit_pair", dying)
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=2, user_api="openmp"):
+        est = CVMClassifier(random_state=0).fit(X, y)
+    assert (tmp_path / "killed").exists()
+    _same_model(serial, est)
+
+
+def test_class_members_are_each_classes_rows_in_order():
+    from corevector.classifier import _class_members
+    codes = np.random.default_rng(1).integers(0, 7, size=1000)
+    members = _class_members(codes, 8)  # (class 7 has no rows)
+    for c in range(8):
+        np.testing.assert_array_equal(members[c], np.flatnonzero(codes == c))
+
+
+def test_blas_single_threaded_nests_and_restores_once(monkeypatch):
+    """Nested blocks (a fit's pairs, each pair's engine, pairs in threads) set BLAS to one thread with one
+    threadpoolctl call, and the caller's threads come back when the last block ends."""
+    from threadpoolctl import ThreadpoolController, threadpool_info, threadpool_limits
+
+    from fastimpl import _openmp
+
+    def blas():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    calls = []
+
+    class Counting(ThreadpoolController):
+        def limit(self, **kwargs):
+            calls.append(kwargs)
+            return super().limit(**kwargs)
+
+    monkeypatch.setattr(_openmp, "_BLAS", Counting())
+    seen = []
+
+    def inner():
+        with _openmp.blas_single_threaded():
+            seen.append(set(blas()))
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = blas()
+        with _openmp.blas_single_threaded():
+            with _openmp.blas_single_threaded():
+                seen.append(set(blas()))
+            thread = threading.Thread(target=inner)
+            thread.start()
+            thread.join()
+            seen.append(set(blas()))
+        after = blas()
+    assert seen == [{1}] * 3 and after == before and calls == [dict(limits=1, user_api="blas")]
