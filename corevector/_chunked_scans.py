@@ -25,12 +25,20 @@ REF_BLOCK = 4096
 
 
 def _ridge_of_core(z, sh, cdiag):
-    """alpha_z c_z for candidates z that are core vectors (0 elsewhere), as the engines add it."""
+    """(where, ridge): the candidates among ``z`` that are core vectors (positions in z) and their alpha_z c_z,
+    as the engines add it.  A whole block's candidates are a run of consecutive indices, whose core vectors
+    are one slice of the sorted core (two binary searches); the others are looked up one by one (at 10^7 x 2
+    the lookups of every candidate were a tenth of a zarr fit)."""
     core, calpha = sh["core"], sh["core_alpha"]
-    if len(core) == 0:
-        return None, None
+    if len(core) == 0 or len(z) == 0:
+        return np.zeros(0, dtype=np.intp), np.zeros(0)
+    if z[-1] - z[0] == len(z) - 1 and bool((np.diff(z) == 1).all()):
+        a, b = np.searchsorted(core, (z[0], z[-1] + 1))
+        where = (core[a:b] - z[0]).astype(np.intp)
+        return where, calpha[a:b] * cdiag[where]
     p, hit = positions_in(core, z)
-    return hit, calpha[p] * cdiag
+    where = np.flatnonzero(hit)
+    return where, calpha[p[where]] * cdiag[where]
 
 
 def _ref_d2(X, z, s, cd, offset, raw, sh):
@@ -68,10 +76,10 @@ def _fast_d2(ka, z_all, s_all, cd, offset, raw, sh, rows=None):
     for z, s in zip(z_all, s_all):
         if rows is not None:
             z, s = z[rows], s[rows]
-        hit, ridge = _ridge_of_core(z, sh, cd)
         kal = s * (ka + lb * sh["svsum"])
-        if hit is not None and (sh["diag_add"] != 0.0 or sh["has_pdiag"]):
-            kal = np.where(hit, kal + ridge, kal)
+        if sh["diag_add"] != 0.0 or sh["has_pdiag"]:
+            where, ridge = _ridge_of_core(z, sh, cd)
+            kal[where] += ridge
         if sh["has_delta"]:
             ld = s * offset if sh["has_offset"] else 0.0
         elif sh["lconst"]:

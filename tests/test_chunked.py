@@ -610,3 +610,24 @@ def test_chunked_fast_fits_scan_with_single_threaded_blas(tmp_path, monkeypatch)
         est = CVMClassifier(random_state=0).fit(np.load(tmp_path / "x.npy", mmap_mode="r"), y)
         assert blas_threads() == before  # restored after the fit
     assert est.n_iter_ > 3 and seen and set(seen) == {1}
+
+
+def test_the_core_vectors_ridge_is_found_for_runs_and_for_scattered_candidates():
+    """_chunked_scans._ridge_of_core: alpha_z c_z at exactly the candidates that are core vectors, whether the
+    candidates are a whole block's run of indices (one slice of the sorted core) or scattered rows (a
+    lookup each), including the mirrored half (indices + m) and runs with no core vector."""
+    from corevector._chunked_scans import _ridge_of_core
+    rng = np.random.default_rng(3)
+    m = 5000
+    core = np.unique(rng.integers(0, 2 * m, size=300))
+    sh = dict(core=core, core_alpha=rng.random(len(core)))
+    for z in (np.arange(1000, 3000), np.arange(m + 200, m + 900), np.arange(0, 1),
+              np.sort(rng.choice(2 * m, size=700, replace=False)), np.array([7, 3, 5000, 12]),
+              np.arange(4000, 4000)):
+        cdiag = rng.random(len(z))
+        where, ridge = _ridge_of_core(z, sh, cdiag)
+        expected = np.flatnonzero(np.isin(z, core))
+        np.testing.assert_array_equal(np.sort(where), expected)
+        alpha_of = dict(zip(core.tolist(), sh["core_alpha"].tolist()))
+        for w, r in zip(where, ridge):
+            assert r == alpha_of[int(z[w])] * cdiag[w]
