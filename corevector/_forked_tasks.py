@@ -31,9 +31,11 @@ import warnings
 
 __all__ = ["can_fork", "free_cores", "in_processes"]
 
-#: snapshots of the run queue free_cores takes, FREE_CORES_GAP seconds apart (the fewest others counts): a
-#: busy process is runnable in all of them, a short-lived one (a kernel thread, a shell) rarely is
+#: snapshots of the other processes' runnable threads free_cores takes, FREE_CORES_GAP seconds apart (the
+#: fewest counts): a busy process is runnable in all of them, a short-lived one (a kernel thread, a shell)
+#: rarely is
 FREE_CORES_SAMPLES, FREE_CORES_GAP = 3, 0.002
+
 
 def can_fork() -> bool:
     """Whether :func:`in_processes` may fork here: Linux, ``fork`` available, and this process is not a
@@ -45,16 +47,19 @@ def can_fork() -> bool:
 
 
 def _runnable_elsewhere():
-    """Threads of other processes runnable right now: /proc/loadavg's running count (every runnable thread
-    of the machine) less this process's own (its OpenMP threads may still spin after a parallel region)."""
+    """Threads of other processes runnable right now: those whose state in /proc/PID/task/TID/stat is R.
+    (Counted one by one: /proc/loadavg's running count less this process's runnable threads, read a moment
+    apart, missed a spinning process whenever one of this process's threads woke between the two reads.)"""
     import os
-    with open("/proc/loadavg") as f:
-        running = int(f.read().split()[3].split("/")[0])
-    own = 0
-    for tid in os.listdir("/proc/self/task"):
-        with contextlib.suppress(OSError), open(f"/proc/self/task/{tid}/stat") as f:
-            own += f.read().rpartition(")")[2].split()[0] == "R"
-    return max(running - max(own, 1), 0)
+    me, count = os.getpid(), 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == me:
+            continue
+        with contextlib.suppress(OSError):
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    count += f.read().rpartition(")")[2].split()[0] == "R"
+    return count
 
 
 def free_cores() -> int:
@@ -66,10 +71,9 @@ def free_cores() -> int:
     import time
     cpus = len(os.sched_getaffinity(0))
     try:
-        others = []
-        for k in range(FREE_CORES_SAMPLES):
-            if k:
-                time.sleep(FREE_CORES_GAP)
+        others = [_runnable_elsewhere()]
+        while others[-1] > 0 and len(others) < FREE_CORES_SAMPLES:  # (none: no snapshot can show fewer)
+            time.sleep(FREE_CORES_GAP)
             others.append(_runnable_elsewhere())
     except (OSError, ValueError, IndexError):  # no /proc: nothing known of the others
         return cpus
