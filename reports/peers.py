@@ -111,6 +111,11 @@ def _prepare(case, m, estimator, threads, seed):
     # every estimator's modules imported (and oneDAL's threads set) before the timed fit: the first import
     # of corevector or sklearnex costs 0.1-0.5 s, more than a small fit
     _make(d)
+    # the threads of OpenMP and BLAS limited here, outside the timed fit, for the rest of this fresh process:
+    # threadpool_limits lists the loaded libraries first, 20-50 ms that the fits of issue 12's small sets
+    # (0.13-0.3 s) were charged with
+    from threadpoolctl import threadpool_limits
+    d["limits"] = threadpool_limits(limits=threads)
     return d
 
 
@@ -138,10 +143,7 @@ def _make(d):
 
 
 def _fit(d):
-    from threadpoolctl import threadpool_limits
-    model = _make(d)
-    with threadpool_limits(limits=d["threads"]):
-        return model.fit(d["X"], d["y"])
+    return _make(d).fit(d["X"], d["y"])  # (with the thread limits _prepare set)
 
 
 def _evaluate(model, d):

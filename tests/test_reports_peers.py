@@ -113,3 +113,18 @@ def test_targets_judge_against_the_fastest_accurate_peer():
     # on Fashion-MNIST the reference is sklearnex, whatever its accuracy
     fm = peers._targets(pd.DataFrame([dict(r, case="Fashion-MNIST x") for r in rows])).iloc[0]
     assert fm["ratio"] == pytest.approx(2.0) and not fm["speed_met"]
+
+
+def test_thread_limits_are_set_before_the_timed_fit(monkeypatch):
+    """_prepare limits OpenMP and BLAS to the measured thread count, so that the timed _fit does not pay
+    threadpoolctl's listing of the libraries (20-50 ms wall and ~0.1 s of BLAS worker CPU, against fits of
+    0.13-0.3 s on issue 12's small sets)."""
+    from threadpoolctl import threadpool_info
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # (_prepare sets it: restored after the test)
+    d = peers._prepare("optdigits ovr", 500, "cvm", 1, 0)
+    try:
+        counts = {i["internal_api"]: i["num_threads"] for i in threadpool_info()
+                  if i["user_api"] in ("blas", "openmp")}
+        assert counts and set(counts.values()) == {1}, counts
+    finally:
+        d["limits"].restore_original_limits()
