@@ -164,6 +164,7 @@ def in_processes(fn, tasks, shared, each, processes):
     import multiprocessing
     ctx = multiprocessing.get_context("fork")
     tasks = [tuple(t) for t in tasks]
+    each = each if each is not None else (lambda args: contextlib.nullcontext())
     n = len(tasks)
     counter = ctx.Value("q", 0)
     here, failed = {}, None
@@ -181,7 +182,7 @@ def in_processes(fn, tasks, shared, each, processes):
                 if i >= n:
                     break
                 try:
-                    with (each(tasks[i]) if each is not None else contextlib.nullcontext()):
+                    with each(tasks[i]):
                         here[i] = fn(*shared, *tasks[i])
                 except Exception as exc:  # noqa: BLE001 - raised below, after the tasks before it
                     failed = (i, exc)
@@ -202,7 +203,7 @@ def in_processes(fn, tasks, shared, each, processes):
         if i in here:
             out.append(here[i])
             continue
-        with (each(args) if each is not None else contextlib.nullcontext()):
+        with each(args):
             if i in done:
                 result, records = done[i]
                 for message, category, filename, lineno in records:

@@ -17,7 +17,7 @@ import os
 import threading
 
 SPIN_COUNT = "10000"
-_BLAS = None
+_CONTROLLER = None
 #: blas_single_threaded's nesting: how many blocks are open (in any thread), and the limit the first set
 _DEPTH, _LIMITER = 0, None
 _DEPTH_LOCK = threading.Lock()
@@ -58,11 +58,11 @@ def blas_single_threaded():
 
 
 def _controller():
-    global _BLAS
-    if _BLAS is None:
+    global _CONTROLLER
+    if _CONTROLLER is None:
         from threadpoolctl import ThreadpoolController
-        _BLAS = ThreadpoolController()
-    return _BLAS
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER
 
 
 @contextlib.contextmanager

@@ -295,12 +295,23 @@ def test_small_pairs_in_forked_processes_give_the_serial_model_and_warnings(monk
     assert wa == wb and any("max_iter=3" in m and "of 66 pairs" in m for m in wa), wa
 
 
+def _fit_in_two_processes(monkeypatch, fit_pair):
+    """CVMClassifier(random_state=0) fitted on _letters() with its pairs in two processes (this one and a
+    forked child) and ``fit_pair`` in place of CVMClassifier._fit_pair."""
+    import corevector.classifier as classifier
+    from threadpoolctl import threadpool_limits
+    monkeypatch.setattr(classifier, "PAIR_PROCESSES_MIN_WORK", 0)
+    _all_cores_free(monkeypatch)
+    monkeypatch.setattr(classifier.CVMClassifier, "_fit_pair", fit_pair)
+    with threadpool_limits(limits=2, user_api="openmp"):
+        return CVMClassifier(random_state=0).fit(*_letters())
+
+
 def test_forked_pairs_raise_the_first_failing_pairs_error(monkeypatch):
     """An error in a pair, in whichever process fits it, is raised by the fit, and it is the error of the
     first failing pair in the serial order (the later one is fitted by the child, whichever is first)."""
     _needs_fork()
     import corevector.classifier as classifier
-    X, y = _letters()
     fit_pair = classifier.CVMClassifier._fit_pair
 
     def failing(self, X, y, w, members, a, b, seed):
@@ -308,12 +319,8 @@ def test_forked_pairs_raise_the_first_failing_pairs_error(monkeypatch):
             raise ValueError(f"pair {a} vs {b} failed")
         return fit_pair(self, X, y, w, members, a, b, seed)
 
-    monkeypatch.setattr(classifier, "PAIR_PROCESSES_MIN_WORK", 0)
-    _all_cores_free(monkeypatch)
-    monkeypatch.setattr(classifier.CVMClassifier, "_fit_pair", failing)
-    from threadpoolctl import threadpool_limits
-    with threadpool_limits(limits=2, user_api="openmp"), pytest.raises(ValueError, match="pair 0 vs 5 failed"):
-        CVMClassifier(random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="pair 0 vs 5 failed"):
+        _fit_in_two_processes(monkeypatch, failing)
 
 
 def test_an_error_in_a_forked_child_reaches_the_caller(monkeypatch):
@@ -321,7 +328,6 @@ def test_an_error_in_a_forked_child_reaches_the_caller(monkeypatch):
     raises it, with the pairs before it in the serial order fitted here."""
     _needs_fork()
     import corevector.classifier as classifier
-    X, y = _letters()
     parent, fit_pair = os.getpid(), classifier.CVMClassifier._fit_pair
 
     def failing_in_child(self, X, y, w, members, a, b, seed):
@@ -329,12 +335,8 @@ def test_an_error_in_a_forked_child_reaches_the_caller(monkeypatch):
             raise ValueError(f"pair {a} vs {b} failed in a child")
         return fit_pair(self, X, y, w, members, a, b, seed)
 
-    monkeypatch.setattr(classifier, "PAIR_PROCESSES_MIN_WORK", 0)
-    _all_cores_free(monkeypatch)
-    monkeypatch.setattr(classifier.CVMClassifier, "_fit_pair", failing_in_child)
-    from threadpoolctl import threadpool_limits
-    with threadpool_limits(limits=2, user_api="openmp"), pytest.raises(ValueError, match="failed in a child"):
-        CVMClassifier(random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="failed in a child"):
+        _fit_in_two_processes(monkeypatch, failing_in_child)
 
 
 def test_pairs_of_a_killed_child_are_fitted_again_here(monkeypatch, tmp_path):
@@ -352,12 +354,7 @@ def test_pairs_of_a_killed_child_are_fitted_again_here(monkeypatch, tmp_path):
             os.kill(os.getpid(), signal.SIGKILL)
         return fit_pair(self, *args)
 
-    monkeypatch.setattr(classifier, "PAIR_PROCESSES_MIN_WORK", 0)
-    _all_cores_free(monkeypatch)
-    monkeypatch.setattr(classifier.CVMClassifier, "_fit_pair", dying)
-    from threadpoolctl import threadpool_limits
-    with threadpool_limits(limits=2, user_api="openmp"):
-        est = CVMClassifier(random_state=0).fit(X, y)
+    est = _fit_in_two_processes(monkeypatch, dying)
     assert (tmp_path / "killed").exists()
     _same_model(serial, est)
 
@@ -387,7 +384,7 @@ def test_blas_single_threaded_nests_and_restores_once(monkeypatch):
             calls.append(kwargs)
             return super().limit(**kwargs)
 
-    monkeypatch.setattr(_openmp, "_BLAS", Counting())
+    monkeypatch.setattr(_openmp, "_CONTROLLER", Counting())
     seen = []
 
     def inner():
