@@ -9,6 +9,10 @@ implementation (:func:`corevector.numerics.numerics`: ``impl='fast'`` Cython, ``
 recover the model.  Every fitted estimator reports what its fit achieved: ``core_set_``, ``n_iter_``,
 ``radius_``, ``rho_``, ``certified_ratio_`` (r_cert^2 / R_tau^2 from a full scan, see :mod:`refimpl.meb`),
 ``kkt_gap_`` and a per-iteration ``history_``.
+
+Chunked inputs (Dask, zarr, HDF5, memory maps) take the same path: the checks, the kernel width, the engine
+call and the expansions below hand a :class:`~corevector.chunked.rows.ChunkedRows` to :mod:`corevector.chunked`,
+and each estimator class routes its methods there with :func:`~corevector.chunked.methods.accepts_chunked`.
 """
 from __future__ import annotations
 
@@ -25,21 +29,17 @@ from sklearn.utils.validation import _check_sample_weight, validate_data
 
 from refimpl.driver import HYBRID_NU
 from refimpl.kernels import KERNELS, compact_columns
-
-import corevector.chunked as chunked
-import corevector._chunked_methods as _chunked_methods
-from ._validation import CORE_CONSTRAINTS, check_eps, checked_kernel_spec
-from .numerics import numerics
 from refimpl.meb import validate_engine_params
+
+from . import chunked
+from ._libsvm_layout import to_sklearn
+from ._validation import CORE_CONSTRAINTS, check_eps, checked_kernel_spec
+from .chunked.fit import fit_meb as chunked_fit_meb
+from .chunked.methods import expansion as chunked_expansion
+from .numerics import numerics
 
 #: labels per slice of the passes over all m labels
 SLICE = 1 << 16
-#: a per-row method takes an in-memory X that its validation would copy (not float64 in C order: float32,
-#: say) in blocks of about this many bytes as float64: validate_data's copy of the whole X doubled its
-#: memory and was slow to write (decision_function of 2e5 x 784 float32 rows against 682 support vectors:
-#: 5.5-5.7 s and +0.8-1.0 GB whole, 2.9-3.1 s and no growth in blocks of 2,048-8,192 rows; float64 input,
-#: copied by nobody, takes the same time either way)
-PER_ROW_BLOCK_BYTES = 16 * 2**20
 
 
 def _classes(y):
@@ -103,54 +103,6 @@ def _take(members, local):
     """Training-set indices of a pair's local indices (``members`` None: the pair is the whole set)."""
     return local if members is None else members[local]
 
-
-
-def _row_blocks(X):
-    """Row slices of about PER_ROW_BLOCK_BYTES (as float64) in which a per-row method takes X, or None to take
-    it whole: a float64 C-ordered array (validation reads it in place), anything but a 2-D ndarray (sparse
-    matrices, lists: their own paths), or an X of one block."""
-    if not isinstance(X, np.ndarray) or X.ndim != 2 or (X.dtype == np.float64 and X.flags.c_contiguous):
-        return None
-    rows = max(1, PER_ROW_BLOCK_BYTES // (8 * max(X.shape[1], 1)))
-    if X.shape[0] <= rows:
-        return None
-    return [slice(lo, lo + rows) for lo in range(0, X.shape[0], rows)]
-
-
-def _chunk_aware(name, method):
-    """``method`` of a CoreVectorBase subclass, with chunked inputs routed (corevector.chunked)."""
-    import functools
-
-    if name == "fit":
-        @functools.wraps(method)
-        def fit(self, X, *args, **kwargs):
-            out = method(self, X, *args, **kwargs)
-            if chunked.needs_chunked(X):  # fitted rows (support vectors) were views of X: read them now
-                for key, value in list(vars(self).items()):
-                    if isinstance(value, chunked.ChunkedRows):
-                        setattr(self, key, value.materialize())
-            return out
-        fit.chunk_aware = True
-        return fit
-    if name == "score":
-        @functools.wraps(method)
-        def score(self, X, y, *args, **kwargs):
-            if chunked.needs_chunked(X):
-                return _chunked_methods.score(self, X, y, *args, **kwargs)
-            return method(self, X, y, *args, **kwargs)
-        score.chunk_aware = True
-        return score
-
-    @functools.wraps(method)
-    def per_row(self, X, *args, **kwargs):
-        if chunked.needs_chunked(X):
-            return _chunked_methods.apply(self, name, X)
-        blocks = _row_blocks(X)
-        if blocks is not None:  # every row's value depends on that row alone
-            return np.concatenate([method(self, X[sl], *args, **kwargs) for sl in blocks])
-        return method(self, X, *args, **kwargs)
-    per_row.chunk_aware = True
-    return per_row
 
 
 _DOC = """
@@ -363,24 +315,6 @@ class CoreVectorBase(BaseEstimator):
 
     _parameter_constraints: dict = dict(CORE_CONSTRAINTS)
 
-    # -- chunked inputs (issue 24: Dask, zarr, HDF5, memory maps; corevector.chunked) ---------------------
-    #: the per-row methods that take a chunked X block by block beside the data (a Dask array gives a Dask array)
-    _PER_ROW = ("predict", "decision_function", "score_samples", "predict_proba", "predict_log_proba")
-
-    def __init_subclass__(cls, **kwargs):
-        """Route chunked inputs of the subclass's own ``fit``, per-row methods and ``score`` (see
-        :mod:`corevector.chunked`); in-memory inputs go through unchanged."""
-        super().__init_subclass__(**kwargs)
-        for name in cls._PER_ROW + ("fit", "score"):
-            method = cls.__dict__.get(name, getattr(cls, name, None) if name == "score" else None)
-            if method is None or getattr(method, "chunk_aware", False):
-                continue
-            if hasattr(method, "check") and hasattr(method, "fn"):  # sklearn's available_if (predict_proba)
-                from sklearn.utils.metaestimators import available_if
-                setattr(cls, name, available_if(method.check)(_chunk_aware(name, method.fn)))
-            else:
-                setattr(cls, name, _chunk_aware(name, method))
-
     def _validated(self, X, *args, **kwargs):
         """``validate_data`` of a fit: for chunked X its chunked checks, which keep X where it is."""
         if chunked.needs_chunked(X):
@@ -389,7 +323,7 @@ class CoreVectorBase(BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True  # CSR input for fit and predict (issue 15); other formats become CSR
+        tags.input_tags.sparse = True  # CSR input for fit and predict; other formats become CSR
         return tags
 
     def _check_fit_params(self, n_samples):
@@ -404,8 +338,7 @@ class CoreVectorBase(BaseEstimator):
     def _run(self, problem, random_state=None, label=None):
         """The core-set loop on ``problem`` with this estimator's options (one engine call for all)."""
         if isinstance(problem.X, chunked.ChunkedRows):
-            from ._chunked_ops import fit_meb as chunked_fit
-            fit_meb = chunked_fit(self.impl)
+            fit_meb = chunked_fit_meb(self.impl)
         else:
             fit_meb = numerics(self.impl).fit_meb
         return fit_meb(
@@ -432,7 +365,7 @@ class CoreVectorBase(BaseEstimator):
         if isinstance(SV, chunked.ChunkedRows):
             SV = SV.materialize()
         if isinstance(X, chunked.ChunkedRows):  # e.g. a cross-validation fold's held-out rows
-            return _chunked_methods.expansion(self.impl, self.kernel_spec_, SV, coef, X)
+            return chunked_expansion(self.impl, self.kernel_spec_, SV, coef, X)
         # the support vectors take the layout of X (they are few): CSR against CSR, dense against dense
         if sp.issparse(X) and not sp.issparse(SV):
             SV = sp.csr_matrix(SV)
@@ -447,15 +380,13 @@ class CoreVectorBase(BaseEstimator):
 
         The model as a scikit-learn ``SVC`` (CVMClassifier), ``OneClassSVM`` (CVDD; MEB with the Gaussian
         kernel) or ``SVR`` (CVR), for tools that know those (skl2onnx, skops); see
-        :func:`corevector.interchange.to_sklearn`.
+        :func:`corevector._libsvm_layout.to_sklearn`.
 
         Returns
         -------
         sklearn.svm.SVC or sklearn.svm.OneClassSVM or sklearn.svm.SVR
             A fitted estimator whose ``decision_function`` equals this one's within rounding.
         """
-        from .interchange import to_sklearn
-
         return to_sklearn(self)
 
     @staticmethod

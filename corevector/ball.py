@@ -10,10 +10,12 @@ from refimpl.kernels import kernel_diag
 
 from ._base import CoreVectorBase, shared_doc, _drop_zero_weights, _point_weights
 from ._validation import POSITIVE, store_params
+from .chunked.methods import accepts_chunked
 
 __all__ = ["MEB", "CVDD"]
 
 
+@accepts_chunked
 @shared_doc(eps="1e-6", gamma="scale", stop="radius", fit_diagnostics=True)
 class MEB(OutlierMixin, CoreVectorBase):
     """Minimum enclosing ball in feature space, the hard-margin SVDD ([001] eqs. (1)-(3)).
@@ -92,6 +94,9 @@ class MEB(OutlierMixin, CoreVectorBase):
     >>> bool(ball.certified_ratio_ <= (1 + ball.eps) ** 2)
     True
     """
+
+    #: the model in LIBSVM's terms (corevector._libsvm_layout)
+    _libsvm_layout = "meb"
 
     def __init__(self, *, eps=1e-6, kernel="rbf", gamma="scale", degree=3, coef0=0.0, normalize=False,
                  sample_size=59, n_confirm=100, max_iter=100_000, tol=None, solver="auto", stop="radius",
@@ -209,6 +214,7 @@ class MEB(OutlierMixin, CoreVectorBase):
         return np.where(dec >= -self.MEMBERSHIP_RTOL * self.certified_radius_ ** 2, 1, -1)
 
 
+@accepts_chunked
 @shared_doc(eps="1e-4", gamma="scale", stop="margin", fit_diagnostics=True)
 class CVDD(MEB):
     """Core Vector Data Description: one-class L2-SVM novelty detection ([001] Sec. 3.2.1, eq. (7)).
@@ -291,6 +297,9 @@ class CVDD(MEB):
     >>> bool(0.5 < np.mean(det.predict(X) == 1) < 1.0)  # most training points are inliers
     True
     """
+
+    #: the model in LIBSVM's terms (corevector._libsvm_layout)
+    _libsvm_layout = "one_class"
 
     _parameter_constraints: dict = {**CoreVectorBase._parameter_constraints, "C": [POSITIVE]}
 

@@ -13,27 +13,17 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from refimpl import cvm
 from refimpl.driver import make_rng
 
-import corevector.chunked as chunked
-
 from ._base import CoreVectorBase, WarningsOncePerFit, _classes, shared_doc, _drop_zero_weights, _point_weights, _signs, _signs_of, _take
 from ._validation import POSITIVE, plain, store_params
-from .distributed import run_tasks
+from .chunked.methods import accepts_chunked
+from .parallel.pairs import blas_once, pair_workers
+from .parallel.tasks import run_tasks
 from .probability import MIN_PROB, PROBABILITY_FOLDS, class_probabilities, cross_validated_sigmoid
-
-#: one-vs-one pairs run one per thread (CVMClassifier._pair_workers) from this many rows x features a pair:
-#: Fashion-MNIST's 10 classes (12,000 rows x 784 a pair at 60,000; 9.4e6) run two at once; the digits and
-#: letter sets (pairs of 400-1,500 rows x 16-64: below 1e5), whose pairs are mostly Python, do not
-PAIR_THREADS_MIN_WORK = 1_000_000
-#: smaller pairs run in forked processes (corevector._forked_tasks) from this many rows x features over all
-#: pairs ((classes - 1) m d for balanced classes), below it one after another: a fork and the results'
-#: pipe cost 30-45 ms.  Measured, idle, 2 processes against 1 thread (medians of 3 fresh processes, wall /
-#: CPU s): letter (5.6e6) 0.73 / 1.36 against 1.18 / 1.18; optdigits (2.2e6) 0.16 / 0.30 against 0.16 /
-#: 0.16, no gain for twice the CPU; pendigits (1.1e6) 0.16 against 0.15-0.22, within the noise
-PAIR_PROCESSES_MIN_WORK = 4_000_000
 
 __all__ = ["CVMClassifier"]
 
 
+@accepts_chunked
 @shared_doc(eps="1e-2", gamma="scale", stop="hybrid")
 class CVMClassifier(ClassifierMixin, CoreVectorBase):
     """Core Vector Machine: the two-class L2-SVM solved as a minimum enclosing ball ([001] eqs. (8)-(11)).
@@ -164,6 +154,9 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
     (True, True)
     """
 
+    #: the model in LIBSVM's terms (corevector._libsvm_layout)
+    _libsvm_layout = "c_svc"
+
     _parameter_constraints: dict = {**CoreVectorBase._parameter_constraints, "C": [POSITIVE],
                                     "class_weight": [dict, StrOptions({"balanced"}), None],
                                     "probability": ["boolean"]}
@@ -214,7 +207,7 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
         pairs = [(a, b) for a in range(len(self.classes_)) for b in range(a + 1, len(self.classes_))]
         seeds = [int(rng.integers(0, 2**31 - 1)) for _ in pairs]
         collected = WarningsOncePerFit()
-        # separate tasks on a running dask.distributed client (corevector.distributed), else one after another
+        # separate tasks on a running dask.distributed client, in threads or forked processes (corevector.parallel)
         def part(task):  # (ranked by the pair's place: pairs in threads finish in any order)
             return collected.part(self._pair_name(task[0], task[1]), rank=task[0] * len(self.classes_) + task[1])
         # more than two classes: the pairs select their points by class codes (integers), not by comparing
@@ -222,10 +215,10 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
         ys = y if len(self.classes_) == 2 else np.searchsorted(self.classes_, y)
         # the rows of each class, once: a pair's rows are two of them (not two comparisons of all m labels)
         members = None if len(self.classes_) == 2 else _class_members(ys, len(self.classes_))
-        threads, processes = self._pair_workers(X, len(pairs))
+        threads, processes = pair_workers(X, len(self.classes_), len(pairs), self.impl, self.verbose)
 
         def per_pair(fn, pair_seeds):
-            with (collected.threaded() if threads > 1 else contextlib.nullcontext()), self._blas_once():
+            with (collected.threaded() if threads > 1 else contextlib.nullcontext()), blas_once(self.impl):
                 return run_tasks(fn, [(a, b, seed) for (a, b), seed in zip(pairs, pair_seeds)],
                                  shared=(X, ys, w, members), each=part, threads=threads, processes=processes)
         self._set_fitted(X, per_pair(self._fit_pair, seeds), kept)
@@ -236,34 +229,6 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
             self.probB_ = np.array([ab[1] for ab in platt])
         collected.emit(len(pairs))  # each kind of warning once per fit, with the pairs it arose in
         return self
-
-    def _pair_workers(self, X, n_pairs):
-        """(threads, processes): how many one-vs-one pairs run at once (corevector.distributed.run_tasks), as
-        many as this thread's OpenMP threads, each pair on one thread.  In threads where the pairs are large
-        enough for the engine's kernel work to dominate them (mean pair rows x features >=
-        PAIR_THREADS_MIN_WORK); in forked processes where they are smaller, mostly the driver's Python,
-        which the GIL would serialise, and there is enough of them (all pairs' rows x features >=
-        PAIR_PROCESSES_MIN_WORK); else (1, 1), one pair after another, each with every thread."""
-        if self.impl != "fast" or n_pairs < 2 or isinstance(X, chunked.ChunkedRows):
-            return 1, 1
-        pair_work = 2.0 * X.shape[0] / len(self.classes_) * X.shape[1]
-        in_threads = pair_work >= PAIR_THREADS_MIN_WORK
-        if not in_threads and (self.verbose or pair_work * n_pairs < PAIR_PROCESSES_MIN_WORK):
-            return 1, 1  # (verbose: the progress bars of forked children would interleave)
-        from fastimpl._openmp import openmp_threads
-        k = max(1, min(openmp_threads(), n_pairs))
-        if in_threads:
-            return k, 1
-        from ._forked_tasks import free_cores
-        return 1, (min(k, free_cores()) if k > 1 else 1)  # (no fork onto a core another process holds)
-
-    def _blas_once(self):
-        """BLAS single-threaded around all the pairs of a fast fit: each pair's engine asks for it too, and
-        the outermost request is the only one that calls threadpoolctl (fastimpl._openmp)."""
-        if self.impl != "fast":
-            return contextlib.nullcontext()
-        from fastimpl._openmp import blas_single_threaded
-        return blas_single_threaded()
 
     def _weights(self, X, y, sample_weight):
         """(w, kept): the per-point weights class_weight[y_i] * sample_weight_i (None: all 1) and the rows

@@ -23,7 +23,7 @@ from refimpl.progress import Steps
 from ._validation import (plain, POSITIVE, check_eps, checked_kernel_spec, invalid_parameter, shared_constraints,
                           store_params)
 from ._base import kernel_doc
-from .distributed import run_tasks, submits_tasks
+from .parallel.tasks import run_tasks, submits_tasks
 from .numerics import numerics
 
 METHODS = ("cvm", "svm")
@@ -236,7 +236,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 bar.step(core_set=d.info.get("core_set_size", len(d.support)))
                 return d
             # with a distributed client, the one-vs-all problems run as separate tasks on its workers
-            # (corevector.distributed.run_tasks; the progress bar stays here and steps as they return)
+            # (corevector.parallel.run_tasks; the progress bar stays here and steps as they return)
             on_cluster = submits_tasks(n_problems, (X,))
             # the small blocks of the fit (||w||^2 over a support) use the same NumPy code in both
             # implementations, so that the directions, and the SOR steps of the next fit, agree bit for bit

@@ -1,12 +1,16 @@
 """The one place where ``impl`` ('fast' | 'ref') chooses the numerics of every algorithm.
 
-The estimators never import an implementation module themselves: they ask :func:`numerics` for the
-functions of the chosen implementation, all with the reference's signatures (refimpl never imports
-fastimpl; the compiled modules are imported only when 'fast' is asked for).
+Nothing in :mod:`corevector` imports an implementation module itself -- not the estimators, not the chunked
+fits (:mod:`corevector.chunked`): they ask :func:`numerics` for the functions of the chosen implementation,
+all with the reference's signatures (refimpl never imports fastimpl; the compiled modules are imported only
+when 'fast' is asked for).
 
-* ``fit_meb(problem, eps, **options)`` -- the core-set loop of ``refimpl.driver`` on the MEB numerics
-  (``refimpl.meb.MEBOps`` or ``fastimpl._engine.FastMEBOps``);
-* ``kernel_expansion(spec, SV, coef, X)`` -- f(x) = sum_t coef_t k(sv_t, x) (prediction);
+* ``fit_meb(problem, eps, **options)`` -- the core-set loop of ``refimpl.driver`` on the MEB numerics;
+* ``meb_ops`` -- those numerics' class (``refimpl.meb.MEBOps`` or ``fastimpl._engine.FastMEBOps``), which a
+  chunked fit runs in memory on the rows it holds;
+* ``kernel_expansion(spec, SV, coef, X)`` -- f(x) = sum_t coef_t k(sv_t, x) (prediction, full scans);
+* ``screened_expansion(spec, SV, coef, X, lo, hi)`` -- the same sums through the scans' screens, with their
+  bound (fast only; None for 'ref', whose scans are exact);
 * ``constrained_ops`` -- the numerics class of MMDA's constrained MEB, and ``kernel_matrix(spec, A, B)``;
 * ``ssvr_srs(X, y, spec, ...)`` -- SSVR-SRS (002 Table 1).
 """
@@ -23,7 +27,9 @@ IMPLS = ("fast", "ref")
 class Numerics:
     impl: str
     fit_meb: Callable
+    meb_ops: type
     kernel_expansion: Callable
+    screened_expansion: Callable | None
     constrained_ops: type
     kernel_matrix: Callable
     ssvr_srs: Callable
@@ -34,12 +40,12 @@ def numerics(impl: str) -> Numerics:
     """The functions of implementation ``impl``; a clear ValueError for anything else."""
     if impl == "fast":
         from fastimpl import _engine, _mmda, _ssvr
-        return Numerics("fast", _engine.fit_meb, _engine.kernel_expansion, _mmda.FastConstrainedOps,
-                        _mmda.kernel_matrix, _ssvr.ssvr_srs)
+        return Numerics("fast", _engine.fit_meb, _engine.FastMEBOps, _engine.kernel_expansion,
+                        _engine.screened_expansion, _mmda.FastConstrainedOps, _mmda.kernel_matrix, _ssvr.ssvr_srs)
     if impl == "ref":
         from refimpl.constrained_meb import ConstrainedOps
         from refimpl.kernels import kernel_block, kernel_expansion
-        from refimpl.meb import fit_meb
+        from refimpl.meb import MEBOps, fit_meb
         from refimpl.ssvr import ssvr_srs
-        return Numerics("ref", fit_meb, kernel_expansion, ConstrainedOps, kernel_block, ssvr_srs)
+        return Numerics("ref", fit_meb, MEBOps, kernel_expansion, None, ConstrainedOps, kernel_block, ssvr_srs)
     raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")

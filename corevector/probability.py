@@ -25,7 +25,7 @@ MIN_PROB = 1e-7
 
 
 def _run_tasks(fn, tasks):
-    from .distributed import run_tasks
+    from .parallel.tasks import run_tasks
     return run_tasks(fn, tasks)
 
 
@@ -51,7 +51,7 @@ def cross_validated_sigmoid(fold_decisions, y_pm, seed, n_folds=PROBABILITY_FOLD
             dec[test] = float(y_tr[0])
             continue
         fits.append((train, test, fold_seed, k))
-    # the folds are separate tasks on a running dask.distributed client (corevector.distributed)
+    # the folds are separate tasks on a running dask.distributed client (corevector.parallel)
     for (_, test, _, _), values in zip(fits, _run_tasks(fold_decisions, fits)):
         dec[test] = values
     A, B = _sigmoid_calibration(dec, y_pm > 0)

@@ -1,7 +1,7 @@
 """The estimators of corevector, listed once.
 
 The command line's ``--estimator`` choices and per-estimator options (:mod:`corevector.cli`), the model
-files' class table (:mod:`corevector.persistence`) and the documentation read :data:`ESTIMATORS`.  The
+files' class table (:mod:`corevector.io.model_files`) and the documentation read :data:`ESTIMATORS`.  The
 other lists live where their members are defined and are read, never repeated: kernels
 (:data:`refimpl.kernels.KERNELS`), stop rules (:data:`refimpl.driver.STOPS`), inner solvers
 (:data:`refimpl.meb.SOLVERS`) and implementations (:data:`corevector.numerics.IMPLS`).

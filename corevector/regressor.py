@@ -13,10 +13,12 @@ from refimpl import cvr
 
 from ._base import CoreVectorBase, _drop_zero_weights, _point_weights, shared_doc
 from ._validation import POSITIVE, invalid_parameter, store_params
+from .chunked.methods import accepts_chunked
 
 __all__ = ["CVR"]
 
 
+@accepts_chunked
 @shared_doc(eps="1e-2", gamma="beta", stop="hybrid", fit_diagnostics=True)
 class CVR(RegressorMixin, CoreVectorBase):
     """Core Vector Regression: the L2-SVR solved as a center-constrained minimum enclosing ball ([000]).
@@ -153,6 +155,9 @@ class CVR(RegressorMixin, CoreVectorBase):
     >>> reg.predict(X[:3]).shape
     (3,)
     """
+
+    #: the model in LIBSVM's terms (corevector._libsvm_layout)
+    _libsvm_layout = "epsilon_svr"
 
     _parameter_constraints: dict = {**CoreVectorBase._parameter_constraints,
                                     "C": [POSITIVE], "mu": [POSITIVE, StrOptions({"auto"})],

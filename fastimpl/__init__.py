@@ -15,7 +15,10 @@ their threads.
 """
 import os as _os
 
-from . import _openmp  # noqa: F401  (first: bounds OpenMP spin-waiting before libgomp loads)
+from ._openmp import spin_count_while_loading as _spin_count_while_loading
+
+with _spin_count_while_loading():  # (first: bounds OpenMP spin-waiting before libgomp loads)
+    from . import _engine  # noqa: F401  (links libgomp: its constructor reads the environment now)
 
 #: True in a process forked from one that imported fastimpl (read by SparseSVR, whose OpenMP regions
 #: name their thread count explicitly and so are not limited by omp_set_num_threads)

@@ -83,11 +83,15 @@ def openmp_threads():
     return max((i.get("num_threads", 1) for i in _controller().info() if i.get("user_api") == "openmp"), default=1)
 
 
-_ours = "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ
-if _ours:
-    os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
-try:
-    from . import _engine  # noqa: F401  (links libgomp: its constructor reads the environment now)
-finally:
-    if _ours:
-        del os.environ["GOMP_SPINCOUNT"]
+@contextlib.contextmanager
+def spin_count_while_loading():
+    """GOMP_SPINCOUNT = SPIN_COUNT while the block loads the first extension (libgomp's constructor reads the
+    environment then), unless the user set GOMP_SPINCOUNT or OMP_WAIT_POLICY; removed again after it."""
+    ours = "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ
+    if ours:
+        os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
+    try:
+        yield
+    finally:
+        if ours:
+            del os.environ["GOMP_SPINCOUNT"]

@@ -289,7 +289,7 @@ class _CoreSetLoop:
         self.method_for = method_for
         self.rng = make_rng(random_state)
         if hasattr(ops, "draws"):  # numerics over rows kept elsewhere fetch the rows of the draws ahead
-            self.rng = ops.draws(self.rng)  # (corevector._chunked_ops: the same draws, the same generator)
+            self.rng = ops.draws(self.rng)  # (corevector.chunked.ops: the same draws, the same generator)
         self.t0 = time.perf_counter()
         self.history = {"core_set_size": [], "radius": [], "elapsed": [], "inner_steps": [], "inner_capped": []}
         self.solves = self.capped = self.steps = 0

@@ -243,14 +243,52 @@ def compact_columns(*mats):
                                shape=(m.shape[0], width)) for m in mats)
 
 
-def _width_error(gamma, what, value, X):
-    with np.errstate(over="ignore"):
-        size = max_abs(X)
+def _width_error(gamma, what, value, size):
     return ValueError(
         f"gamma={gamma!r} cannot be computed for this X: {what} = {value:.3g} is outside the normal float64 "
         f"range [{_NORMAL[0]:.3g}, {_NORMAL[1]:.3g}] (max|X| = {size:.3g}), so gamma and the kernel's squared "
         "distances would under- or overflow and every kernel value would be 0 or 1.  Rescale X (e.g. "
         "sklearn.preprocessing.StandardScaler) or pass gamma as a number.")
+
+
+def _size_of(size):
+    """max|X| for a message: ``size`` itself, or ``size()`` (computed only when a message needs it)."""
+    with np.errstate(over="ignore"):
+        return float(size() if callable(size) else size)
+
+
+def gamma_of_spread(gamma, what, value, size) -> float:
+    """gamma = 1 / ``value`` for gamma='scale' (``value`` = n_features Var(X)) or 'beta' (the mean squared
+    pairwise distance), refusing a spread that float64 cannot hold (a ValueError naming ``what``, its value
+    and ``size``, max|X|: a number, or a function that gives it).  The one rule, whether the spread comes from
+    an array in memory (:func:`resolve_gamma`) or from a chunked pass's statistics."""
+    g = 1.0 / value if value > 0 else np.inf
+    if not (_NORMAL[0] <= value <= _NORMAL[1]) or not (0.0 < g < np.inf):
+        raise _width_error(gamma, what, value, _size_of(size))
+    return g
+
+
+def check_kernel_extent(spec, value, size):
+    """Refuse a kernel whose values on the training data float64 cannot hold (see
+    :func:`checked_kernel_spec`).  ``value``: for the radial kernels the largest squared distance between two
+    rows (the bounding box's squared diagonal), for the others the largest squared row norm; ``size``: max|X|
+    (a number, or a function that gives it)."""
+    tiny = np.finfo(np.float64).tiny
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        if spec.radial:
+            what = "the largest squared distance between two rows of X"
+            bad = not np.isfinite(value) or 0.0 < value < tiny
+        else:
+            if spec.name == "poly":
+                value = float(np.power(spec.gamma * value + spec.coef0, float(spec.degree)))
+            what = "the largest kernel value k(x, x) of X"
+            # the engine multiplies kernel values together (QP steps, squared distances): products of two
+            # must stay finite, so k(x, x) <= sqrt(largest float) ~ 1.3e154
+            bad = not value <= math.sqrt(np.finfo(np.float64).max) or 0.0 < value < tiny
+    if bad:
+        raise ValueError(f"X is of a scale float64 cannot hold for kernel={spec.name!r}: {what} is {value:.3g} "
+                         f"(max|X| = {_size_of(size):.3g}), so the kernel values would over- or "
+                         "underflow.  Rescale X (e.g. sklearn.preprocessing.StandardScaler).")
 
 
 def resolve_gamma(gamma, X: np.ndarray, kernel: str) -> float:
@@ -269,14 +307,10 @@ def resolve_gamma(gamma, X: np.ndarray, kernel: str) -> float:
                 return 1.0  # no spread at all
             if gamma == "beta":
                 what, value = "beta (mean squared pairwise distance)", beta_heuristic(X)
-                g = 1.0 / value if value > 0 else np.inf
             else:
                 var = sparse_variance(X) if sp.issparse(X) else float(dense_variance(X))  # (overflow: inf)
                 what, value = "n_features * Var(X)", X.shape[1] * var
-                g = 1.0 / value if value > 0 else np.inf
-            if not (_NORMAL[0] <= value <= _NORMAL[1]) or not (0.0 < g < np.inf):
-                raise _width_error(gamma, what, value, X)
-            return g
+            return gamma_of_spread(gamma, what, value, lambda: max_abs(X))
         if gamma == "auto":
             return 1.0 / X.shape[1]
         raise ValueError(f"gamma must be a positive number or one of 'beta', 'scale', 'auto'; got {gamma!r}")
@@ -326,27 +360,15 @@ def checked_kernel_spec(X, kernel, gamma, degree, coef0, normalize):
         X = np.asarray(X, dtype=np.float64)
     if X.shape[0] * X.shape[1] == 0:
         return spec
-    tiny = np.finfo(np.float64).tiny
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         if spec.radial:
             if sp.issparse(X):  # column ranges with the implicit zeros, in O(nnz log nnz), never O(d)
                 value = sparse_column_spans_sq_sum(X)
             else:
                 value = float(np.sum(_column_spans(X) ** 2))
-            what = "the largest squared distance between two rows of X"
-            bad = not np.isfinite(value) or 0.0 < value < tiny
         else:
             value = float(np.max(row_sq_norms(X) if sp.issparse(X) else np.einsum("ij,ij->i", X, X)))
-            if spec.name == "poly":
-                value = float(np.power(spec.gamma * value + spec.coef0, float(spec.degree)))
-            what = "the largest kernel value k(x, x) of X"
-            # the engine multiplies kernel values together (QP steps, squared distances): products of two
-            # must stay finite, so k(x, x) <= sqrt(largest float) ~ 1.3e154
-            bad = not value <= math.sqrt(np.finfo(np.float64).max) or 0.0 < value < tiny
-    if bad:
-        raise ValueError(f"X is of a scale float64 cannot hold for kernel={spec.name!r}: {what} is {value:.3g} "
-                         f"(max|X| = {max_abs(X):.3g}), so the kernel values would over- or "
-                         "underflow.  Rescale X (e.g. sklearn.preprocessing.StandardScaler).")
+    check_kernel_extent(spec, value, lambda: max_abs(X))
     return spec
 
 

@@ -138,7 +138,7 @@ def one_vs_all(y, classes):
 
 def fit_mmda(X, y, spec: KernelSpec, C, n_components, solve, random_state=None, raw_block=None, run=None):
     """All binary problems; returns (classes, [BinaryDirections]).  ``run(fn, tasks, shared)``, when given,
-    computes ``[fn(*shared, *t) for t in tasks]`` in its own way (corevector.distributed.run_tasks: the
+    computes ``[fn(*shared, *t) for t in tasks]`` in its own way (corevector.parallel.run_tasks: the
     one-vs-all problems as separate tasks on a cluster)."""
     classes = np.unique(y)
     rng = make_rng(random_state)

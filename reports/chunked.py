@@ -136,10 +136,10 @@ WORKER_MMAP_THRESHOLD = 1 << 25
 
 
 def chunked_fit_stats(kind):
-    """The last chunked fit's counters (``corevector._chunked_ops.STATS``: bytes fetched and sent, scan blocks,
+    """The last chunked fit's counters (``corevector.chunked.ops.STATS``: bytes fetched and sent, scan blocks,
     the local engine's peak), or ``{}`` when ``kind`` fits in memory and so kept none."""
-    from corevector import _chunked_ops
-    return _chunked_ops.STATS[-1] if _chunked_ops.STATS and kind not in ("memory", "official") else {}
+    from corevector.chunked import ops
+    return ops.STATS[-1] if ops.STATS and kind not in ("memory", "official") else {}
 
 
 def local_cluster(workers, memory_limit):
@@ -150,7 +150,7 @@ def local_cluster(workers, memory_limit):
     with dask.config.set({"distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": WORKER_MMAP_THRESHOLD}):
         client = Client(LocalCluster(n_workers=workers, threads_per_worker=1, memory_limit=memory_limit,
                                      dashboard_address=None, silence_logs=50))
-    client.run(lambda: [__import__(mod) for mod in ("corevector._chunked_ops", "zarr")])
+    client.run(lambda: [__import__(mod) for mod in ("corevector.chunked.ops", "zarr")])
     return client
 
 

@@ -117,7 +117,7 @@ def _child(queue, job, args, trace):
             warnings.simplefilter("always")
             model = job.fit(prepared)
         wall = time.perf_counter() - t0
-        cpu = time.process_time() + _children_cpu() - cpu0  # (a fit's forked children: corevector._forked_tasks)
+        cpu = time.process_time() + _children_cpu() - cpu0  # (a fit's forked children: corevector.parallel.forked)
         rss1 = peak_rss()
         msgs = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
         out = dict(fit_time=wall, fit_cpu_time=cpu, maxrss_delta_mb=(rss1 - rss0) / 2**20,

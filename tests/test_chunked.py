@@ -8,6 +8,7 @@ so those fits are compared through the (1+eps)^2 bound of full scans instead.
 """
 from __future__ import annotations
 
+import dataclasses
 
 import numpy as np
 import pytest
@@ -15,7 +16,8 @@ from hypothesis import given, settings, strategies as st
 
 from corevector import CVDD, CVR, MEB, CVMClassifier
 from corevector import chunked
-from corevector import _chunked_ops, _chunked_scans, _local_source
+from corevector.chunked import dask_source, local_source, ops as chunked_ops, rows as chunked_rows, scans as chunked_scans
+from corevector.numerics import numerics
 from refimpl.datasets import checkerboard
 
 zarr = pytest.importorskip("zarr")
@@ -26,9 +28,9 @@ da = pytest.importorskip("dask.array")
 @pytest.fixture(autouse=True)
 def small_blocks(monkeypatch):
     """Many blocks and small windows of draws ahead even on small data."""
-    monkeypatch.setattr(_local_source, "BLOCK_BYTES", 16 * 1024)
-    monkeypatch.setattr(_local_source, "MIN_BLOCK_ROWS", 1)
-    monkeypatch.setattr(_chunked_ops, "WINDOW_START", 256)
+    monkeypatch.setattr(local_source, "BLOCK_BYTES", 16 * 1024)
+    monkeypatch.setattr(local_source, "MIN_BLOCK_ROWS", 1)
+    monkeypatch.setattr(chunked_ops, "WINDOW_START", 256)
 
 
 def _data(m=3000, seed=0):
@@ -164,8 +166,8 @@ def test_support_vectors_come_from_the_rows_the_fit_held(stores, monkeypatch):
     afterwards reads no block of the store, and gives the in-memory fit's rows."""
     X, y, *_ = _data()
     reads, during = [], []
-    read, materialize = chunked._LocalSource.read, chunked.ChunkedRows.materialize
-    monkeypatch.setattr(chunked._LocalSource, "read", lambda self, b: reads.append(b) or read(self, b))
+    read, materialize = local_source.LocalSource.read, chunked.ChunkedRows.materialize
+    monkeypatch.setattr(local_source.LocalSource, "read", lambda self, b: reads.append(b) or read(self, b))
 
     def counted(self):
         n0 = len(reads)
@@ -183,11 +185,10 @@ def test_take_reads_only_the_rows_it_does_not_keep(stores, monkeypatch):
     """Rows kept on the source come from memory, the others from the store, in the order asked."""
     full = np.asarray(stores["zarr"][:], dtype=np.float64)
     Xc = chunked.ChunkedRows.of(stores["zarr"])
-    from corevector._kept_rows import remember
-    remember(Xc.source, [3, 10, 2999], full[[3, 10, 2999]])
+    Xc.source.remember([3, 10, 2999], full[[3, 10, 2999]])
     reads = []
-    read = chunked._LocalSource.read
-    monkeypatch.setattr(chunked._LocalSource, "read", lambda self, b: reads.append(b) or read(self, b))
+    read = local_source.LocalSource.read
+    monkeypatch.setattr(local_source.LocalSource, "read", lambda self, b: reads.append(b) or read(self, b))
     assert np.array_equal(Xc.take([10, 3, 2999]), full[[10, 3, 2999]]) and reads == []
     assert np.array_equal(Xc.take([2999, 1500, 3]), full[[2999, 1500, 3]]) and len(reads) == 1
 
@@ -199,9 +200,9 @@ def test_rows_fetched_per_iteration_do_not_grow_with_m(tmp_path):
         X, y = checkerboard(m, random_state=1)
         z = zarr.open_array(str(tmp_path / f"x{m}.zarr"), mode="w", shape=X.shape, chunks=(1000, 2), dtype="f8")
         z[:] = X
-        del _chunked_ops.STATS[:]
+        del chunked_ops.STATS[:]
         est = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(z, y)
-        st = _chunked_ops.STATS[-1]
+        st = chunked_ops.STATS[-1]
         # one round trip serves many draws (the driver's calls), and no row is fetched alone
         assert 5 * st["fetch_rounds"] <= st["draws"] and st["extra_fetch_rows"] <= 64 * 4
         stats.append((st["fetch_bytes"], est.n_iter_, st["scan_bytes"] / max(st["scan_blocks"], 1)))
@@ -213,8 +214,8 @@ def test_scans_merged_beside_the_data(tmp_path, monkeypatch):
     """A full scan sends one result to the client, merged per slice and in a tree over the blocks; with
     every candidate tied three times and band lists of one (BAND_KEEP = 1), the merged lists are cut and
     the second pass finds the in-memory fit's furthest point: the same fit, full scans every iteration."""
-    monkeypatch.setattr(_chunked_scans, "BAND_KEEP", 1)
-    monkeypatch.setattr(chunked, "SUB_ROWS", 64)
+    monkeypatch.setattr(chunked_scans, "BAND_KEEP", 1)
+    monkeypatch.setattr(chunked_rows, "SUB_ROWS", 64)
     X, y = checkerboard(400, random_state=2)
     X, y = np.concatenate([X, X, X]), np.concatenate([y, y, y])
     z = zarr.open_array(str(tmp_path / "t.zarr"), mode="w", shape=X.shape, chunks=(150, 2), dtype="f8")
@@ -224,10 +225,10 @@ def test_scans_merged_beside_the_data(tmp_path, monkeypatch):
         a = est.fit(X, y)
         a_attrs = (a.core_set_.copy(), a.dual_coef_.copy())
         for Xc in (z, da.from_array(X, chunks=250)):
-            del _chunked_ops.STATS[:]
+            del chunked_ops.STATS[:]
             b = est.__class__(**est.get_params()).fit(Xc, y)
             assert np.array_equal(a_attrs[0], b.core_set_) and np.array_equal(a_attrs[1], b.dual_coef_)
-            st = _chunked_ops.STATS[-1]
+            st = chunked_ops.STATS[-1]
             assert st["scans"] > 3 and st["scan_bytes"] / st["scans"] < 2048  # one small result per scan
 
 
@@ -259,7 +260,7 @@ def test_chunked_validation(tmp_path):
 
 
 def test_large_views_are_not_read_whole(stores, monkeypatch):
-    monkeypatch.setattr(chunked, "MATERIALIZE_BYTES", 1024)
+    monkeypatch.setattr(chunked_rows, "MATERIALIZE_BYTES", 1024)
     Xc = chunked.ChunkedRows.of(stores["zarr"])
     with pytest.raises(TypeError, match="would be read whole"):
         np.asarray(Xc)
@@ -288,7 +289,7 @@ def test_validation_statistics_are_numpys(d):
     """The validation pass's statistics, merged over uneven blocks (one empty), are NumPy's on the whole
     array; the column sums that stand in for the finiteness test report neither NaN nor infinity for
     finite entries whose sum overflows, and name each kind when present."""
-    from corevector._chunk_stats import block_stats, merge_stats
+    from corevector.chunked.stats import block_stats, merge_stats
     X = np.random.default_rng(d).normal(size=(3000, d)) * 3.0 + np.arange(d)
     cuts = [0, 1, 700, 700, 2100, 3000]
     st = merge_stats([block_stats(X[a:b], None, None) for a, b in zip(cuts, cuts[1:])], d)
@@ -314,13 +315,13 @@ def test_windows_come_from_stashes_read_ahead(stores, monkeypatch, stash):
     smallest, a window's) or 1,500 (half the points) against windows of 256, 512, 1,024 positions, so that
     windows straddle two stashes and take their rows from both; the model is the in-memory one either way,
     and a stash larger than a window serves several."""
-    monkeypatch.setattr(_chunked_ops, "STASH_POSITIONS", stash)
+    monkeypatch.setattr(chunked_ops, "STASH_POSITIONS", stash)
     X, y, *_ = _data()
     a = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y)
-    del _chunked_ops.STATS[:]
+    del chunked_ops.STATS[:]
     b = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(stores["zarr"], y)
     _same_fit(a, b)
-    st = _chunked_ops.STATS[-1]
+    st = chunked_ops.STATS[-1]
     size = 1024 if stash == 1000 else len(X) // 2
     assert st["fetch_rounds"] >= 3 and st["stash_rounds"] <= st["fetch_rounds"]
     if stash != 1000:  # stashes larger than a window serve several
@@ -361,7 +362,7 @@ def test_memory_map_pages_leave_the_resident_set(tmp_path, monkeypatch):
     """A pass over a read-only memory map (the validation statistics, the rows of a stash) leaves at most a
     block's pages resident, not the file; a copy-on-write map keeps its pages, and with them the caller's
     writes, which the pass reads."""
-    monkeypatch.setattr(_local_source, "BLOCK_BYTES", 1 << 20)
+    monkeypatch.setattr(local_source, "BLOCK_BYTES", 1 << 20)
     X = np.random.default_rng(0).normal(size=(500_000, 2)).astype(np.float32)  # 4 MB
     path = tmp_path / "x.npy"
     np.save(path, X)
@@ -454,23 +455,26 @@ def test_screened_block_scans_decide_as_the_exact_ones(tmp_path, monkeypatch):
     band lists, cut value and violators, bit for bit (the screened values kept are below every decision).
     The fits cover one and two halves (CVR's mirrored points), weights (a ridge per point) and violators
     (k > 0); the screen must have run, and left rows out, for the check to mean something."""
-    import fastimpl._engine as engine
     X, y, _, yr, w = _data(2000)
     z = zarr.open_array(str(tmp_path / "s.zarr"), mode="w", shape=X.shape, chunks=(300, 2), dtype="f8")
     z[:] = X
     calls, exact_rows = [], []
-    scan_block = _chunked_scans._scan_block
+    scan_block = chunked_scans.scan_block
 
     def record(Xb, sh, pb):
         out = scan_block(Xb, sh, pb)
         calls.append((np.array(Xb), sh, pb, out))
         return out
-    monkeypatch.setattr(_chunked_ops, "_scan_block", record)
-    kernel_expansion = engine.kernel_expansion
-    monkeypatch.setattr(engine, "kernel_expansion", lambda *a: exact_rows.append(len(a[3])) or kernel_expansion(*a))
+    monkeypatch.setattr(chunked_ops, "scan_block", record)
+    fast = numerics("fast")
+    counting = dataclasses.replace(fast, kernel_expansion=lambda *a: exact_rows.append(len(a[3])) or
+                                   fast.kernel_expansion(*a))
+    monkeypatch.setattr(chunked_scans, "numerics", lambda impl: counting if impl == "fast" else numerics(impl))
     CVMClassifier(C=10, gamma=1.0, sample_size=None, random_state=0).fit(z, y, sample_weight=w)
     CVR(C=10.0, gamma=1.0, eps=0.1, random_state=0).fit(z, yr)
-    monkeypatch.setattr(engine, "screened_expansion", lambda spec, SV, c, Xb, *box: (kernel_expansion(spec, SV, c, Xb), -1.0))
+    unscreened = dataclasses.replace(fast, screened_expansion=lambda spec, SV, c, Xb, *box: (
+        fast.kernel_expansion(spec, SV, c, Xb), -1.0))
+    monkeypatch.setattr(chunked_scans, "numerics", lambda impl: unscreened if impl == "fast" else numerics(impl))
     assert sum(1 for c in calls if c[1]["k"] > 0) and sum(1 for c in calls if c[1]["mirror"])
     assert 0 < sum(exact_rows) < sum(len(c[0]) for c in calls if len(c[1]["svcoef"]))
     for Xb, sh, pb, out in calls:
@@ -483,7 +487,7 @@ def test_screened_block_scans_decide_as_the_exact_ones(tmp_path, monkeypatch):
 def test_unique_rows_of_a_stash():
     """A stash's rows: sorted and unique as np.unique gives them, sorted in place when the caller owns the
     draws, and int32 only where every row fits."""
-    from corevector._row_slots import unique_rows
+    from corevector.chunked.row_slots import unique_rows
     rng = np.random.default_rng(0)
     for high in (10, 10**6, 2**40):
         draws = rng.integers(0, high, size=5000)
@@ -505,11 +509,11 @@ def test_wide_stashes_are_a_share_of_x(monkeypatch):
     fits, rounds = {}, {}
     # stashes of half the points (3,000: the floor binds) and of a third of X's bytes (2,000 positions)
     for share, floor, size in ((40, 32 * 2**20, 3000), (3, 0, 2000)):
-        monkeypatch.setattr(_chunked_ops, "STASH_SHARE", share)
-        monkeypatch.setattr(_chunked_ops, "STASH_MIN_BYTES", floor)
-        del _chunked_ops.STATS[:]
+        monkeypatch.setattr(chunked_ops, "STASH_SHARE", share)
+        monkeypatch.setattr(chunked_ops, "STASH_MIN_BYTES", floor)
+        del chunked_ops.STATS[:]
         fits[share] = CVMClassifier(C=10.0, random_state=0).fit(Z, y)
-        st = _chunked_ops.STATS[-1]
+        st = chunked_ops.STATS[-1]
         assert (st["stash_rounds"] - 3) * size < st["positions"] <= st["stash_rounds"] * size
         rounds[share] = st["stash_rounds"]
     assert rounds[3] > rounds[40]
@@ -542,11 +546,11 @@ def test_dask_from_zarr_reads_whole_chunks_in_task_sized_blocks(stores, monkeypa
     and anything but a zarr array is refused with a TypeError."""
     z = stores["zarr"]  # chunks of 700 rows x 2 columns
     X = np.asarray(z[:], dtype=np.float64)
-    monkeypatch.setattr(chunked, "TASK_BYTES", 3 * 700 * 2 * 8 + 5)
+    monkeypatch.setattr(dask_source, "TASK_BYTES", 3 * 700 * 2 * 8 + 5)
     Xd = chunked.dask_from_zarr(z)
     assert len(Xd.chunks[0]) > 1 and Xd.chunks[0][:-1] == (2100,) * (len(Xd.chunks[0]) - 1)
     assert sum(Xd.chunks[0]) == z.shape[0] and Xd.chunks[1] == (2,)
-    monkeypatch.setattr(chunked, "TASK_BYTES", 1)
+    monkeypatch.setattr(dask_source, "TASK_BYTES", 1)
     assert chunked.dask_from_zarr(z).chunks[0][0] == 700  # never less than a chunk
     est = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X[:1500], (X[:1500, 0] > 2).astype(int))
     np.testing.assert_array_equal(est.decision_function(Xd).compute(), est.decision_function(X))
@@ -590,19 +594,18 @@ def test_chunked_fast_fits_scan_with_single_threaded_blas(tmp_path, monkeypatch)
     now); this fails without it whenever BLAS may use two threads, which the fit below allows."""
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from corevector import _chunked_ops
     rng = np.random.default_rng(3)
     m, d = 3000, 64
     y = np.where(rng.random(m) < 0.5, 1, -1)
     X = (rng.normal(size=(m, d)) + 0.4 * y[:, None] * rng.normal(size=d)).astype(np.float32)
     np.save(tmp_path / "x.npy", X)  # (float32: a float64 memory map is used in place, not by chunks)
     seen = []
-    scan = _chunked_ops.ChunkedMEBOps.scan
+    scan = chunked_ops.ChunkedMEBOps.scan
 
     def watched(self, idx, k, d2_over):
         seen.extend(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
         return scan(self, idx, k, d2_over)
-    monkeypatch.setattr(_chunked_ops.ChunkedMEBOps, "scan", watched)
+    monkeypatch.setattr(chunked_ops.ChunkedMEBOps, "scan", watched)
     def blas_threads():
         return [(i["filepath"], i["num_threads"]) for i in threadpool_info() if i["user_api"] == "blas"]
     with threadpool_limits(limits=2, user_api="blas"):
@@ -613,10 +616,10 @@ def test_chunked_fast_fits_scan_with_single_threaded_blas(tmp_path, monkeypatch)
 
 
 def test_the_core_vectors_ridge_is_found_for_runs_and_for_scattered_candidates():
-    """_chunked_scans._ridge_of_core: alpha_z c_z at exactly the candidates that are core vectors, whether the
+    """chunked.scans._ridge_of_core: alpha_z c_z at exactly the candidates that are core vectors, whether the
     candidates are a whole block's run of indices (one slice of the sorted core) or scattered rows (a
     lookup each), including the mirrored half (indices + m) and runs with no core vector."""
-    from corevector._chunked_scans import _ridge_of_core
+    from corevector.chunked.scans import _ridge_of_core
     rng = np.random.default_rng(3)
     m = 5000
     core = np.unique(rng.integers(0, 2 * m, size=300))

@@ -43,7 +43,7 @@ def test_store_larger_than_the_workers(tmp_path):
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=WORKER_LIMIT,
                                        dashboard_address=None, silence_logs=50)
     with distributed.Client(cluster) as client:
-        client.run(lambda: __import__("corevector._chunked_ops"))
+        client.run(lambda: __import__("corevector.chunked.ops"))
         _reset_hwm()
         base = _hwm()
         est = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(zarr.open_array(str(tmp_path / "big.zarr")), y)

@@ -1,4 +1,4 @@
-"""End-to-end tests of the ``corevector`` command line (corevector/cli.py) and the data loaders."""
+"""End-to-end tests of the ``corevector`` command line (corevector/cli/) and the data loaders."""
 import json
 import os
 import pickle
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from corevector import cli
-from corevector import persistence
+from corevector.cli import command as cli
+from corevector.io import files, model_files
 from helpers import engines
 from refimpl import verify
 from refimpl.datasets import checkerboard, load_csv, load_libsvm
@@ -23,10 +23,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 def load_model(path):
     """(estimator, header) of a model file."""
-    return persistence.load_model(path, return_header=True)
+    return model_files.load_model(path, return_header=True)
 #: True when the corevector under test runs from this checkout (editable install), False for an
 #: installed wheel (the CLI tests then run against site-packages, see the README)
-FROM_CHECKOUT = Path(cli.__file__).resolve().parent.parent == REPO
+FROM_CHECKOUT = Path(cli.__file__).resolve().parents[2] == REPO
 needs_checkout = pytest.mark.skipif(not FROM_CHECKOUT, reason="report/bench run only from a source checkout; "
                                     "this corevector is an installed wheel")
 
@@ -363,7 +363,7 @@ def test_failed_predict_out_leaves_no_partial_file(data_files, tmp_path):
 
 
 def test_atomic_write_removes_its_temporary_file_on_error(tmp_path):
-    from corevector.persistence import atomic_write
+    from corevector.io.files import atomic_write
     target = tmp_path / "f.txt"
     target.write_text("old")
     os.chmod(target, 0o640)
@@ -804,14 +804,13 @@ def test_os_errors_are_one_line(data_files, tmp_path, capsys):
 
 
 def test_os_error_message_names_the_file_not_the_temporary_one(tmp_path, monkeypatch, capsys):
-    from corevector import persistence
 
     def refuse(src, dst):
         raise PermissionError(13, "Permission denied", src, None, dst)
-    monkeypatch.setattr(persistence.os, "replace", refuse)
+    monkeypatch.setattr(files.os, "replace", refuse)
     target = tmp_path / "out.txt"
     with pytest.raises(PermissionError) as exc:
-        with persistence.atomic_write(target) as f:
+        with files.atomic_write(target) as f:
             f.write("x")
     assert exc.value.filename == str(target) and os.listdir(tmp_path) == []
 

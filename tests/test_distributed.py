@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from corevector import CVDD, CVR, CVMClassifier
-from corevector import _chunked_ops, _local_source, chunked
+from corevector import chunked
+from corevector.chunked import dask_source, local_source, ops as chunked_ops, rows as chunked_rows
+from corevector.parallel import pairs
 from refimpl.datasets import checkerboard
 
 distributed = pytest.importorskip("distributed")
@@ -42,10 +44,10 @@ def client():
 
 @pytest.fixture(autouse=True)
 def small_windows(monkeypatch):
-    monkeypatch.setattr(_local_source, "BLOCK_BYTES", 64 * 1024)
-    monkeypatch.setattr(_local_source, "MIN_BLOCK_ROWS", 1)
-    monkeypatch.setattr(chunked, "TASK_BYTES", 64 * 1024)
-    monkeypatch.setattr(_chunked_ops, "WINDOW_START", 512)
+    monkeypatch.setattr(local_source, "BLOCK_BYTES", 64 * 1024)
+    monkeypatch.setattr(local_source, "MIN_BLOCK_ROWS", 1)
+    monkeypatch.setattr(dask_source, "TASK_BYTES", 64 * 1024)
+    monkeypatch.setattr(chunked_ops, "WINDOW_START", 512)
 
 
 def _data(m=6000):
@@ -66,12 +68,12 @@ def test_cluster_fits_are_the_in_memory_fits(client, tmp_path, monkeypatch):
     z[:] = X32
     with client.as_current():
         Xd = da.from_array(X32, chunks=(1500, 2)).persist()
-        assert chunked._source(z).persisted   # small against the workers' memory: read once, kept there
-        for Xc, share in ((Xd, chunked.PERSIST_SHARE), (z, chunked.PERSIST_SHARE), (z, 0.0)):
+        assert chunked_rows.source_of(z).persisted   # small against the workers' memory: read once, kept there
+        for Xc, share in ((Xd, dask_source.PERSIST_SHARE), (z, dask_source.PERSIST_SHARE), (z, 0.0)):
             # rows persisted on the workers; a store persisted for the fit; chunks read by the workers per pass
-            monkeypatch.setattr(chunked, "PERSIST_SHARE", share)
+            monkeypatch.setattr(dask_source, "PERSIST_SHARE", share)
             if share == 0.0:
-                assert not chunked._source(z).persisted
+                assert not chunked_rows.source_of(z).persisted
             got = [CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(Xc, y),
                    CVMClassifier(C=10, gamma=1.0, random_state=0).fit(Xc, y3),
                    CVR(C=1.0, gamma=1.0, eps=0.1, stop="radius", random_state=0).fit(Xc, yr),
@@ -92,12 +94,12 @@ def test_the_caller_receives_the_rows_its_windows_install(client):
     draws install, and at most one window more (in flight when the fit ends), not every stash read ahead
     (held in the caller, the stashes sent a third more rows here)."""
     X32, X, y, _, _ = _data(20000)
-    del _chunked_ops.STATS[:]
+    del chunked_ops.STATS[:]
     with client.as_current():
         est = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(da.from_array(X32, chunks=(5000, 2)).persist(), y)
-    st = _chunked_ops.STATS[-1]
+    st = chunked_ops.STATS[-1]
     row_bytes = 2 * 4
-    window_max = min(_chunked_ops.WINDOW_MAX, len(X) // 4)
+    window_max = min(chunked_ops.WINDOW_MAX, len(X) // 4)
     assert st["stash_rounds"] > 1 and st["stash_rows"] * row_bytes > st["fetch_bytes"] + window_max * row_bytes
     assert st["fetch_bytes"] <= st["sent_bytes"] <= st["fetch_bytes"] + window_max * row_bytes
     ref = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y)
@@ -141,13 +143,13 @@ def test_worker_killed_mid_fit(client):
     a silently wrong model."""
     X32, X, y, _, _ = _data(20000)
     ref = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y)
-    del _chunked_ops.STATS[:]
+    del chunked_ops.STATS[:]
     killed = []
 
     def kill_when_reading():
         t0 = time.time()
         while time.time() - t0 < 30:
-            if _chunked_ops.STATS and _chunked_ops.STATS[-1]["fetch_rounds"] >= 1:
+            if chunked_ops.STATS and chunked_ops.STATS[-1]["fetch_rounds"] >= 1:
                 pids = client.run(os.getpid)
                 pid = sorted(pids.values())[0]
                 os.kill(pid, signal.SIGKILL)
@@ -172,8 +174,8 @@ def test_worker_killed_mid_fit(client):
 
 
 def test_pairs_in_threads_give_the_serial_model_and_warnings(monkeypatch):
-    """One-vs-one pairs large enough for their kernel work run one per thread (CVMClassifier._pair_threads,
-    distributed._in_threads): the model is the serial fit's bit for bit, and every warning is attributed to
+    """One-vs-one pairs large enough for their kernel work run one per thread (corevector.parallel.pairs,
+    corevector.parallel.tasks._in_threads): the model is the serial fit's bit for bit, and every warning is attributed to
     the pairs it arose in, as in the serial fit."""
     import warnings
 
@@ -181,7 +183,7 @@ def test_pairs_in_threads_give_the_serial_model_and_warnings(monkeypatch):
     from threadpoolctl import threadpool_limits
 
     import corevector.classifier as classifier
-    import corevector.distributed as distributed
+    import corevector.parallel.tasks as distributed
     X, y = load_digits(return_X_y=True)
     X, y = X[:500], y[:500]
     threaded = []
@@ -189,7 +191,7 @@ def test_pairs_in_threads_give_the_serial_model_and_warnings(monkeypatch):
     monkeypatch.setattr(distributed, "_in_threads", lambda *a: threaded.append(a[-1]) or in_threads(*a))
     runs = []
     for work in (10**18, 0):
-        monkeypatch.setattr(classifier, "PAIR_THREADS_MIN_WORK", work)
+        monkeypatch.setattr(pairs, "PAIR_THREADS_MIN_WORK", work)
         with threadpool_limits(limits=2, user_api="openmp"), warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             est = CVMClassifier(stop="radius", C=1e4, random_state=0).fit(X, y)
@@ -219,7 +221,7 @@ def _fit_with_pairs_in(processes, X, y, monkeypatch, **params):
     from threadpoolctl import threadpool_limits
 
     import corevector.classifier as classifier
-    monkeypatch.setattr(classifier, "PAIR_PROCESSES_MIN_WORK", 0 if processes > 1 else 10**18)
+    monkeypatch.setattr(pairs, "PAIR_PROCESSES_MIN_WORK", 0 if processes > 1 else 10**18)
     _all_cores_free(monkeypatch)
     fit_pair, set_fitted = classifier.CVMClassifier._fit_pair, classifier.CVMClassifier._set_fitted
     where = {}
@@ -244,8 +246,8 @@ def _fit_with_pairs_in(processes, X, y, monkeypatch, **params):
 def _all_cores_free(monkeypatch):
     """The pairs fork whatever else runs beside the test (a busy machine makes them run one after another:
     test_free_cores_leave_out_a_core_another_process_holds)."""
-    from corevector import _forked_tasks
-    monkeypatch.setattr(_forked_tasks, "free_cores", lambda: 2)
+    from corevector.parallel import forked
+    monkeypatch.setattr(forked, "free_cores", lambda: 2)
 
 
 def test_free_cores_leave_out_a_core_another_process_holds():
@@ -256,7 +258,7 @@ def test_free_cores_leave_out_a_core_another_process_holds():
     import sys
     import time
 
-    from corevector._forked_tasks import free_cores
+    from corevector.parallel.forked import free_cores
     cpus = len(os.sched_getaffinity(0))
     assert 1 <= free_cores() <= cpus
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -274,13 +276,13 @@ def _same_model(a, b):
 
 
 def _needs_fork():
-    from corevector._forked_tasks import can_fork
+    from corevector.parallel.forked import can_fork
     if not can_fork():
         pytest.skip("no fork on this platform: the pairs run one after another there")
 
 
 def test_small_pairs_in_forked_processes_give_the_serial_model_and_warnings(monkeypatch):
-    """Pairs too small for threads run in this process and a forked child (corevector._forked_tasks): the
+    """Pairs too small for threads run in this process and a forked child (corevector.parallel.forked): the
     model and Platt's sigmoids are the serial fit's bit for bit, every warning a child raised is attributed
     to its pairs as in the serial fit, and the child really fitted some of the pairs."""
     _needs_fork()
@@ -300,7 +302,7 @@ def _fit_in_two_processes(monkeypatch, fit_pair):
     forked child) and ``fit_pair`` in place of CVMClassifier._fit_pair."""
     import corevector.classifier as classifier
     from threadpoolctl import threadpool_limits
-    monkeypatch.setattr(classifier, "PAIR_PROCESSES_MIN_WORK", 0)
+    monkeypatch.setattr(pairs, "PAIR_PROCESSES_MIN_WORK", 0)
     _all_cores_free(monkeypatch)
     monkeypatch.setattr(classifier.CVMClassifier, "_fit_pair", fit_pair)
     with threadpool_limits(limits=2, user_api="openmp"):

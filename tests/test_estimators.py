@@ -166,14 +166,14 @@ def test_per_row_methods_take_copied_inputs_in_blocks(monkeypatch):
     """An in-memory X that validation would copy (float32, Fortran order) reaches the per-row methods in blocks
     of about PER_ROW_BLOCK_BYTES: the values are those of X taken whole as float64 (every row's value is its
     own), for 1-D and 2-D outputs and string labels, and a NaN in the last block still raises."""
-    import corevector._base as base
+    import corevector.chunked.methods as base
     X, y = checkerboard(900, random_state=3)
     labels = np.array(["a", "b", "c"])[(X[:, 0] > 2).astype(int) + (X[:, 1] > 3)]
     X32 = X.astype(np.float32)
     whole = X32.astype(np.float64)
     models = [CVMClassifier(C=10, gamma=1.0, probability=True, random_state=0).fit(X, labels),
               CVR(gamma=1.0, random_state=0).fit(X, X[:, 0] * X[:, 1]), MEB(gamma=1.0).fit(X)]
-    want = {id(m): {name: getattr(m, name)(whole) for name in m._PER_ROW if hasattr(m, name)} for m in models}
+    want = {id(m): {name: getattr(m, name)(whole) for name in base.PER_ROW if hasattr(m, name)} for m in models}
     monkeypatch.setattr(base, "PER_ROW_BLOCK_BYTES", 100 * 2 * 8)  # blocks of 100 rows
     assert len(base._row_blocks(X32)) == 9 and base._row_blocks(whole) is None
     assert len(base._row_blocks(np.asfortranarray(whole))) == 9

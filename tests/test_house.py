@@ -1,5 +1,5 @@
-"""House rules for the sources of ``fastimpl/`` and ``corevector/`` (issue 23): no file over 700 lines, no
-function over 80.
+"""House rules for the sources of ``fastimpl/`` and ``corevector/``: no file over 700 lines, no function over
+80, imports that point down only and close no circle.
 
 Checked: the committed Cython and C sources (``.pyx``, ``.pxi``, ``.h``, ``.c``; generated ``.c`` files
 are not committed and not checked) and the Python files of both packages.
@@ -23,15 +23,15 @@ MAX_FUNCTION_LINES = 80
 COMPILED_SUFFIXES = (".pyx", ".pxi", ".h", ".c")
 
 
-def sources(suffixes):
-    """The files of fastimpl/ and corevector/ git tracks or would track, with these suffixes (outside a git
-    checkout: all, less the .c files Cython generates next to their .pyx)."""
+def sources(suffixes, packages=PACKAGES):
+    """The files of ``packages`` (fastimpl/ and corevector/) git tracks or would track, with these suffixes
+    (outside a git checkout: all, less the .c files Cython generates next to their .pyx)."""
     try:
-        out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", *PACKAGES], cwd=ROOT,
+        out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", *packages], cwd=ROOT,
                              capture_output=True, text=True, check=True).stdout.split()
         files = [ROOT / f for f in out]
     except (OSError, subprocess.CalledProcessError):
-        files = [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*")
+        files = [p for pkg in packages for p in (ROOT / pkg).rglob("*")
                  if not (p.suffix == ".c" and p.with_suffix(".pyx").exists())]
     return sorted(p for p in files if p.suffix in suffixes and p.is_file())
 
@@ -159,14 +159,33 @@ def test_compiled_sources_keep_to_the_house_limits():
 def test_python_sources_keep_to_the_house_limits():
     """The same limits for the Python files of fastimpl/ and corevector/."""
     files = sources((".py",))
-    assert {"cli.py", "regressor.py", "_openmp.py"} <= {p.name for p in files}
+    assert {"command.py", "regressor.py", "_openmp.py", "ops.py"} <= {p.name for p in files}
     bad = violations(files)
     assert not bad, "\n".join(bad)
 
 
 # ------------------------------------------------------------------------------------------------ imports
 #: the floors of the house, top to bottom: a module may import only from its own floor or the ones below
-FLOORS = {"reports": 3, "asv_benchmarks": 3, "corevector": 2, "fastimpl": 1, "refimpl": 0}
+#: (a module's floor is that of the longest name here that is it or holds it).  Inside corevector:
+#: cli -> io -> registry -> the estimators and what they share -> {chunked, parallel} -> numerics, and
+#: numerics -> {fastimpl, refimpl}.  The package's __init__ is its public face, above all of it.
+FLOORS = {"reports": 10, "asv_benchmarks": 10, "corevector": 9, "corevector.cli": 8, "corevector.io": 7,
+          "corevector.registry": 6, "corevector.*": 5, "corevector.chunked": 4, "corevector.parallel": 4,
+          "corevector.numerics": 3, "fastimpl": 1, "refimpl": 0}
+
+
+def floor_of(module):
+    """The floor of a module name (None: not one of the house's)."""
+    if module in FLOORS:
+        return FLOORS[module]
+    parts = module.split(".")
+    for n in range(len(parts) - 1, 0, -1):
+        prefix = ".".join(parts[:n])
+        if prefix in FLOORS and prefix != "corevector":
+            return FLOORS[prefix]
+    if parts[0] == "corevector":
+        return FLOORS["corevector.*"]
+    return FLOORS.get(parts[0])
 
 
 def _module_name(path):
@@ -177,73 +196,93 @@ def _module_name(path):
     return ".".join(parts)
 
 
-def _imports(path):
-    """(imported module, at module level?) of every import in a .py/.pyx file (relative imports resolved)."""
+def _resolve(package, level, module):
+    """The absolute name of ``from <level dots><module> import ...`` in ``package``."""
+    if not level:
+        return module or ""
+    parts = package.split(".")
+    return ".".join(parts[:len(parts) - level + 1] + ([module] if module else []))
+
+
+def _imports(path, text=None):
+    """(imported module, at module level?) of every import in a .py/.pyx file (relative imports resolved;
+    ``from P import N`` counts P.N when that is a module of the house, else P).  ``text``: the source to
+    read instead of the file's (a planted import)."""
     package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rsplit(".", 1)[0]
+    text = path.read_text() if text is None else text
     if path.suffix == ".pyx":  # not Python: read the import lines (cimport and include lines are C-level)
         out = []
-        for line in path.read_text().splitlines():
+        for line in text.splitlines():
             m = re.match(r"(\s*)(?:from\s+(\.*[\w.]*)\s+import\s+(.+)|import\s+([\w., ]+))$", line.split("#")[0].rstrip())
             if m and "cimport" not in line:
                 base = m.group(2) if m.group(2) is not None else None
                 names = [base] if base else [n.strip().split(" ")[0] for n in m.group(4).split(",")]
                 if base and base.startswith("."):
                     dots = len(base) - len(base.lstrip("."))
-                    base = ".".join(package.split(".")[:len(package.split(".")) - dots + 1] + [base.lstrip(".")])
-                    names = [base]
+                    names = [_resolve(package, dots, base.lstrip("."))]
                 out += [(n, m.group(1) == "") for n in names]
         return out
+    modules = _all_module_names()
     out = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
-            names = [base] + [f"{base}.{a.name}" for a in node.names]
+            base = _resolve(package, node.level, node.module)
+            subs = [f"{base}.{a.name}" for a in node.names]
+            names = [n for n in subs if n in modules]
+            if len(names) < len(subs):
+                names.append(base)
         else:
             continue
         out += [(n, node.col_offset == 0) for n in names]
     return out
 
 
+_MODULES = []
+
+
+def _all_module_names():
+    if not _MODULES:
+        _MODULES.append({_module_name(p) for p in _house_modules()})
+    return _MODULES[0]
+
+
 def _house_modules():
     files = []
-    for floor in FLOORS:
-        files += [p for p in (ROOT / floor).rglob("*.py") if ".asv" not in p.parts and "env" not in p.parts]
+    for top in ("reports", "asv_benchmarks", "corevector", "fastimpl", "refimpl"):
+        files += [p for p in (ROOT / top).rglob("*.py") if ".asv" not in p.parts and "env" not in p.parts]
     files += sorted((ROOT / "fastimpl").glob("*.pyx"))
     return files
 
 
-def test_no_import_points_up():
-    """reports/asv -> corevector -> fastimpl -> refimpl: no module imports from a floor above its own (lazy
-    imports inside functions included)."""
+def upward_imports(modules):
+    """'path imports name' for every import of a module from a floor above its own (lazy ones included).
+    ``modules``: {path: source text or None (the file's)}."""
     bad = []
-    for path in _house_modules():
-        own = FLOORS[path.relative_to(ROOT).parts[0]]
-        for name, _ in _imports(path):
-            floor = FLOORS.get(name.split(".")[0])
+    for path, text in modules.items():
+        own = floor_of(_module_name(path))
+        for name, _ in _imports(path, text):
+            floor = floor_of(name)
             if floor is not None and floor > own:
                 bad.append(f"{path.relative_to(ROOT)} imports {name}")
-    assert not bad, "\n".join(bad)
+    return bad
 
 
-def test_no_import_circle():
-    """The module-level imports of refimpl, fastimpl and corevector form no cycle (a circle makes the import
-    order matter; the one between corevector's validation and estimators was issue 23's)."""
-    modules = {_module_name(p): p for p in _house_modules() if p.parts[len(ROOT.parts)] in ("refimpl", "fastimpl",
-                                                                                          "corevector")}
-    graph = {m: {n for n, top in _imports(p) if top and n in modules and n != m} for m, p in modules.items()}
-    assert "corevector._validation" in graph and graph["corevector.classifier"]  # the graph is not empty
+def import_cycle(modules):
+    """The first cycle of the import graph of refimpl, fastimpl and corevector (every import, at module level
+    or inside a function), as a list of module names; [] when there is none.  ``modules`` as for
+    :func:`upward_imports`."""
+    inside = {_module_name(p): (p, t) for p, t in modules.items()
+              if p.relative_to(ROOT).parts[0] in ("refimpl", "fastimpl", "corevector")}
+    graph = {m: {n for n, _ in _imports(p, t) if n in inside and n != m} for m, (p, t) in inside.items()}
     state, cycle = {}, []
 
     def visit(m, path):
         state[m] = "open"
         for n in sorted(graph[m]):
-            if state.get(n) == "open":
-                cycle.append(path + [n])
+            if state.get(n) == "open" and not cycle:
+                cycle.extend(path[path.index(n):] + [n])
             elif n not in state:
                 visit(n, path + [n])
         state[m] = "done"
@@ -251,4 +290,66 @@ def test_no_import_circle():
     for m in sorted(graph):
         if m not in state:
             visit(m, [m])
-    assert not cycle, " -> ".join(cycle[0])
+    return cycle
+
+
+def test_no_import_points_up():
+    """reports/asv -> corevector (cli -> io -> registry -> estimators -> chunked, parallel -> numerics) ->
+    fastimpl -> refimpl: no module imports from a floor above its own (lazy imports inside functions
+    included)."""
+    bad = upward_imports({p: None for p in _house_modules()})
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_circle():
+    """The imports of refimpl, fastimpl and corevector, lazy ones inside functions included, form no cycle (a
+    circle makes the import order matter, and a lazy one only hides it)."""
+    modules = {p: None for p in _house_modules()}
+    graph_size = sum(1 for p in modules if _imports(p))
+    assert graph_size > 50  # the graph is not empty
+    cycle = import_cycle(modules)
+    assert not cycle, " -> ".join(cycle)
+
+
+def test_a_planted_lazy_upward_import_is_caught():
+    """The checks see an import inside a function: a lazy ``from .io.libsvm import ...`` planted in
+    ``corevector/_base.py`` (the circle this house once had) is an upward import and closes a cycle."""
+    base = ROOT / "corevector" / "_base.py"
+    planted = base.read_text() + "\n\ndef _planted(est):\n    from .io.libsvm import save_libsvm_model\n" \
+        "    return save_libsvm_model\n"
+    modules = {p: None for p in _house_modules()}
+    assert not upward_imports({base: None}) and not import_cycle(modules)
+    modules[base] = planted
+    assert upward_imports({base: planted}) == ["corevector/_base.py imports corevector.io.libsvm"]
+    cycle = import_cycle(modules)
+    assert cycle and "corevector._base" in cycle and "corevector.io.libsvm" in cycle, cycle
+
+
+# ------------------------------------------------------------------------------------------------ the layout page
+def test_the_layout_page_lists_every_source_file():
+    """docs/layout.md names every source file of refimpl/, fastimpl/ and corevector/ by its path, and every
+    such path it names exists."""
+    page = (ROOT / "docs" / "layout.md").read_text()
+    named = set(re.findall(r"`((?:refimpl|fastimpl|corevector)/[\w/]+\.(?:py|pyx|pxi|h))`", page))
+    files = {str(p.relative_to(ROOT)) for p in sources((".py", ".pyx", ".pxi", ".h"), ("refimpl", *PACKAGES))}
+    assert len(files) > 60 and "corevector/chunked/fit.py" in files
+    assert not files - named, f"not on docs/layout.md: {sorted(files - named)}"
+    assert not named - files, f"on docs/layout.md but not in the tree: {sorted(named - files)}"
+
+
+def test_numerics_is_the_one_switch():
+    """No module of corevector but corevector.numerics imports a compiled numerics module of fastimpl (the
+    estimators and the chunked fits ask numerics(impl)); fastimpl's thread controls (_openmp) and the package
+    itself (its fork flag) are not numerics."""
+    compiled = {p.stem for p in (ROOT / "fastimpl").glob("*.pyx")}
+    assert {"_engine", "_mmda", "_ssvr"} <= compiled
+    bad = []
+    for path in _house_modules():
+        name = _module_name(path)
+        if not name.startswith("corevector") or name == "corevector.numerics":
+            continue
+        for imported, _ in _imports(path):
+            parts = imported.split(".")
+            if parts[0] == "fastimpl" and (len(parts) > 1 and parts[1] in compiled):
+                bad.append(f"{path.relative_to(ROOT)} imports {imported}")
+    assert not bad, "\n".join(bad)

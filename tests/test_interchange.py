@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 from corevector import CVDD, CVR, MEB, CVMClassifier, load_libsvm_model, load_model, save_libsvm_model, save_model
-from corevector.interchange import LibsvmModelError
+from corevector.io.libsvm import LibsvmModelError
 
 _RNG = np.random.default_rng(3)
 _X = _RNG.normal(size=(160, 3))

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 import corevector
 from corevector import (CVDD, CVR, MEB, MMDA, CVMClassifier, ImplicitSurface, SparseSVR, load_model,
                         save_model)
-from corevector.persistence import ModelFileError, schemas
+from corevector.io.model_files import ModelFileError, schemas
 from corevector.registry import ESTIMATORS
 
 _RNG = np.random.default_rng(0)
@@ -172,7 +172,7 @@ def trap(*a, **k):
 pickle.load = pickle.loads = trap
 pickle.Unpickler = trap
 from corevector import load_model
-from corevector import cli
+from corevector.cli import command as cli
 for path in ({str(crafted)!r}, {str(npz)!r}):
     try:
         load_model(path)

@@ -27,7 +27,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def tiny_report(tmp_path_factory):
     """The whole report, through the CLI (``corevector report --tiny --out DIR``)."""
-    from corevector import cli
+    from corevector.cli import command as cli
     out = tmp_path_factory.mktemp("report")
     rc = cli.main(["report", "--tiny", "--out", str(out)])
     assert rc == 0

@@ -17,7 +17,7 @@ import pytest
 import scipy.sparse as sp
 
 from corevector import CVDD, CVR, MEB, CVMClassifier
-from corevector.cli import DEFAULT_SEED
+from corevector.cli.command import DEFAULT_SEED
 from corevector.numerics import numerics
 from refimpl.kernels import (COMPACT_MIN_COLUMNS, beta_heuristic, checked_kernel_spec, compact_columns,
                              kernel_block, make_kernel_spec, sparse_column_spans_sq_sum, stored_column_variances)
@@ -77,7 +77,7 @@ def test_compact_columns_leaves_kernel_values_bit_for_bit(impl):
 _UNDER_LIMIT = textwrap.dedent("""
     import contextlib, io, json, resource, sys
     import numpy as np, scipy.linalg
-    from corevector import cli
+    from corevector.cli import command as cli
     # OpenBLAS allocates its buffers on the first BLAS call and retries a failed mmap forever (a hang, not an
     # error): both copies (NumPy's, SciPy's) are started before the limit, as part of the interpreter
     a = np.random.default_rng(0).random((64, 64)) + 64 * np.eye(64)

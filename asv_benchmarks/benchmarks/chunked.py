@@ -58,7 +58,7 @@ class ChunkedInputs:
                                                   dashboard_address=None, silence_logs=50,
                                                   local_directory=tempfile.mkdtemp()))
                 # a running cluster has its libraries loaded (the caller imported zarr above, too)
-                self.client.run(lambda: [__import__(mod) for mod in ("corevector._chunked_ops", "zarr")])
+                self.client.run(lambda: [__import__(mod) for mod in ("corevector.chunked.ops", "zarr")])
         self.model = None
 
     def teardown(self, folder, kind, m):

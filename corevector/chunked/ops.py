@@ -1,4 +1,4 @@
-"""The numerics of the core-set loop over rows that stay where they are (issue 24): :class:`ChunkedMEBOps`.
+"""The numerics of the core-set loop over rows that stay where they are: :class:`ChunkedMEBOps`.
 
 ``refimpl.driver.run_core_set_loop`` drives it exactly as it drives ``MEBOps`` and ``FastMEBOps``: the
 same loop, the same decisions, the same random draws.  The rows of X stay in their source
@@ -22,11 +22,11 @@ iteration never waits on a fetch of one row: the bytes fetched per iteration are
 whatever m.
 
 **Full scans** (the certificate, confirmations that cover every point, initialisation without sampling) run
-per block beside the data (:func:`corevector._chunked_scans._scan_block`): the support's rows and weights are sent once per scan
+per block beside the data (:func:`corevector.chunked.scans.scan_block`): the support's rows and weights are sent once per scan
 (scattered to every worker), and each block returns its largest squared distance, the candidates within the
 tie band of it and its top-k violators -- a few hundred bytes, whatever the block's size.  The values are
-formed by the in-memory engine's own kernel routine (``fastimpl._engine.kernel_expansion`` or
-``refimpl.kernels.kernel_block``) and its finishing arithmetic, term by term, so they match the in-memory
+formed by the in-memory engine's own kernel routine (the ``kernel_expansion`` of
+:func:`corevector.numerics.numerics`, or ``refimpl.kernels.kernel_block``) and its finishing arithmetic, term by term, so they match the in-memory
 scan's.
 
 Why a chunked fit can differ from the in-memory one in the last bits (and is tested against the bound
@@ -46,16 +46,16 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from refimpl.driver import Scan
-from refimpl.meb import MEBOps, fit_meb as _fit_meb
+from refimpl.kernels import kernel_diag
 from refimpl.problem import MEBProblem
 from refimpl.simplex_qp import TIE
 
-from ._kept_rows import remember
-from ._chunked_scans import _best_of, _furthest_block, _merge_scans, _scan_block
-from ._row_slots import RowSlots, positions_in, unique_rows
-from ._staged_rows import held_in_caller
+from ..numerics import numerics
+from .row_slots import RowSlots, positions_in, unique_rows
+from .scans import best_of, furthest_block, merge_scans, scan_block
+from .staged_rows import held_in_caller
 
-__all__ = ["ChunkedMEBOps", "fit_meb", "STATS"]
+__all__ = ["ChunkedMEBOps", "ops_class", "STATS"]
 
 #: the windows of draws installed ahead (stream positions), at most WINDOW_BYTES of float64 rows (and a
 #: quarter of the points).  Their rows come from stashes (below), so a window costs no pass over the store
@@ -76,7 +76,7 @@ WINDOW_BYTES = 64 * 2**20
 #: of X's rows' bytes (not under STASH_MIN_BYTES), so that the stashes the caller holds stay a small part of
 #: X: at 10^6 x 784 float32 (2,991 MB, zarr, stop='radius') stashes of 256 MB grew the caller by 829 MB (28% of
 #: X), of 128 MB by 604 MB, of 64 MB by 493 MB, at the same fit time (41, 33, 34 s; two, three, five passes).
-#: On a cluster the stashes stay on the workers (corevector._staged_rows), and a smaller one would only cost
+#: On a cluster the stashes stay on the workers (corevector.chunked.staged_rows), and a smaller one would only cost
 #: passes (the same Dask fit: 36 s with stashes of 256 MB, 46 s with 75 MB).  At d = 2 STASH_POSITIONS binds
 #: first (12.6 MB)
 STASH_POSITIONS = 1 << 19
@@ -159,14 +159,14 @@ class ChunkedMEBOps:
         if self.lpdiag is not None:
             self.lpdiag[0] = float(np.max(problem.point_diag))
         local = _local_problem(problem, self.buf, self.lsign, self.loffset, self.lpdiag)
+        engine = numerics(self.impl).meb_ops
         if self.impl == "fast":
-            from fastimpl._engine import FastMEBOps
             # no kernel block: it would keep each slot's first row's squared norm and kernel values (at d >= 16
             # every fit's scans read stale values of the rows installed later: 78% test accuracy instead of
             # 99.6% on generated Fashion-MNIST, 10^5 x 784)
-            self.local = FastMEBOps(local, int(cache_size), kernel_block=False)
+            self.local = engine(local, int(cache_size), kernel_block=False)
         else:
-            self.local = MEBOps(local, int(cache_size))
+            self.local = engine(local, int(cache_size))
         self.buf[:2] = 0.0
         if self.loffset is not None:
             self.loffset[0] = 0.0
@@ -223,7 +223,7 @@ class ChunkedMEBOps:
         k = len(rows)
         if k > self.slots.n_free:
             raise RuntimeError(f"the core set and the draws read ahead need more than {self.cap} rows on the client "
-                               "(corevector._chunked_ops.CORE_ROWS); the fit's core set is unusually large: "
+                               "(corevector.chunked.ops.CORE_ROWS); the fit's core set is unusually large: "
                                "a smaller C or a larger eps keeps it smaller")
         qs = self.slots.claim(rows)
         self.buf[qs] = values
@@ -342,7 +342,7 @@ class ChunkedMEBOps:
                     self._count(sent_bytes=int(hit.sum()) * self.sent_row)
             left &= ~hit
         if left.any():
-            raise RuntimeError("a window of draws was not covered by the rows read ahead (corevector._chunked_ops)")
+            raise RuntimeError("a window of draws was not covered by the rows read ahead (corevector.chunked.ops)")
         return out
 
     def _land(self, wait):
@@ -483,12 +483,12 @@ class ChunkedMEBOps:
                     has_delta=bool(p.has_delta), lconst=bool((not p.has_delta) and p.kernel.constant_diagonal),
                     has_offset=p.offset is not None, mirror=self.mirror, m=self.m,
                     core=core[order], core_alpha=alpha[order], k=k, over=d2_over,
-                    # every row's box, for the block scans' screens (_chunked_scans._scan_block)
+                    # every row's box, for the block scans' screens (scans.scan_block)
                     box=tuple(np.asarray(b, dtype=np.float64) for b in self.X.box))
 
     def _scan_all(self, k, d2_over):
         sh = self._shared(k, d2_over)
-        parts = self.X.map_blocks(_scan_block, sh, self.extra, combine=_merge_scans)
+        parts = self.X.map_blocks(scan_block, sh, self.extra, combine=merge_scans)
         self.stats["scans"] += 1
         self.stats["scan_blocks"] += len(self.X.plan())
         self.stats["scan_bytes"] += len(pickle.dumps(parts, protocol=5))
@@ -501,7 +501,7 @@ class ChunkedMEBOps:
                     default=None)
         if max(p["cut_v"] for p in parts) >= thr:
             # a band list was cut short of a candidate at or above thr: ask every block for its first one
-            again = self.X.map_blocks(_scan_block, dict(sh, band=thr, k=0), self.extra, combine=_merge_scans)
+            again = self.X.map_blocks(scan_block, dict(sh, band=thr, k=0), self.extra, combine=merge_scans)
             first = min(int(p["band_z"][0]) for p in again if len(p["band_z"]))
         if k > 0:
             tz = np.concatenate([p["top_z"] for p in parts])
@@ -520,7 +520,6 @@ class ChunkedMEBOps:
         xz = self.X.take([r])[0]
         sz = (1.0 if p.sign is None else float(p.sign[r])) * (-1.0 if (self.mirror and z >= self.m) else 1.0)
         cz = float(p.point_diag[r]) if p.point_diag is not None else float(p.diag_add)
-        from refimpl.kernels import kernel_diag
         kzz = float(kernel_diag(p.kernel, xz[None])[0]) + p.label_bias + cz
         mask = np.zeros(self.n, dtype=bool) if len(idx) < self.n else None
         if mask is not None:
@@ -530,9 +529,9 @@ class ChunkedMEBOps:
                   diag_add=float(p.diag_add))
         masks = [None] * len(self.extra) if mask is None else self._mask_parts(mask)
         extra = [(e, mk) for e, mk in zip(self.extra, masks)]
-        parts = self.X.map_blocks(_furthest_block, sh, extra, combine=_best_of)
+        parts = self.X.map_blocks(furthest_block, sh, extra, combine=best_of)
         self._n_eval += len(idx)
-        return _best_of(parts, sh)[1]
+        return best_of(parts, sh)[1]
 
     def _mask_parts(self, mask):
         halves = (mask[:self.m], mask[self.m:]) if self.mirror else (mask,)
@@ -546,13 +545,8 @@ class ChunkedMEBOps:
         return out
 
 
-# -------------------------------------------------------------------------------- the engine call
+# -------------------------------------------------------------------------------- one class per impl
 _CLASSES = {}
-
-
-def _fast_fit_meb():
-    from fastimpl._engine import fit_meb as fast_fit_meb
-    return fast_fit_meb
 
 
 def ops_class(impl):
@@ -560,31 +554,3 @@ def ops_class(impl):
     if impl not in _CLASSES:
         _CLASSES[impl] = type(f"ChunkedMEBOps_{impl}", (ChunkedMEBOps,), {"impl": impl})
     return _CLASSES[impl]
-
-
-def fit_meb(impl):
-    """``fit_meb(problem, eps, **options)`` (refimpl.meb.fit_meb's contract) on the chunked numerics.  The
-    core vectors' rows, held by the fit, stay with the data's source afterwards (_kept_rows.remember): the
-    model's support vectors are read from there, not from the store."""
-    def fit(problem, eps, **kwargs):
-        cls, made = ops_class(impl), []
-
-        def make(p, cache_size):
-            made.append(cls(p, cache_size))
-            return made[-1]
-        make.__name__ = cls.__name__
-        kwargs["ops_class"] = make
-        # the fast local engine runs as an in-memory fast fit does (fastimpl._engine.fit_meb: BLAS
-        # single-threaded, the scans' GEMM blocks in its own OpenMP regions); under refimpl's driver alone its
-        # sampled scans ran one 64-row GEMM at a time on threaded BLAS: at 10^5 x 784 (defaults, zarr) the fit
-        # took 40 s, against 21 s for the in-memory fit without its kernel block
-        result = (_fast_fit_meb() if impl == "fast" else _fit_meb)(problem, eps, **kwargs)
-        # the local engine's own working memory (its Q-row cache, factor and core-set stores), bounded by
-        # cache_size whatever m is: the reports set it apart from what the caller holds of the data
-        state = getattr(made[0].local, "memory_state", None)
-        if state is not None:
-            made[0].stats["engine_peak_bytes"] = int(state().peak)
-        rows, values = made[0].core_rows()
-        remember(problem.X.source, problem.X._source_rows(rows), values)
-        return result
-    return fit

@@ -1,4 +1,4 @@
-"""Independent fits as separate tasks on a running ``dask.distributed`` client (issue 24).
+"""Independent fits as separate tasks: on a running ``dask.distributed`` client, in threads, or in forked processes.
 
 One-vs-one pairs, the folds of Platt's cross-validation and MMDA's one-vs-all problems are independent
 core-set fits: when a distributed client is running (``distributed.Client(...)`` in the caller),
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 
-import corevector.chunked as chunked
+from .. import chunked
+from . import forked
 
 __all__ = ["run_tasks", "submits_tasks"]
 
@@ -42,16 +43,15 @@ def run_tasks(fn, tasks, shared=(), each=None, threads=1, processes=1):
     (e.g. the collection of its warnings); tasks on workers leave their warnings in the workers' logs.
     Without a client, ``threads`` > 1 runs that many tasks at once in threads of this process, each with one
     OpenMP thread (:func:`_in_threads`), and ``processes`` > 1 in this process and forked children
-    (:func:`corevector._forked_tasks.in_processes`, where the platform can fork)."""
+    (:func:`corevector.parallel.forked.in_processes`, where the platform can fork)."""
     tasks = [tuple(t) for t in tasks]
     if not submits_tasks(len(tasks), shared):
         local = len(tasks) > 1 and not any(chunked.needs_chunked(a) for a in shared)
         if threads > 1 and local:
             return _in_threads(fn, tasks, shared, each, threads)
         if processes > 1 and local:
-            from ._forked_tasks import can_fork, in_processes
-            if can_fork():
-                return in_processes(fn, tasks, shared, each, min(processes, len(tasks)))
+            if forked.can_fork():
+                return forked.in_processes(fn, tasks, shared, each, min(processes, len(tasks)))
         out = []
         for args in tasks:
             with (each(args) if each is not None else contextlib.nullcontext()):

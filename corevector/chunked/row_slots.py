@@ -1,4 +1,4 @@
-"""Which row of X each slot of the client's row buffer holds (:mod:`corevector._chunked_ops`), in NumPy
+"""Which row of X each slot of the client's row buffer holds (:mod:`corevector.chunked.ops`), in NumPy
 arrays of a few bytes a slot.
 
 A dict of Python ints and a list of free slots cost about 100 bytes a slot: 24 MB on the client for the

@@ -1,6 +1,6 @@
-"""A memory map, zarr array or HDF5 dataset read by blocks in the calling process (:class:`_LocalSource`), and
-the block boundaries every chunked source uses (:func:`_array_bounds`); the data side of
-:mod:`corevector.chunked` when no cluster reads the rows.
+"""A memory map, zarr array or HDF5 dataset read by blocks in the calling process (:class:`LocalSource`), and
+the block boundaries every chunked source uses (:func:`array_bounds`); the data side of a chunked fit when
+no cluster reads the rows.
 
 A block is about ``BLOCK_BYTES`` as float64, at least ``MIN_BLOCK_ROWS`` rows and whole chunks of the store.
 The caller holds about six blocks' bytes at once (the block in use, the one read ahead, zarr's output
@@ -15,28 +15,26 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ._kept_rows import take_known as _take_known
-from ._row_slots import by_block as _by_block
+from .row_slots import by_block
+from .source import Combined, Source
+
+__all__ = ["LocalSource", "array_bounds", "block_bounds", "BLOCK_BYTES", "MIN_BLOCK_ROWS"]
 
 #: rows per block read in the calling process: about this many bytes as float64, at least MIN_BLOCK_ROWS
 #: (wide rows: a block's kernel work stays a matrix product)
 BLOCK_BYTES, MIN_BLOCK_ROWS = 2**20, 4096
 
 
-def _as_float(block) -> np.ndarray:
-    return np.ascontiguousarray(block, dtype=np.float64)
-
-
-def _array_bounds(arr, nbytes=None):
-    """_block_bounds of an array (a memmap, zarr array or HDF5 dataset): its rows and columns, its chunks'
+def array_bounds(arr, nbytes=None):
+    """:func:`block_bounds` of an array (a memmap, zarr array or HDF5 dataset): its rows and columns, its chunks'
     rows if it has chunks."""
     shape = tuple(int(s) for s in arr.shape)
     chunks = getattr(arr, "chunks", None)
     chunk_rows = int(chunks[0]) if isinstance(chunks, tuple) and chunks and chunks[0] else None
-    return _block_bounds(shape[0], shape[1] if len(shape) > 1 else 1, chunk_rows, nbytes)
+    return block_bounds(shape[0], shape[1] if len(shape) > 1 else 1, chunk_rows, nbytes)
 
 
-def _block_bounds(m, d, chunk_rows=None, nbytes=None):
+def block_bounds(m, d, chunk_rows=None, nbytes=None):
     """Row boundaries of blocks of about ``nbytes`` (BLOCK_BYTES; as float64), a multiple of the store's
     chunk rows."""
     rows = max(MIN_BLOCK_ROWS, (nbytes or BLOCK_BYTES) // (8 * max(d, 1)))
@@ -65,7 +63,7 @@ def _mapped_pages(arr):
     return base, addr
 
 
-class _LocalSource:
+class LocalSource(Source):
     """A memmap, a zarr array or an HDF5 dataset read by blocks in the calling process.
 
     A read-only memory map's pages leave the process's resident set once a pass has read them (madvise
@@ -77,7 +75,7 @@ class _LocalSource:
         self.arr = arr
         self.shape = tuple(int(s) for s in arr.shape)
         self.dtype = np.dtype(arr.dtype)
-        self.bounds = _array_bounds(arr)
+        self.bounds = array_bounds(arr)
         self.is_dask = False
         self._pages = _mapped_pages(arr)
 
@@ -99,18 +97,14 @@ class _LocalSource:
         lo, hi = self.bounds[b], self.bounds[b + 1]
         return np.asarray(self.arr[lo:hi])
 
-    def take(self, rows):
-        """Rows (sorted, unique source indices) in the source's dtype (float64 where some are kept)."""
-        return _take_known(self, rows, self._take)
-
-    def _take(self, rows):
+    def fetch(self, rows):
         if len(rows) == 0:
             return np.zeros((0,) + self.shape[1:], dtype=self.dtype)
         # one block at a time (zarr would otherwise read every chunk concurrently; a memory map's pages are
         # released block by block), the next read while this one is indexed, into one output array (no parts
-        # to concatenate: a stash is many rows).  The rows are in range: ChunkedRows._source_rows checks them
+        # to concatenate: a stash is many rows).  The rows are in range: ChunkedRows.source_rows checks them
         out = np.empty((len(rows),) + self.shape[1:], dtype=self.dtype)
-        parts = _by_block(self.bounds, rows)
+        parts = by_block(self.bounds, rows)
         at = 0
         # (the generator first in zip: its last release runs)
         for block, (_, loc) in zip(self._blocks([b for b, _ in parts]), parts):
@@ -120,7 +114,7 @@ class _LocalSource:
 
     def map(self, fn, shared, per_block, blocks, combine=None):
         parts = [fn(block, shared, pb) for block, pb in zip(self._blocks(blocks), per_block)]
-        return parts if combine is None or len(parts) < 2 else [_Combined(combine)(shared, *parts)]
+        return parts if combine is None or len(parts) < 2 else [Combined(combine)(shared, *parts)]
 
     def _blocks(self, blocks):
         """The blocks, each read while ``fn`` works on the one before (zarr and HDF5: decoding releases the
@@ -144,12 +138,3 @@ class _LocalSource:
     def scatter(self, objs):
         return objs
 
-
-class _Combined:
-    """``combine(results, shared)`` over the lists of results of several blocks: a list of one."""
-
-    def __init__(self, combine):
-        self.combine = combine
-
-    def __call__(self, shared, *parts):
-        return [self.combine([r for p in parts for r in p], shared)]

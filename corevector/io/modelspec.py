@@ -1,9 +1,9 @@
-"""The declared types of model-file values (:mod:`corevector.persistence`): each turns a value into JSON
+"""The declared types of model-file values (:mod:`corevector.io.model_files`): each turns a value into JSON
 (its arrays go to the file's ``.npy`` members) and checks a JSON node, and the arrays it names, before it
 becomes a value again.
 
 :class:`Scalar`, :class:`Array`, :class:`Matrix` (dense or CSR), :class:`KernelSpecSpec`, :class:`ListOf`,
-:class:`Either`, :class:`History`, :class:`Struct` (a dataclass) and :class:`PairList`; :class:`_Reader`
+:class:`Either`, :class:`History`, :class:`Struct` (a dataclass) and :class:`PairList`; :class:`Reader`
 reads each array member once, after checking its ``.npy`` header (:func:`_npy_header`, parsed strictly,
 never evaluated) against the member's size, and binds the dimensions named in declarations.
 """
@@ -28,12 +28,12 @@ class ModelFileError(ValueError):
     """A file that is not a model this corevector can read (one-line message naming the file)."""
 
 
-def _dump_float(v):
+def dump_float(v):
     v = float(v)
     return v if math.isfinite(v) else {"float": repr(v)}
 
 
-def _load_float(node):
+def load_float(node):
     if isinstance(node, dict) and set(node) == {"float"} and node["float"] in ("inf", "-inf", "nan"):
         return float(node["float"])
     if isinstance(node, (int, float)) and not isinstance(node, bool):
@@ -41,7 +41,7 @@ def _load_float(node):
     raise TypeError("expected a number")
 
 
-class _Writer:
+class Writer:
     """Collects the arrays of one file (member name -> array)."""
 
     def __init__(self):
@@ -54,7 +54,7 @@ class _Writer:
         return {"array": name}
 
 
-class _Reader:
+class Reader:
     """Reads the referenced arrays of one file, each at most once, with the dimensions bound so far."""
 
     def __init__(self, path, zf, infos, file_size):
@@ -97,7 +97,7 @@ class _Reader:
                 f.read(1)  # at the end: the CRC-32 of the member is checked now
         except (zipfile.BadZipFile, ValueError, OSError, EOFError, struct.error, SyntaxError, TypeError,
                 OverflowError, KeyError, NotImplementedError, UnicodeDecodeError) as exc:
-            raise self.fail(where, f"damaged array member {member!r} ({_one_line(exc)})") from None
+            raise self.fail(where, f"damaged array member {member!r} ({one_line(exc)})") from None
         if len(buf) != nbytes:
             raise self.fail(where, f"truncated array member {member!r}")
         return np.frombuffer(buf, dtype=dtype, count=count).reshape(shape, order="F" if fortran else "C")
@@ -141,7 +141,7 @@ def _check_dtype(dtype):
         raise ValueError(f"dtype {dtype.str} is not allowed")
 
 
-def _one_line(exc):
+def one_line(exc):
     text = " ".join(str(exc).split())
     return (text[:200] or type(exc).__name__)
 
@@ -185,13 +185,13 @@ class Scalar(Spec):
         if not self.accepts(value):
             raise TypeError(f"{name}: expected {self.kind.__name__}, got {type(value).__name__}")
         if self.kind is float:
-            return _dump_float(value)
+            return dump_float(value)
         return self.kind(value)
 
     def load(self, node, r, where):
         try:
             if self.kind is float:
-                value = _load_float(node)
+                value = load_float(node)
             elif self.kind is int:
                 if not isinstance(node, int) or isinstance(node, bool):
                     raise TypeError("expected an integer")
@@ -327,8 +327,8 @@ class KernelSpecSpec(Spec):
     def dump(self, value, w, name):
         if not self.accepts(value):
             raise TypeError(f"{name}: expected a KernelSpec")
-        return {"name": value.name, "gamma": _dump_float(value.gamma), "degree": int(value.degree),
-                "coef0": _dump_float(value.coef0), "normalize": bool(value.normalize)}
+        return {"name": value.name, "gamma": dump_float(value.gamma), "degree": int(value.degree),
+                "coef0": dump_float(value.coef0), "normalize": bool(value.normalize)}
 
     def load(self, node, r, where):
         from refimpl.kernels import KERNELS, KernelSpec

@@ -1,4 +1,4 @@
-"""The statistics of a chunked X's validation pass (:mod:`corevector.chunked`): one block's part, computed
+"""The statistics of a chunked X's validation pass (:mod:`corevector.chunked.checks`): one block's part, computed
 beside the data, and their merge on the client."""
 from __future__ import annotations
 

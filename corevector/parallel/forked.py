@@ -1,4 +1,4 @@
-"""Independent fits in forked processes: the one-vs-one pairs that are too small for threads (issue 25).
+"""Independent fits in forked processes: the one-vs-one pairs that are too small for threads.
 
 A pair of letter (about 1,080 rows of 16 features) is a fit of a few milliseconds, and about half of it is
 the core-set driver's Python: in two threads the pairs serialise on the GIL (1.34-1.45 s wall and 2.0 s of

@@ -1,4 +1,4 @@
-"""The ``corevector`` command line.
+"""The ``corevector`` command line: its parser and subcommands (:func:`main`).
 
 Subcommands
 -----------
@@ -12,7 +12,7 @@ Subcommands
     are :mod:`refimpl.verify`.  Exit status 1 on any violation.
 ``fit DATA --model OUT [options]``
     Fit a CVMClassifier / CVDD / MEB / CVR on a LIBSVM or CSV file (gzip or not) and save it as a model
-    file: a versioned JSON header and the fitted arrays, no code (:mod:`corevector.persistence`).  The
+    file: a versioned JSON header and the fitted arrays, no code (:mod:`corevector.io.model_files`).  The
     seed defaults to 0, so two fits of one file give one model; ``--help`` lists each estimator's defaults.
 ``predict MODEL DATA [--out FILE] [--probability] [--by-position]``
     Predict with a model written by ``fit`` or :func:`corevector.save_model`, or with a LIBSVM model file.
@@ -20,7 +20,7 @@ Subcommands
     outlier rates for CVDD and MEB.  A model fitted on a CSV file with a header row matches DATA's
     columns by name.
 ``convert MODEL OUT [--to native|libsvm] [--allow-unsafe-pickle]``
-    Convert between corevector's model files and LIBSVM's (:mod:`corevector.interchange`); with
+    Convert between corevector's model files and LIBSVM's (:mod:`corevector.io.libsvm`); with
     ``--allow-unsafe-pickle``, read a model file of corevector 0.1's pickle format (which runs the
     file's code: for files you trust) and write it in today's format.
 ``bench [ASV ARGS...]``
@@ -66,12 +66,12 @@ from pathlib import Path
 
 import numpy as np
 
-# data files (corevector/_cli_data.py; re-exported here): the format is read from the file itself
-from ._cli_data import (SNIFF_LINES, CLIError, Data, _estimator_input, _is_number,  # noqa: F401
-                        read_csv, read_libsvm, read_prediction_data, read_training_data, sniff_format)
+# data files (corevector/io/readers.py; re-exported here): the format is read from the file itself
+from ..io.readers import (SNIFF_LINES, CLIError, Data, _estimator_input, _is_number,  # noqa: F401
+                         read_csv, read_libsvm, read_prediction_data, read_training_data, sniff_format)
 
 PROG = "corevector"
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 FORMATS = ("libsvm", "csv")
 
 
@@ -83,7 +83,7 @@ UNSET = argparse.SUPPRESS
 # verify: the grid and its checks live in refimpl.verify; the CLI supplies both engines
 # --------------------------------------------------------------------------------------------
 def get_fit_meb(impl):
-    from .numerics import numerics
+    from ..numerics import numerics
 
     return numerics(impl).fit_meb
 
@@ -174,7 +174,7 @@ DEFAULT_SEED = 0
 
 
 def make_estimator(name, **params):
-    from .registry import CLI_ESTIMATORS
+    from ..registry import CLI_ESTIMATORS
 
     cls = CLI_ESTIMATORS[name].cls
     params = {k: v for k, v in params.items() if v is not UNSET}
@@ -212,7 +212,7 @@ def _check_outputs(outputs, inputs):
 def cmd_fit(args):
     from sklearn.base import is_classifier, is_regressor
 
-    from .persistence import save_model
+    from ..io.model_files import save_model
 
     _check_outputs([("--model", args.model)], [("data", args.data)])
     params = {k: getattr(args, k, UNSET) for k in FIT_PARAMS}
@@ -247,8 +247,8 @@ def _is_libsvm_model(path):
 
 def read_model(path, allow_unsafe_pickle=False):
     """(estimator, header) of a corevector model file, or of a LIBSVM model file (by its first bytes)."""
-    from .interchange import load_libsvm_model
-    from .persistence import load_model
+    from ..io.libsvm import load_libsvm_model
+    from ..io.model_files import load_model
 
     if _is_libsvm_model(path):
         est = load_libsvm_model(path)
@@ -260,7 +260,7 @@ def read_model(path, allow_unsafe_pickle=False):
 def cmd_predict(args):
     from sklearn.base import is_classifier, is_outlier_detector
 
-    from .persistence import atomic_write
+    from ..io.files import atomic_write
 
     _check_outputs([("--out", args.out)], [("model", args.model), ("data", args.data)])
     est, header = read_model(args.model)
@@ -296,8 +296,8 @@ def cmd_predict(args):
 
 
 def cmd_convert(args):
-    from .interchange import save_libsvm_model
-    from .persistence import save_model
+    from ..io.libsvm import save_libsvm_model
+    from ..io.model_files import save_model
 
     _check_outputs([("OUT", args.out)], [("model", args.model)])
     est, header = read_model(args.model, allow_unsafe_pickle=args.allow_unsafe_pickle)
@@ -472,8 +472,8 @@ def cmd_bench(args):
 
 # --------------------------------------------------------------------------------------------
 def build_parser():
-    from . import __version__
-    from .numerics import IMPLS
+    from .._version import __version__
+    from ..numerics import IMPLS
 
     p = argparse.ArgumentParser(prog=PROG, description="Core Vector Machines: fit, predict, convert, verify, "
                                                        "report, bench.")
@@ -535,8 +535,8 @@ def _add_fit_parser(sub):
     from refimpl.driver import STOPS
     from refimpl.kernels import KERNELS
 
-    from .numerics import IMPLS
-    from .registry import CLI_ESTIMATORS
+    from ..numerics import IMPLS
+    from ..registry import CLI_ESTIMATORS
 
     f = sub.add_parser("fit", help="fit a model on a LIBSVM or CSV file and save it",
                        description="Fit an estimator on a LIBSVM or CSV file (gzip or not) and save it as a model "
@@ -581,7 +581,7 @@ def _add_fit_parser(sub):
 def _defaults_help(param, words=None):
     """'default: cvm X, cvdd Y, ...': each command-line estimator's own default of ``param`` (read from the
     classes, so the help cannot go stale); 'not for E' names those without it."""
-    from .registry import CLI_ESTIMATORS
+    from ..registry import CLI_ESTIMATORS
 
     have, without = [], []
     for name, e in CLI_ESTIMATORS.items():

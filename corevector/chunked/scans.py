@@ -1,11 +1,12 @@
-"""The block functions of a chunked fit's full scans (:mod:`corevector._chunked_ops`): what runs beside each
+"""The block functions of a chunked fit's full scans (:mod:`corevector.chunked.ops`): what runs beside each
 block of the data -- on a Dask worker, or in the caller for a local store -- and the merge of their results.
 
 Each block returns its largest squared distance, the candidates within the tie band of it and its top-k
 violators: a few hundred bytes, whatever the block's size.  The values are formed by the in-memory engine's
-own kernel routine (``fastimpl._engine.kernel_expansion`` or ``refimpl.kernels.kernel_block``) and its
-finishing arithmetic, term by term, so they match the in-memory scan's.  The compiled path screens first, as
-the in-memory scans do (``fastimpl._engine.screened_expansion``: the float exp or Taylor screen at d < 16),
+own kernel routine (``kernel_expansion`` of :func:`corevector.numerics.numerics`, or
+``refimpl.kernels.kernel_block``) and its finishing arithmetic, term by term, so they match the in-memory
+scan's.  The compiled path screens first, as the in-memory scans do (``screened_expansion``: the float exp or
+Taylor screen at d < 16),
 and computes exactly only the candidates whose screened value may reach a decision
 (:func:`_exact_near_decisions`); the others cannot change the block's result.
 """
@@ -13,15 +14,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from refimpl.kernels import kernel_block, kernel_diag
+from refimpl.meb import SCAN_BLOCK
 from refimpl.simplex_qp import TIE
 
-from ._row_slots import positions_in
+from ..numerics import numerics
+from .row_slots import positions_in
+
+__all__ = ["scan_block", "merge_scans", "furthest_block", "best_of", "BAND_KEEP"]
 
 #: candidates within this many TIEs of a block's maximum are returned (the first of them within TIE of the
 #: global maximum is the scan's furthest point, as in the in-memory scans)
 BAND_KEEP = 256
-#: rows per kernel block of the reference's scans (refimpl.meb.SCAN_BLOCK)
-REF_BLOCK = 4096
 
 
 def _ridge_of_core(z, sh, cdiag):
@@ -43,12 +47,11 @@ def _ridge_of_core(z, sh, cdiag):
 
 def _ref_d2(X, z, s, cd, offset, raw, sh):
     """d^2 - c0 of the candidates z by the reference's arithmetic (refimpl.meb.MEBOps._dist2: blocks of
-    REF_BLOCK rows, MEBProblem.block, then the shifted linear term)."""
-    from refimpl.kernels import kernel_block
+    SCAN_BLOCK rows, MEBProblem.block, then the shifted linear term)."""
     spec, lb = sh["spec"], sh["lb"]
     Ka = np.zeros(len(z))
-    for a in range(0, len(z) if len(sh["svcoef"]) else 0, REF_BLOCK):
-        sl = slice(a, a + REF_BLOCK)
+    for a in range(0, len(z) if len(sh["svcoef"]) else 0, SCAN_BLOCK):
+        sl = slice(a, a + SCAN_BLOCK)
         K = kernel_block(spec, X[sl], sh["SV"]) + lb
         K *= np.outer(s[sl], sh["s_sv"])
         if sh["diag_add"] or sh["has_pdiag"]:
@@ -116,15 +119,14 @@ def _exact_near_decisions(X, ka, err, scale, vals_all, z_all, s_all, cd, offset,
     rows = np.flatnonzero(near)
     if len(rows) == 0:
         return
-    from fastimpl._engine import kernel_expansion
     ka = ka.copy()
-    ka[rows] = kernel_expansion(sh["spec"], sh["SV"], sh["svcoef"], X[rows])
+    ka[rows] = numerics("fast").kernel_expansion(sh["spec"], sh["SV"], sh["svcoef"], X[rows])
     exact, _ = _fast_d2(ka, z_all, s_all, cd, offset, raw, sh, rows=rows)
     for v, e in zip(vals_all, exact):
         v[rows] = e
 
 
-def _scan_block(X, sh, pb):
+def scan_block(X, sh, pb):
     """One block's part of a full scan: for each half (CVR's mirrored points are the second), the largest
     d^2 - c0, the candidates within 2 TIE of it (lowest indices first), and the k largest beyond ``over``."""
     pidx, (sign, offset, pdiag) = pb[0], pb[1][:3]
@@ -134,14 +136,11 @@ def _scan_block(X, sh, pb):
     cd = np.full(len(pidx), sh["diag_add"]) if pdiag is None else pdiag
     halves = 2 if sh["mirror"] else 1
     if sh["impl"] == "fast":
-        from fastimpl._engine import screened_expansion
-        ka, err = screened_expansion(spec, sh["SV"], sh["svcoef"], X, *sh["box"]) if nsv else (np.zeros(len(pidx)), -1.0)
+        ka, err = numerics("fast").screened_expansion(spec, sh["SV"], sh["svcoef"], X, *sh["box"]) if nsv else (np.zeros(len(pidx)), -1.0)
         raw = None
         if not sh["lconst"] and not sh["has_delta"]:
-            from refimpl.kernels import kernel_diag
             raw = kernel_diag(spec, X)
     else:
-        from refimpl.kernels import kernel_diag
         raw = kernel_diag(spec, X)
     out = dict(vmax=-np.inf, band_z=[], band_v=[], cut_v=-np.inf, top_z=[], top_v=[])
     over, k, c0 = sh["over"], sh["k"], sh["c0"]
@@ -182,7 +181,7 @@ def _scan_block(X, sh, pb):
     return out
 
 
-def _merge_scans(parts, sh):
+def merge_scans(parts, sh):
     """One scan result from those of several slices or blocks, as the client would read them all: the
     largest value; the band lists merged (lowest indices first, at most BAND_KEEP, ``cut_v`` the largest
     value left out), less the candidates below ``vmax - 2 TIE (|vmax| + |c0|)`` (no threshold of the scan,
@@ -204,7 +203,7 @@ def _merge_scans(parts, sh):
     return dict(vmax=vmax, band_z=bz[:BAND_KEEP], band_v=bv[:BAND_KEEP], cut_v=cut_v, top_z=tz[top], top_v=tv[top])
 
 
-def _best_of(parts, _sh):
+def best_of(parts, _sh):
     """The (value, index) of the largest value of several (the lowest index among equals; -1: none)."""
     best_v, best_z = -np.inf, -1
     for v, zz in parts:
@@ -213,10 +212,9 @@ def _best_of(parts, _sh):
     return best_v, best_z
 
 
-def _furthest_block(X, sh, pb):
+def furthest_block(X, sh, pb):
     """(best value, its augmented index) of one block for the initialisation's furthest point (the
     reference's arithmetic, refimpl.meb.MEBOps.furthest_from)."""
-    from refimpl.kernels import kernel_block, kernel_diag
     pidx, (percol, masks) = pb
     sign, offset, pdiag = percol
     m, lb = sh["m"], sh["lb"]

@@ -1,4 +1,4 @@
-"""Rows read by one pass over a chunked source for later use: a stash of draws (corevector._chunked_ops).
+"""Rows read by one pass over a chunked source for later use: a stash of draws (corevector.chunked.ops).
 
 On a Dask cluster a stash stays on the workers that read it (:class:`StagedRows`): the pass reads each
 block's drawn rows beside the block and keeps them there, and the caller later fetches only the rows a
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._row_slots import by_block
+from .row_slots import by_block
 
 __all__ = ["HeldRows", "StagedRows", "held_in_caller", "stage"]
 
@@ -48,7 +48,7 @@ class StagedRows:
     that holds some of them) and kept on the workers as the futures of the blocks' parts.  ``pick(pos)``
     fetches ``rows[pos]`` (``pos`` ascending): one task a part that holds some of them, one round trip.
     A worker lost meanwhile costs a recomputation (the parts' futures keep their graph), retried as the
-    source's scans are (``corevector.chunked.ATTEMPTS``)."""
+    source's scans are (``corevector.chunked.dask_source.ATTEMPTS``)."""
 
     remote = True
 

@@ -32,9 +32,7 @@ silently.  The class table is :mod:`corevector.registry`.
 code the file holds.  A file from a trusted source can be converted once with ``corevector convert OLD NEW
 --allow-unsafe-pickle`` (or ``load_model(OLD, allow_unsafe_pickle=True)`` then :func:`save_model`).
 
-:func:`atomic_write` writes a file through a temporary file in the same folder and ``os.replace``: a failed
-write (disk full, file size limit, an exception while writing) leaves the previous file as it was and no
-partial file behind.
+Files are written atomically (:func:`corevector.io.files.atomic_write`).
 """
 from __future__ import annotations
 
@@ -50,10 +48,15 @@ import zipfile
 
 import numpy as np
 
-from ._modelspec import (HEADER_MEMBER, Array, Either, History, KernelSpecSpec, ListOf, Matrix, ModelFileError,
-                         PairList, Scalar, Schema, Struct, _dump_float, _load_float, _one_line, _Reader, _Writer)
+from refimpl.surface import Level
 
-__all__ = ["save_model", "load_model", "ModelFileError", "atomic_write", "FORMAT", "VERSION", "schemas"]
+from .._version import __version__
+from ..registry import ESTIMATORS, by_name
+from .files import atomic_write
+from .modelspec import (HEADER_MEMBER, Array, Either, History, KernelSpecSpec, ListOf, Matrix, ModelFileError,
+                        PairList, Reader, Scalar, Schema, Struct, Writer, dump_float, load_float, one_line)
+
+__all__ = ["save_model", "load_model", "ModelFileError", "FORMAT", "VERSION", "schemas"]
 
 #: the ``format`` field of every header
 FORMAT = "corevector-model"
@@ -68,54 +71,6 @@ MAX_MEMBERS = 100_000
 MAX_DEPTH = 16
 #: a fixed timestamp for every member, so that one model always gives the same bytes
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
-
-
-# ------------------------------------------------------------------------------------------------------
-# atomic writes
-# ------------------------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def atomic_write(path, binary=False):
-    """Open a temporary file next to ``path`` for writing; on success, rename it onto ``path``.
-
-    The temporary file lives in the same folder (``os.replace`` is atomic only within a file system)
-    and is flushed and fsync'ed before the rename; on any exception it is removed and ``path`` is left
-    untouched.  The new file gets the mode of the file it replaces, else the umask's default.  An OS error
-    names ``path``, not the temporary file; a ``path`` that is a folder is refused before anything is written.
-    """
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise ValueError(f"output directory does not exist: {folder}")
-    if os.path.isdir(path):
-        raise IsADirectoryError(21, "is a folder, not a file", path)
-    try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    except OSError as exc:
-        raise type(exc)(exc.errno, exc.strerror, path) from None
-    try:
-        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, _new_file_mode(path))
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise type(exc)(exc.errno, exc.strerror, path) from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _new_file_mode(path):
-    try:
-        return stat.S_IMODE(os.stat(path).st_mode)
-    except OSError:  # a new file: what open() would give it
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -155,15 +110,7 @@ def _check_mmda(est, fail):
 
 
 def _schemas():
-    from refimpl.surface import Level
-
-    from .ball import CVDD, MEB
-    from .classifier import CVMClassifier
-    from .mmda import MMDA
-    from .regressor import CVR
-    from .sparse_svr import SparseSVR
-    from .surface import ImplicitSurface
-
+    """{estimator class name: :class:`Schema`}."""
     meb = {
         "kernel_spec_": KSPEC, **_BALL_DIAGNOSTICS,
         "support_": INDICES, "support_vectors_": Matrix(("n_sv", "n_features")),
@@ -171,9 +118,9 @@ def _schemas():
         "intercept_": Array("f", (1,)), "rho_": F, "dual_objective_": F_ANY, "offset_": F,
     }
     return {
-        MEB: Schema(meb),
-        CVDD: Schema({**meb, "xi_": Array("f", ("n_sv",))}),
-        CVMClassifier: Schema({
+        "MEB": Schema(meb),
+        "CVDD": Schema({**meb, "xi_": Array("f", ("n_sv",))}),
+        "CVMClassifier": Schema({
             "classes_": Array("ifbU", ("n_classes",)), "class_weight_": Array("f", ("n_classes",)),
             "kernel_spec_": KSPEC, "pairs_": PairList(),
             "support_": INDICES, "support_vectors_": Matrix(("n_sv", "n_features")),
@@ -187,7 +134,7 @@ def _schemas():
             "xi_": Either((Array("f", (None,)), ListOf(Array("f", (None,)), "n_pairs"))),
             "probA_": Array("f", ("n_prob",)), "probB_": Array("f", ("n_prob",)),
         }, checks=(_check_probability,)),
-        CVR: Schema({
+        "CVR": Schema({
             "kernel_spec_": KSPEC, "C_": Scalar(float, finite=False, low=0.0), "mu_": Scalar(float, finite=False, low=0.0),
             **_BALL_DIAGNOSTICS,
             "support_": INDICES, "support_vectors_": Matrix(("n_sv", "n_features")),
@@ -196,7 +143,7 @@ def _schemas():
             "eta_": F_ANY, "dual_objective_": F_ANY, "tube_weight_": F_ANY, "y_mean_": F,
             "y_scale_": Scalar(float, low=np.finfo(np.float64).tiny), "n_mu_refits_": I_NONNEG,
         }),
-        SparseSVR: Schema({
+        "SparseSVR": Schema({
             "kernel_spec_": KSPEC, "n_basis_": Scalar(int, low=0, dim="n_basis"),
             "basis_indices_": Array("i", ("n_basis",), low=0),
             "basis_vectors_": Array("f", ("n_basis", "n_features")), "coef_": Array("f", ("n_basis",)),
@@ -206,7 +153,7 @@ def _schemas():
             "stop_reason_": Scalar(str, choices=("n_basis", "tol", "zero_gradient", "no_candidates")),
             "converged_": B,
         }),
-        MMDA: Schema({
+        "MMDA": Schema({
             "classes_": Array("ifbU", ("n_classes",)), "kernel_spec_": KSPEC,
             "n_components_": Scalar(int, low=0, dim="n_out"),
             "expansion_index_": ListOf(Array("i", ("n_points{i}",), low=0), "n_problems"),
@@ -217,7 +164,7 @@ def _schemas():
                 ("certified_ratio_", "f"), ("radius_", "f"), ("sor_steps_", "f"), ("converged_", "b"),
                 ("n_expansion_", "i"), ("cpu_time_", "f"))},
         }, checks=(_check_mmda,)),
-        ImplicitSurface: Schema({
+        "ImplicitSurface": Schema({
             "center_": Array("f", (3,)), "scale_": Scalar(float, low=np.finfo(np.float64).tiny),
             "bounds_": ListOf(Array("f", (3,)), 2, tuple=True),
             "levels_": ListOf(Struct(Level, {
@@ -237,15 +184,15 @@ _SCHEMAS = None
 
 
 def schemas():
-    """{estimator class: :class:`Schema`} for every class of :data:`corevector.registry.ESTIMATORS`."""
+    """{estimator class: :class:`Schema`} for every class of :data:`corevector.registry.ESTIMATORS` (the
+    declarations are keyed by class name, the classes found in the registry)."""
     global _SCHEMAS
     if _SCHEMAS is None:
-        from .registry import ESTIMATORS
         table = _schemas()
-        missing = [e.cls.__name__ for e in ESTIMATORS if e.cls not in table]
+        missing = [e.cls.__name__ for e in ESTIMATORS if e.cls.__name__ not in table]
         if missing:  # a new estimator in the registry needs its declaration here
-            raise RuntimeError(f"no model-file declaration for {missing} (corevector/persistence.py)")
-        _SCHEMAS = table
+            raise RuntimeError(f"no model-file declaration for {missing} (corevector/io/model_files.py)")
+        _SCHEMAS = {e.cls: table[e.cls.__name__] for e in ESTIMATORS}
     return _SCHEMAS
 
 
@@ -256,7 +203,6 @@ def __getattr__(name):
 
 
 def _class_by_name(name):
-    from .registry import by_name
     try:
         return by_name(name).cls
     except KeyError:
@@ -280,7 +226,7 @@ def _dump_param(v, depth=0):
     if isinstance(v, np.bool_):
         return bool(v)
     if isinstance(v, (float, np.floating)):
-        return _dump_float(v)
+        return dump_float(v)
     if isinstance(v, tuple):
         return {"tuple": [_dump_param(x, depth + 1) for x in v]}
     if isinstance(v, list):
@@ -302,7 +248,7 @@ def _load_param(node, depth=0):
     if isinstance(node, dict) and len(node) == 1:
         (tag, value), = node.items()
         if tag == "float":
-            return _load_float(node)
+            return load_float(node)
         if tag == "tuple" and isinstance(value, list):
             return tuple(_load_param(x, depth + 1) for x in value)
         if tag == "ndarray" and isinstance(value, list) and all(
@@ -328,11 +274,8 @@ def _fitted_attributes(est):
 
 def make_header(estimator, *, feature_names=None, target_name=None, data_format=None):
     """The header of ``estimator``'s model file (without ``params`` and ``attributes``)."""
-    from . import __version__
-
     cls = type(estimator)
     if _class_by_name(cls.__name__) is not cls:
-        from .registry import ESTIMATORS
         raise TypeError(f"estimator must be one of {sorted(e.cls.__name__ for e in ESTIMATORS)}, got {cls.__name__}")
     schema = schemas()[cls]
     if isinstance(schema.n_features, int):
@@ -404,8 +347,8 @@ def save_model(estimator, path, *, feature_names=None, target_name=None, data_fo
     extra = _fitted_attributes(estimator) - set(schema.attributes) - set(schema.transient) - generic
     if extra:
         raise TypeError(f"{cls.__name__} has fitted attribute(s) {sorted(extra)} that its model-file declaration "
-                        f"(corevector/persistence.py) does not list; declare them (or mark them transient)")
-    w = _Writer()
+                        f"(corevector/io/model_files.py) does not list; declare them (or mark them transient)")
+    w = Writer()
     params, dropped = {}, []
     for k, v in estimator.get_params(deep=False).items():
         if k in _DROPPABLE and isinstance(v, (np.random.RandomState, np.random.Generator)):
@@ -526,7 +469,7 @@ def load_model(path, *, allow_unsafe_pickle=False, return_header=False):
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, struct.error, KeyError,
             NotImplementedError, UnicodeDecodeError, OverflowError, IndexError, TypeError) as exc:
-        raise ModelFileError(f"{path} is not a corevector model file or is damaged ({_one_line(exc)})") from None
+        raise ModelFileError(f"{path} is not a corevector model file or is damaged ({one_line(exc)})") from None
     with zf:
         est, header = _read_zip(path, zf, size)
     return (est, header) if return_header else est
@@ -560,11 +503,11 @@ def _read_zip(path, zf, size):
         raise ModelFileError(f"{path}: {HEADER_MEMBER} is nested too deeply") from None
     except (zipfile.BadZipFile, ValueError, OSError, EOFError, struct.error, UnicodeDecodeError, KeyError,
             NotImplementedError, OverflowError, TypeError) as exc:
-        raise ModelFileError(f"{path}: damaged {HEADER_MEMBER} ({_one_line(exc)})") from None
+        raise ModelFileError(f"{path}: damaged {HEADER_MEMBER} ({one_line(exc)})") from None
     header = _check_header(path, header)
     cls = _class_by_name(header["estimator"])
     schema = schemas()[cls]
-    r = _Reader(path, zf, infos, size)
+    r = Reader(path, zf, infos, size)
     r.dims["n_features"] = header["n_features"]
     est = _build(path, cls, header["params"])
     attrs = header["attributes"]
@@ -663,7 +606,7 @@ def _build(path, cls, params):
         est = cls(**values)
         est._validate_params()
     except (TypeError, ValueError, InvalidParameterError) as exc:
-        raise ModelFileError(f"{path}: invalid parameters of {cls.__name__} ({_one_line(exc)})") from None
+        raise ModelFileError(f"{path}: invalid parameters of {cls.__name__} ({one_line(exc)})") from None
     return est
 
 
