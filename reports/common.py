@@ -278,15 +278,11 @@ def machine_info():
     import scipy
     import sklearn
 
-    try:
-        import fastimpl
-        cv_version = getattr(fastimpl, "__version__", "?")
-    except ImportError:  # pragma: no cover
-        cv_version = "not importable"
+    from corevector._version import __version__ as cv_version
     try:
         from importlib.metadata import version
         cv_dist = version("corevector")
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 -- a checkout on sys.path, not installed
         cv_dist = None
     try:
         n_affinity = len(os.sched_getaffinity(0))

@@ -359,3 +359,10 @@ def test_report_clusters_start_workers_with_a_larger_mmap_threshold():
     assert [v["MALLOC_MMAP_THRESHOLD_"] for v in env.values()] == [str(WORKER_MMAP_THRESHOLD)]
     assert [v["OMP_NUM_THREADS"] for v in env.values()] == ["1"]
     assert dict(dask.config.get("distributed.nanny.pre-spawn-environ")) == before
+
+
+def test_the_report_header_gives_the_installed_version():
+    """The machine block of every report names corevector's version (it printed '?' when it asked fastimpl)."""
+    import corevector
+    from reports.common import machine_info
+    assert machine_info()["corevector"].split()[0] == corevector.__version__
