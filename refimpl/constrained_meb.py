@@ -42,7 +42,7 @@ g~ is -U~'Phi~ a~ (the last KKT row), so c is the projection P a~-combination on
 and the problem is the center-constrained MEB (000 eq. (13)) of the projected points with the
 extra offsets Delta_l + ||U~'phi~(z_l)||^2.
 
-``fastimpl._mmda`` supplies the same operations in C (:class:`ConstrainedOps` there); the loop
+``fastimpl._mmda`` supplies the same operations in C (its :class:`FastConstrainedOps`); the loop
 below is shared so that both implementations make the same draws and the same decisions.
 """
 from __future__ import annotations

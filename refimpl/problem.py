@@ -1,6 +1,6 @@
 """The one problem every MEB-based algorithm solves: a ball around "augmented points".
 
-Following ``ARCHITECTURE.md`` and [001] Sec. 3.2, each formulation is a
+Following [001] Sec. 3.2 and [000] Sec. 3.2 (docs/layout.md: one engine, many formulations), each formulation is a
 transformed kernel over n augmented points z_i,
 
     k~(z_i, z_j) = s_i s_j ( k(x_i, x_j) + beta_b ) + delta_ij * c            (001 eqs. (7), (10))
