@@ -115,13 +115,10 @@ _DOC = """
     kernel : {kernels}, default='rbf'
         The kernel k: Gaussian ``exp(-gamma ||x - y||^2)``, Laplacian ``exp(-gamma ||x - y||)``
         (Euclidean, as in [000]; scikit-learn's ``laplacian_kernel`` uses the L1 norm), polynomial
-        ``(gamma x'y + coef0)^degree`` or linear ``x'y``.  Kernels whose ``k(x, x)`` is not constant
-        are handled by the generalized CVM ([000] Sec. 3.2).
+        ``(gamma x'y + coef0)^degree`` or linear ``gamma x'y``.  Kernels whose ``k(x, x)`` is not
+        constant are handled by the generalized CVM ([000] Sec. 3.2).
     gamma : float or {{'scale', 'beta', 'auto'}}, default='{gamma}'
-        Kernel coefficient: 'scale' is scikit-learn's ``1 / (n_features Var(X))``; 'beta' is the
-        papers' ``1 / beta`` with beta the mean squared pairwise distance, computed exactly in
-        O(m d) (``1 / beta`` = 'scale' / 2 on standardised data); 'auto' is ``1 / n_features``.
-        Ignored by the linear kernel.
+        {gamma_doc}
     degree : int, default=3
         Degree of the polynomial kernel; ignored by the other kernels.
     coef0 : float, default=0.0
@@ -175,10 +172,23 @@ _DOC = """
 #: the kernels' names as a numpydoc set, from refimpl.kernels.KERNELS (a new kernel is listed where it is computed)
 KERNEL_CHOICES = "{" + ", ".join(repr(k) for k in KERNELS) + "}"
 KERNELS_MARK = "%KERNELS%"
+#: the description of ``gamma``, shared by every estimator with a kernel (the rule is refimpl.kernels.width_gamma)
+GAMMA_MARK = "%GAMMA%"
+GAMMA_DOC = """
+        The kernel's width.  'scale' and 'beta' are widths of the data in the kernel's own distance
+        (``refimpl.kernels.width_gamma``), so that the fitted model is the same, up to rounding, for X
+        and for X times any constant.  With s = ``n_features Var(X)`` ('scale', scikit-learn's) or
+        s = beta, the mean squared pairwise distance ('beta', the papers' width, computed exactly in
+        O(m d); ``2 n_features`` on standardised data), gamma is ``1 / s`` for the Gaussian, polynomial
+        and linear kernels, whose gamma multiplies a squared length, and ``1 / sqrt(s)`` for the
+        Laplacian, whose gamma multiplies a distance.  'auto' is ``1 / n_features``; a number is used
+        as given (neither follows the data's scale).  The linear kernel at gamma=1.0 is LIBSVM's and
+        scikit-learn's ``x'y``.
+"""
 
 
 def _doc(**defaults):
-    return _DOC.format(kernels=KERNEL_CHOICES, **defaults)
+    return _DOC.format(kernels=KERNEL_CHOICES, gamma_doc=GAMMA_DOC.strip(), **defaults)
 
 
 def _fill_mark(cls, mark, text):
@@ -191,8 +201,9 @@ def _fill_mark(cls, mark, text):
 
 
 def kernel_doc(cls):
-    """Class decorator: the kernels' names at the KERNELS mark of the class's docstring."""
-    return _fill_mark(cls, KERNELS_MARK, KERNEL_CHOICES)
+    """Class decorator: the kernels' names at the KERNELS mark of the class's docstring, the description of
+    gamma at its GAMMA mark."""
+    return _fill_mark(_fill_mark(cls, KERNELS_MARK, KERNEL_CHOICES), GAMMA_MARK, GAMMA_DOC)
 
 
 class WarningsOncePerFit:

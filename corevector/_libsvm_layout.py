@@ -58,6 +58,10 @@ def _kernel(est):
     if spec.normalize and not spec.radial:
         raise ValueError(f"{type(est).__name__} with normalize=True and kernel={spec.name!r} has no LIBSVM or "
                          f"scikit-learn SVM equivalent")
+    if spec.name == "linear" and spec.gamma != 1.0:
+        # LIBSVM's (and scikit-learn's) linear kernel is x'y, with no gamma: gamma x'y is its polynomial
+        # kernel of degree 1, coef0 0, computed as pow(gamma x'y + 0, 1), the same value
+        return "polynomial", float(spec.gamma), 1, 0.0
     return KERNEL_NAMES[spec.name], float(spec.gamma), int(spec.degree), float(spec.coef0)
 
 

@@ -51,7 +51,9 @@ class MEB(OutlierMixin, CoreVectorBase):
         0; ``score_samples`` equals ``decision_function`` (scikit-learn's outlier-detector convention
         ``decision_function = score_samples - offset_``).
     radius_ : float
-        R, the radius of the core-set ball.
+        R, the radius of the core-set ball, in feature space (under the linear kernel ``gamma x'y``,
+        whose feature map is ``sqrt(gamma) x``, ``sqrt(kernel_spec_.gamma)`` times the radius in X's
+        units; ``gamma=1.0`` gives the Euclidean ball of X).
     certified_radius_ : float
         r_cert, the largest distance of a training point to the center, from the final full scan
         (``radius_`` when ``certify=False``): the radius of the ball ``predict`` uses.

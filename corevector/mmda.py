@@ -63,8 +63,7 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     kernel : %KERNELS%, default='rbf'
         The kernel (see :class:`CVMClassifier`).
     gamma : float or {'beta', 'scale', 'auto'}, default='beta'
-        Kernel coefficient; 'beta' is the paper's ``1 / beta``, beta the mean squared pairwise
-        distance; 'scale' is scikit-learn's ``1 / (n_features Var(X))``; 'auto' is ``1 / n_features``.
+        %GAMMA%
     degree : int, default=3
         Degree of the polynomial kernel; ignored by the other kernels.
     coef0 : float, default=0.0

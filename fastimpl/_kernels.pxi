@@ -68,7 +68,7 @@ cdef inline double k_raw(const Kern* K, const double* a, const double* b) noexce
     for t in range(K.d):
         s += a[t] * b[t]
     if k_is_linear(K):
-        return s
+        return K.gamma * s
     return ipow(K.gamma * s + K.coef0, K.degree)
 
 

@@ -66,7 +66,7 @@ cdef inline double rawdiag_from_sq(const Kern* K, double sq) noexcept nogil:
     if k_is_radial(K):
         return 1.0
     if k_is_linear(K):
-        return sq
+        return K.gamma * sq
     return ipow(K.gamma * sq + K.coef0, K.degree)
 
 
@@ -122,6 +122,8 @@ cdef inline void dots_to_kernel(const Kern* K, double* out, Py_ssize_t n, double
         v = out[j]
         if k_is_poly(K):
             v = ipow(K.gamma * v + K.coef0, K.degree)
+        else:
+            v = K.gamma * v
         if K.normalize:
             v = v / sqrt(xrd * crd[j]) if (xrd > 0 and crd[j] > 0) else 0.0
         out[j] = v

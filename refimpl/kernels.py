@@ -11,7 +11,7 @@ Kernels (``x``, ``y`` in R^d):
 * ``'laplacian'`` Laplacian exp(-gamma ||x - y||)  (Euclidean, [000] Sec. 4.2,
   gamma = 1/sigma; note scikit-learn's ``laplacian_kernel`` uses the L1 norm instead)
 * ``'poly'``      (gamma x'y + coef0)^degree
-* ``'linear'``    x'y
+* ``'linear'``    gamma x'y  (gamma = 1: the plain x'y of LIBSVM and scikit-learn, which ignore gamma here)
 
 ``normalize=True`` replaces k by k(x, y) / sqrt(k(x, x) k(y, y)), which makes any kernel
 satisfy the constant-diagonal condition (4) of 001 (case (3) there).
@@ -20,6 +20,12 @@ The Gaussian width may be given as ``gamma='beta'``: the papers' heuristic
 beta = (1/m^2) sum_ij ||x_i - x_j||^2 (001 Sec. 5) and gamma = 1/beta.  The double sum has
 the closed form 2 (mean ||x||^2 - ||mean x||^2), so it is computed exactly in O(m d) for
 any m, with no m x m work and no sampling.
+
+The data-derived widths ``gamma='scale'`` (scikit-learn's, from n_features Var(X)) and ``'beta'`` give each
+kernel a width in its own distance (:func:`width_gamma`): gamma multiplies a squared length in the Gaussian
+(||x - y||^2) and in the dot-product kernels (x'y), a plain length in the Laplacian (||x - y||), so the
+Laplacian takes the reciprocal of the square root.  Every kernel value, hence the fitted model, is then the
+same for X and for X times any constant.
 
 Sparse input: every function here also takes ``scipy.sparse`` CSR rows (never densified as a whole).  The
 radial kernels then go through row norms, ||a - b||^2 = ||a||^2 + ||b||^2 - 2 a'b, with the pairs that
@@ -251,18 +257,35 @@ def _width_error(gamma, what, value, size):
         "sklearn.preprocessing.StandardScaler) or pass gamma as a number.")
 
 
+def width_gamma(kernel: str, spread: float) -> float:
+    """gamma of the data-derived widths ``gamma='scale'`` and ``'beta'`` for ``kernel``, from the data's
+    ``spread``, a squared length: n_features Var(X) for 'scale', beta (the mean squared pairwise distance) for
+    'beta'.  The rule every place that resolves those widths calls.
+
+    gamma multiplies ||x - y||^2 in the Gaussian and x'y in the polynomial and linear kernels, both squared
+    lengths: gamma = 1 / spread.  It multiplies ||x - y|| in the Laplacian, a plain length:
+    gamma = 1 / sqrt(spread), the reciprocal of the typical distance.  X times s multiplies spread by s^2,
+    so gamma times the kernel's argument, and every kernel value, does not change: the fitted model is
+    the same for X and for X * s (1/spread alone gave the Laplacian exp(-||x - y|| / (s spread)), a
+    kernel of all ones for s = 1e-3 and chance accuracy).  ``spread <= 0`` gives inf (the callers refuse it).
+    """
+    if not spread > 0:
+        return float("inf")
+    return 1.0 / math.sqrt(spread) if kernel == "laplacian" else 1.0 / spread
+
+
 def _size_of(size):
     """max|X| for a message: ``size`` itself, or ``size()`` (computed only when a message needs it)."""
     with np.errstate(over="ignore"):
         return float(size() if callable(size) else size)
 
 
-def gamma_of_spread(gamma, what, value, size) -> float:
-    """gamma = 1 / ``value`` for gamma='scale' (``value`` = n_features Var(X)) or 'beta' (the mean squared
-    pairwise distance), refusing a spread that float64 cannot hold (a ValueError naming ``what``, its value
-    and ``size``, max|X|: a number, or a function that gives it).  The one rule, whether the spread comes from
-    an array in memory (:func:`resolve_gamma`) or from a chunked pass's statistics."""
-    g = 1.0 / value if value > 0 else np.inf
+def gamma_of_spread(gamma, what, value, size, kernel) -> float:
+    """gamma = :func:`width_gamma` of ``value`` for gamma='scale' (``value`` = n_features Var(X)) or 'beta'
+    (the mean squared pairwise distance), refusing a spread that float64 cannot hold (a ValueError naming
+    ``what``, its value and ``size``, max|X|: a number, or a function that gives it).  The one rule, whether
+    the spread comes from an array in memory (:func:`resolve_gamma`) or from a chunked pass's statistics."""
+    g = width_gamma(kernel, value)
     if not (_NORMAL[0] <= value <= _NORMAL[1]) or not (0.0 < g < np.inf):
         raise _width_error(gamma, what, value, _size_of(size))
     return g
@@ -279,8 +302,7 @@ def check_kernel_extent(spec, value, size):
             what = "the largest squared distance between two rows of X"
             bad = not np.isfinite(value) or 0.0 < value < tiny
         else:
-            if spec.name == "poly":
-                value = float(np.power(spec.gamma * value + spec.coef0, float(spec.degree)))
+            value = largest_self_kernel(spec, value)
             what = "the largest kernel value k(x, x) of X"
             # the engine multiplies kernel values together (QP steps, squared distances): products of two
             # must stay finite, so k(x, x) <= sqrt(largest float) ~ 1.3e154
@@ -294,7 +316,8 @@ def check_kernel_extent(spec, value, size):
 def resolve_gamma(gamma, X: np.ndarray, kernel: str) -> float:
     """Turn the user's ``gamma`` ('beta', 'scale', 'auto' or a positive number) into a float.
 
-    'scale' and 'beta' of data whose every row is the same give 1.0 (scikit-learn's convention: the
+    'scale' and 'beta' are :func:`width_gamma` of n_features Var(X) and of beta, in the kernel's own
+    distance.  Of data whose every row is the same they give 1.0 (scikit-learn's convention: the
     kernel is then the same for any gamma); data whose spread float64 cannot hold (variance or beta
     not a normal float, e.g. X * 1e-160 or X * 1e300) is a ValueError, never gamma = inf, 0 or a
     silent 1.0.
@@ -310,7 +333,7 @@ def resolve_gamma(gamma, X: np.ndarray, kernel: str) -> float:
             else:
                 var = sparse_variance(X) if sp.issparse(X) else float(dense_variance(X))  # (overflow: inf)
                 what, value = "n_features * Var(X)", X.shape[1] * var
-            return gamma_of_spread(gamma, what, value, lambda: max_abs(X))
+            return gamma_of_spread(gamma, what, value, lambda: max_abs(X), kernel)
         if gamma == "auto":
             return 1.0 / X.shape[1]
         raise ValueError(f"gamma must be a positive number or one of 'beta', 'scale', 'auto'; got {gamma!r}")
@@ -333,8 +356,7 @@ def make_kernel_spec(X, kernel="rbf", gamma="beta", degree=3, coef0=0.0, normali
     if kernel == "poly" and coef0 < 0:
         # (gamma x'y + coef0)^degree with coef0 < 0 is not positive semi-definite in general.
         raise ValueError(f"coef0 must be >= 0 for the polynomial kernel (else it is not PSD), got {coef0}")
-    g = resolve_gamma(gamma, X, kernel) if kernel != "linear" else 1.0
-    return KernelSpec(kernel, g, int(degree), float(coef0), bool(normalize))
+    return KernelSpec(kernel, resolve_gamma(gamma, X, kernel), int(degree), float(coef0), bool(normalize))
 
 
 def _column_spans(X):
@@ -344,6 +366,13 @@ def _column_spans(X):
     if X.shape[1] <= 16:
         return np.array([np.ptp(X[:, j]) for j in range(X.shape[1])])
     return np.ptp(X, axis=0)
+
+
+def largest_self_kernel(spec: KernelSpec, sq_max: float) -> float:
+    """The largest k(x, x) of a dot-product kernel (unnormalised) over rows of largest ||x||^2 = ``sq_max``."""
+    if spec.name == "poly":
+        return float(np.power(spec.gamma * sq_max + spec.coef0, float(spec.degree)))
+    return spec.gamma * sq_max
 
 
 def checked_kernel_spec(X, kernel, gamma, degree, coef0, normalize):
@@ -385,7 +414,7 @@ def _raw_block(spec: KernelSpec, A: np.ndarray, B: np.ndarray) -> np.ndarray:
         dot = dot.toarray()
     dot = np.asarray(dot)
     if spec.name == "linear":
-        return dot
+        return spec.gamma * dot
     return (spec.gamma * dot + spec.coef0) ** spec.degree
 
 
@@ -394,7 +423,7 @@ def _raw_diag(spec: KernelSpec, A: np.ndarray) -> np.ndarray:
         return np.ones(A.shape[0])
     sq = row_sq_norms(A)
     if spec.name == "linear":
-        return sq
+        return spec.gamma * sq
     return (spec.gamma * sq + spec.coef0) ** spec.degree
 
 

@@ -36,8 +36,8 @@ def sk_kernel(kernel, A, B, gamma=None, degree=2, coef0=1.0):
         return np.exp(-gamma * euclidean_distances(A, B))
     if kernel == "poly":
         return polynomial_kernel(A, B, degree=degree, gamma=gamma, coef0=coef0)
-    if kernel == "linear":
-        return linear_kernel(A, B)
+    if kernel == "linear":  # gamma x'y (gamma None: x'y)
+        return linear_kernel(A, B) * (1.0 if gamma is None else gamma)
     raise ValueError(kernel)
 
 
@@ -65,8 +65,8 @@ class FeatureMap:
 
     def __call__(self, Z):
         Z = np.atleast_2d(np.asarray(Z, dtype=np.float64))
-        if self.kernel == "linear":
-            return Z.copy()
+        if self.kernel == "linear":  # gamma x'y = (sqrt(gamma) x)'(sqrt(gamma) y)
+            return Z * np.sqrt(1.0 if self.gamma is None else self.gamma)
         if self.kernel == "poly":
             # (g x'z + c)^2 = c^2 + 2 c g x'z + g^2 (x'z)^2: features [c, sqrt(2 c g) x, g x_i x_j (all i, j)]
             g, c = self.gamma, self.coef0

@@ -634,3 +634,17 @@ def test_the_core_vectors_ridge_is_found_for_runs_and_for_scattered_candidates()
         alpha_of = dict(zip(core.tolist(), sh["core_alpha"].tolist()))
         for w, r in zip(where, ridge):
             assert r == alpha_of[int(z[w])] * cdiag[w]
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian", "poly", "linear"])
+def test_data_widths_are_the_in_memory_ones_for_every_kernel(stores, kernel):
+    """gamma='scale' and 'beta' of chunked rows go through the same rule as in memory (refimpl.kernels.width_gamma:
+    1/sqrt of the spread for the Laplacian, 1/spread otherwise, the linear kernel included), from per-block
+    statistics, so the widths agree to the last bits."""
+    from refimpl.kernels import checked_kernel_spec
+
+    X, *_ = _data()
+    for gamma in ("scale", "beta"):
+        want = checked_kernel_spec(X, kernel, gamma, 3, 1.0, False).gamma
+        got = chunked.kernel_spec(chunked.ChunkedRows.of(stores["zarr"]), kernel, gamma, 3, 1.0, False).gamma
+        assert got == pytest.approx(want, rel=1e-12), gamma

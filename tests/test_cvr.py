@@ -17,7 +17,7 @@ from refimpl.kernels import kernel_block, make_kernel_spec
 
 NUM_TOL = 1e-7  # relative; cvxopt's primal optimum is accurate to ~1e-9 at these tolerances
 KERNELS = [("rbf", {"gamma": 0.5}), ("laplacian", {"gamma": 0.7}),
-           ("poly", {"gamma": 0.3, "coef0": 1.0, "degree": 2}), ("linear", {})]
+           ("poly", {"gamma": 0.3, "coef0": 1.0, "degree": 2}), ("linear", {"gamma": 0.5})]
 EPSILONS = (1e-1, 1e-2, 1e-3, 1e-4)
 
 

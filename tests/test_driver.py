@@ -697,7 +697,7 @@ def _linear_meb_ops(impl, X):
     from refimpl import cvm
     from refimpl.kernels import make_kernel_spec
     from refimpl.meb import MEBOps
-    problem = cvm.svdd_problem(X, make_kernel_spec(X, "linear"))
+    problem = cvm.svdd_problem(X, make_kernel_spec(X, "linear", gamma=1.0))
     if impl == "ref":
         return MEBOps(problem)
     from fastimpl._engine import FastMEBOps

@@ -146,9 +146,14 @@ def test_meb_encloses_training_points_and_cvdd_flags_outliers():
     X = rng.normal(size=(300, 3))
     meb = MEB(kernel="linear", sample_size=None, eps=1e-6, random_state=0).fit(X)
     assert np.all(meb.predict(X) == 1)
-    # in the linear kernel the MEB radius is at least half the largest pairwise distance
+    # in the linear kernel gamma x'y (phi(x) = sqrt(gamma) x) the MEB radius is at least half the largest
+    # pairwise distance of the phi(x); gamma=1.0 is the Euclidean ball of X
     far = np.max(np.linalg.norm(X[:, None] - X[None], axis=-1))
-    assert meb.certified_radius_ >= far / 2 - 1e-9
+    assert meb.certified_radius_ >= np.sqrt(meb.kernel_spec_.gamma) * far / 2 - 1e-9
+    euclid = MEB(kernel="linear", gamma=1.0, sample_size=None, eps=1e-6, random_state=0).fit(X)
+    assert euclid.certified_radius_ >= far / 2 - 1e-9
+    assert euclid.certified_radius_ == pytest.approx(meb.certified_radius_ / np.sqrt(meb.kernel_spec_.gamma),
+                                                     rel=1e-5)
     # L2 one-class SVM: the slacks are penalised by C sum xi^2, so the flagged fraction of the
     # training set shrinks as C grows; far-away points are always outliers.
     outliers = rng.normal(size=(50, 3)) * 0.1 + 8.0

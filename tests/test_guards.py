@@ -108,12 +108,13 @@ def test_beta_is_translation_invariant_and_exact():
     (lambda: CVMClassifier(gamma=0.5), 1e300),            # squared distances overflow
     (lambda: CVMClassifier(gamma=1e300), 1e-160),         # every squared distance is subnormal
     (lambda: MMDA(gamma=0.5), 1e300),
-    (lambda: CVMClassifier(kernel="linear"), 1e100),      # k(x, x) ~ 1e200: products of kernel values overflow
+    (lambda: CVMClassifier(kernel="linear", gamma=1.0), 1e100),  # k(x, x) ~ 1e200: products of kernel values overflow
     (lambda: CVMClassifier(kernel="poly", gamma=1.0, coef0=1.0, degree=3), 1e60),
-    (lambda: CVR(kernel="linear"), 1e-160),
+    (lambda: CVR(kernel="linear", gamma=1.0), 1e-160),
 ])
 def test_kernel_values_float64_cannot_hold_are_an_error(make, scale):
-    """With a numeric gamma (or no gamma), data whose kernel values over- or underflow is a ValueError naming X."""
+    """With a numeric gamma, data whose kernel values over- or underflow is a ValueError naming X.  (The widths
+    gamma='scale' and 'beta' follow X's scale, linear kernel included: tests/test_kernels.py.)"""
     X, y = classification()
     t0 = time.perf_counter()
     with pytest.raises(ValueError, match="X is of a scale float64 cannot hold"):

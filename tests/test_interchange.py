@@ -18,7 +18,8 @@ CASES = {
     "binary-rbf": (lambda: CVMClassifier(C=10), _Y2),
     "ovo-rbf-proba": (lambda: CVMClassifier(C=10, probability=True), _Y4),
     "ovo-poly": (lambda: CVMClassifier(kernel="poly", gamma=0.5, coef0=1.0, degree=2), _Y4),
-    "binary-linear": (lambda: CVMClassifier(kernel="linear"), _Y2),
+    "binary-linear": (lambda: CVMClassifier(kernel="linear"), _Y2),  # gamma='scale': LIBSVM's poly of degree 1
+    "binary-linear-gamma1": (lambda: CVMClassifier(kernel="linear", gamma=1.0), _Y2),  # LIBSVM's linear x'y
     "cvdd": (lambda: CVDD(C=5), None),
     "meb-rbf": (lambda: MEB(), None),
     "cvr": (lambda: CVR(C=10), np.sin(_X[:, 0]) + 0.5 * _X[:, 1]),
@@ -50,6 +51,19 @@ def _clear_vote(dec, k):
             votes[:, b] += dec[:, p] <= 0
             p += 1
     return (votes == votes.max(1, keepdims=True)).sum(1) == 1
+
+
+def test_linear_kernel_of_a_data_width_is_libsvms_polynomial_of_degree_1(tmp_path):
+    """LIBSVM's linear kernel is x'y, without gamma: gamma x'y (gamma='scale') is written as its polynomial kernel
+    of degree 1 and coef0 0, and gamma=1.0 as its linear kernel."""
+    for name, kernel_type in (("binary-linear", "polynomial"), ("binary-linear-gamma1", "linear")):
+        est = _fit(name)
+        save_libsvm_model(est, tmp_path / "m.txt")
+        head = dict(line.split(" ", 1) for line in (tmp_path / "m.txt").read_text().splitlines()[:5])
+        assert head["kernel_type"] == kernel_type
+        if kernel_type == "polynomial":
+            assert float(head["gamma"]) == est.kernel_spec_.gamma != 1.0
+            assert int(head["degree"]) == 1 and float(head["coef0"]) == 0.0
 
 
 @pytest.mark.parametrize("name", list(CASES))

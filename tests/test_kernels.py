@@ -16,7 +16,7 @@ A, B = rng.normal(size=(30, 4)), rng.normal(size=(20, 4))
 @pytest.mark.parametrize("name,ref", [
     ("rbf", lambda a, b: rbf_kernel(a, b, gamma=0.3)),
     ("poly", lambda a, b: polynomial_kernel(a, b, degree=3, gamma=0.3, coef0=1.0)),
-    ("linear", lambda a, b: linear_kernel(a, b)),
+    ("linear", lambda a, b: 0.3 * linear_kernel(a, b)),  # gamma x'y (LIBSVM's x'y at gamma = 1)
     # [000] Sec. 4.2: exp(-||x - y|| / sigma), Euclidean norm, gamma = 1/sigma
     ("laplacian", lambda a, b: np.exp(-0.3 * np.linalg.norm(a[:, None] - b[None], axis=-1))),
 ])
@@ -259,3 +259,126 @@ def test_support_store_keeps_double_distances_where_floats_would_lose_the_kernel
     # the laplacian kernel is never screened with float distances
     spec = make_kernel_spec(P, "laplacian", 1e-3, 3, 0.0, False)
     assert _store_screen(spec, P, P[:10], w)[2] is False
+
+
+# ------------------------------------------------------------------------------------------------------
+# gamma='scale' / 'beta': a width in each kernel's own distance, so that X's units do not matter
+# ------------------------------------------------------------------------------------------------------
+def test_width_gamma_is_the_reciprocal_of_the_kernels_own_length():
+    """gamma multiplies a squared length in the Gaussian, polynomial and linear kernels and a plain distance in
+    the Laplacian: the width of a spread s (a squared length) is 1/s for the former and 1/sqrt(s) for the latter."""
+    from refimpl.kernels import KERNELS, width_gamma
+
+    for kernel in KERNELS:
+        expected = 0.5 if kernel == "laplacian" else 0.25
+        assert width_gamma(kernel, 4.0) == expected
+    X = np.random.default_rng(1).normal(size=(50, 4)) * 3.0
+    for kernel in KERNELS:  # resolve_gamma uses it for both data widths
+        assert make_kernel_spec(X, kernel, "scale").gamma == width_gamma(kernel, 4 * X.var())
+        assert make_kernel_spec(X, kernel, "beta").gamma == width_gamma(kernel, beta_heuristic(X))
+
+
+@settings(max_examples=40, deadline=None)
+@given(kernel=st.sampled_from(["rbf", "laplacian", "poly", "linear"]), gamma=st.sampled_from(["scale", "beta"]),
+       normalize=st.booleans(), log_s=st.floats(-6, 6), seed=st.integers(0, 2**16))
+def test_data_widths_make_every_kernel_value_scale_free(kernel, gamma, normalize, log_s, seed):
+    """X times s leaves every kernel value under gamma='scale' and 'beta' as it is, for every kernel (1 / spread
+    alone gave the Laplacian exp(-||x - y|| / (s spread)), all ones at s = 1e-3, and the linear kernel s^2 x'y)."""
+    r = np.random.default_rng(seed)
+    X = r.normal(size=(40, 3)) * r.uniform(0.1, 10.0, size=3) + r.normal(size=3)
+    s = 10.0 ** log_s
+    spec = make_kernel_spec(X, kernel, gamma, degree=2, coef0=1.0, normalize=normalize)
+    scaled = make_kernel_spec(X * s, kernel, gamma, degree=2, coef0=1.0, normalize=normalize)
+    np.testing.assert_allclose(kernel_block(scaled, X[:10] * s, X * s), kernel_block(spec, X[:10], X),
+                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(kernel_diag(scaled, X * s), kernel_diag(spec, X), rtol=1e-9)
+
+
+def test_a_numeric_gamma_multiplies_the_linear_kernel_in_both_implementations():
+    """The linear kernel is gamma x'y (what 'scale' resolves to must be a gamma a refit can be given): the
+    compiled expansion, dense and CSR, agrees with gamma times scikit-learn's x'y."""
+    import scipy.sparse as sp
+
+    from corevector.numerics import numerics
+
+    r = np.random.default_rng(3)
+    X = r.normal(size=(40, 5))
+    X[X < 0.3] = 0.0
+    X[0] = 0.0  # k(x, x) = 0: the normalised kernel is 0 there
+    SV, coef = X[:7], r.normal(size=7)
+    norms = np.sqrt((X * X).sum(1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cosine = np.nan_to_num(linear_kernel(X, SV) / np.outer(norms, norms[:7]), nan=0.0, posinf=0.0)
+    for normalize in (False, True):
+        spec = make_kernel_spec(X, "linear", 0.3, normalize=normalize)
+        want = (cosine if normalize else 0.3 * linear_kernel(X, SV)) @ coef
+        for impl in ("ref", "fast"):
+            f = numerics(impl).kernel_expansion
+            np.testing.assert_allclose(f(spec, SV, coef, X), want, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(f(spec, sp.csr_matrix(SV), coef, sp.csr_matrix(X)), want, rtol=1e-12,
+                                       atol=1e-12)
+
+
+def _moons_and_friedman():
+    from sklearn.datasets import make_friedman1, make_moons
+
+    return make_moons(400, noise=0.2, random_state=0), make_friedman1(400, noise=1.0, random_state=0)
+
+
+_MOONS, _FRIEDMAN = _moons_and_friedman()
+#: the bound of the units' effect on accuracy and R^2: within 1 pp of those on X
+UNITS_SLACK = 0.01
+
+
+def _held_out_score(est, data, s, n):
+    """est's score on the second half of data after a fit on its first n rows, X in units of 1/s."""
+    from sklearn.base import clone
+
+    X, y = data
+    return clone(est).fit(X[:n] * s, y[:n]).score(X[200:] * s, y[200:])
+
+
+def _unit_cases(kernel, impl):
+    """(estimator, data, training rows, the score it must beat at X's own units) per kind of model: the
+    classifier on moons, both regressors on Friedman #1 (CVR with a fixed mu and few rows: 'auto' refits,
+    and the reference engine takes seconds per Laplacian fit of 100 rows)."""
+    from corevector import CVR, CVMClassifier, SparseSVR
+
+    return [(CVMClassifier(kernel=kernel, impl=impl, random_state=0), _MOONS, 200, 0.8),
+            (CVR(kernel=kernel, mu=0.3, impl=impl, random_state=0), _FRIEDMAN, 60 if kernel == "laplacian" else 100,
+             0.2),
+            (SparseSVR(kernel=kernel, impl=impl, random_state=0), _FRIEDMAN, 200, 0.2)]
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian", "poly", "linear"])
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_scores_do_not_depend_on_the_units_of_X(kernel, impl):
+    """Accuracy and R^2 on X * 1e-3 and X * 1e3 are within 0.01 of those on X, for every kernel, in both
+    implementations, under each estimator's default width (CVMClassifier: 'scale'; CVR, SparseSVR: 'beta').
+    Before the widths were per kernel, the Laplacian CVMClassifier on moons * 1e-3 scored 0.50 (0.98 on X)
+    and the linear one 0.50 (0.87)."""
+    for est, data, n, floor in _unit_cases(kernel, impl):
+        base = _held_out_score(est, data, 1.0, n)
+        assert base > floor, (type(est).__name__, base)  # a real model, not chance at every scale
+        for s in (1e-3, 1e3):
+            assert abs(_held_out_score(est, data, s, n) - base) <= UNITS_SLACK, (type(est).__name__, s)
+
+
+_BASE_SCORES = {}
+
+
+@settings(max_examples=12, deadline=None)
+@given(kernel=st.sampled_from(["rbf", "laplacian", "poly", "linear"]), which=st.sampled_from([0, 1]),
+       log_s=st.floats(-5, 5))
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_default_estimators_do_not_depend_on_the_units_of_X(kernel, which, log_s):
+    """CVMClassifier() and CVR() with their defaults (CVR's mu='auto' too), X in units from 1e-5 to 1e5."""
+    from corevector import CVR, CVMClassifier
+
+    est, data = (CVMClassifier(kernel=kernel, random_state=0), _MOONS) if which == 0 else \
+        (CVR(kernel=kernel, random_state=0), _FRIEDMAN)
+    key = (kernel, which)
+    if key not in _BASE_SCORES:
+        _BASE_SCORES[key] = _held_out_score(est, data, 1.0, 200)
+    assert abs(_held_out_score(est, data, 10.0 ** log_s, 200) - _BASE_SCORES[key]) <= UNITS_SLACK

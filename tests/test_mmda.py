@@ -37,7 +37,7 @@ def projected_problem(m=60, s=2, seed=0, kernel="rbf", C=1.0):
     """A binary constrained MEB (19) whose s directions are MMDA directions of the same data."""
     X, y = blobs(m, 2, seed=seed, spread=1.5)
     y_pm = np.where(y == 1, 1, -1).astype(np.int8)
-    spec = make_kernel_spec(X, kernel, gamma=0.4) if kernel != "linear" else make_kernel_spec(X, "linear")
+    spec = make_kernel_spec(X, kernel, gamma=0.4 if kernel != "linear" else 1.0)
     points, coef = np.zeros(0, dtype=np.intp), np.zeros((0, 0))
     if s:
         rng = np.random.default_rng(seed)
@@ -550,7 +550,7 @@ def test_scan_near_ties_are_relative_to_the_size_of_the_distances(impl):
     from refimpl.simplex_qp import TIE
     X = np.array([[1e4, 0.0], [0.0, 1.0], [-1e4 + 2.5e-11, 0.0], [-1e4, 0.0], [0.0, -1.0]])
     y_pm = np.array([1, -1, 1, 1, -1], dtype=np.int8)
-    base = cvm.two_class_problem(X, y_pm, make_kernel_spec(X, "linear"), 1.0)
+    base = cvm.two_class_problem(X, y_pm, make_kernel_spec(X, "linear", gamma=1.0), 1.0)
     problem = ConstrainedMEBProblem(base, Projections(X[:0], np.zeros((0, 0))))
     y = y_pm.astype(float)
     Kt = np.outer(y, y) * (X @ X.T + 1.0) + np.eye(5)

@@ -40,7 +40,7 @@ from refimpl.kernels import make_kernel_spec
 EPS = {"rbf": 1e-9, "laplacian": 1e-7, "poly": 1e-9, "linear": 1e-9}
 SLACK = 1e-7          # relative: the oracle's (cvxopt) and the engines' floating point
 KERNELS = {"rbf": dict(gamma=0.5), "laplacian": dict(gamma=0.7), "poly": dict(gamma=0.3, degree=2, coef0=1.0),
-           "linear": {}}
+           "linear": dict(gamma=0.5)}
 M, D_IN = 60, 3
 
 

@@ -71,12 +71,12 @@ def check_features(estimator, d):
 
 def kernel_spec(X, kernel, gamma, degree, coef0, normalize):
     """:func:`refimpl.kernels.checked_kernel_spec` from the statistics of the chunked pass: gamma='scale' is
-    1 / (d Var X) over every entry, 'beta' 2 sum_f Var(X[:, f]) (both merged per block, so they can differ
+    width_gamma of d Var X over every entry, 'beta' of 2 sum_f Var(X[:, f]) (both merged per block, so they can differ
     from NumPy's single-array sums in the last bits), with the same refusals of widths and kernel values that
     float64 cannot hold, and the same messages."""
     st, (m, d) = X.stats, X.shape
     g = gamma
-    if isinstance(gamma, str) and gamma in ("beta", "scale") and kernel != "linear":
+    if isinstance(gamma, str) and gamma in ("beta", "scale"):
         if (gamma == "scale" and st["min"].min() == st["max"].max()) or \
                 (gamma == "beta" and np.all(st["min"] == st["max"])):
             g = 1.0
@@ -86,7 +86,7 @@ def kernel_spec(X, kernel, gamma, degree, coef0, normalize):
                     what, value = "beta (mean squared pairwise distance)", float(2.0 * st["col_var"].sum())
                 else:
                     what, value = "n_features * Var(X)", d * float(st["var"])
-            g = K.gamma_of_spread(gamma, what, value, st["absmax"])
+            g = K.gamma_of_spread(gamma, what, value, st["absmax"], kernel)
     spec = K.make_kernel_spec(np.zeros((1, d)), kernel, g, degree, coef0, normalize)
     if m * d == 0:
         return spec

@@ -6,7 +6,8 @@ hold: the two-class machine of 001 eq. (11) decides by f(x) = sum_i alpha_i y_i 
 sum_i alpha_i y_i k(x_i, x) + b with b = sum_i alpha_i y_i (the bias penalised in the primal is folded
 into the kernel by the +1 of k~; ``CVMClassifier.intercept_`` is that b).  LIBSVM decides by
 sum_i sv_coef_i k(x_i, x) - rho, so ``sv_coef = dual_coef_`` and ``rho = -b`` exactly, with the kernel's
-parameters as they are (rbf's gamma, poly's gamma, coef0 and degree).  The same holds per pair of a
+parameters as they are (rbf's gamma, poly's gamma, coef0 and degree; the linear kernel gamma x'y, whose
+gamma LIBSVM's linear kernel lacks, as the polynomial kernel of degree 1 and coef0 0 unless gamma is 1).  The same holds per pair of a
 one-vs-one model (LIBSVM's layout: support vectors grouped by class, each with one coefficient per other
 class), for CVDD's one-class machine (``rho = -intercept_``), for CVR (LIBSVM's epsilon_svr) and for the
 MEB with the Gaussian kernel: its decision r^2 - ||c - phi(x)||^2 = 2 sum_i alpha_i k(x_i, x) - (rho + 1
