@@ -32,8 +32,9 @@ class CVR(RegressorMixin, CoreVectorBase):
     (M = m unweighted) through its dual (7) as an MEB of 2m augmented points (eqs. (8), (15)); see
     ``refimpl.cvr``.  It is the paper's problem with ``C_paper = 2 C mu M`` (whose
     ``C_paper / (mu m)`` is 2 C; ``tube_weight_`` reports it).  ``predict(x) = w'phi(x) + b``.  mu is
-    the expected error: at the optimum ``mean(xi + xi*) = mu`` (eq. (9)), as nu in nu-SVR sets the
-    fraction of points outside the tube.
+    the mean error outside the tube: at the optimum ``mean(xi + xi*) = mu`` (eq. (9)), as nu in nu-SVR
+    sets the fraction of points outside the tube.  It is not the error of the fit: a smaller mu gives a
+    wider tube, not a closer fit (see the Notes).
 
     Parameters
     ----------
@@ -43,7 +44,8 @@ class CVR(RegressorMixin, CoreVectorBase):
         25 (the paper's ``C / (mu m) = 50``) was chosen by measurement (see the defaults page of the
         documentation).
     mu : float or 'auto', default='auto'
-        Expected error ``mean(xi + xi*)`` at the optimum, in the targets' units.  'auto' starts from
+        Mean error outside the tube, ``mean(xi + xi*)`` at the optimum, in the targets' units; too
+        small a mu makes the tube nearly free and the fit flat (see the Notes).  'auto' starts from
         ``mu = min(TUBE_RATIO max|y'| / (2 C M), MU_MAX_AUTO)`` (y' the normalised targets: the tube
         weight ``C_paper = 6000 max|y'|`` unless that mu exceeds the targets' standard deviation) and
         corrects it as described in the Notes.
@@ -131,6 +133,22 @@ class CVR(RegressorMixin, CoreVectorBase):
     ``ConvergenceWarning`` names ``C`` (``C_`` is the value used; there the fitted function no longer
     depends on C: C = 1e8 and 1e10 give the same model).
 
+    A given mu can also be too small.  The tube costs ``2 C mu M epsbar`` in the primal, so as mu falls
+    the tube becomes nearly free and the optimum of the primal itself (not a fault of the solver, and
+    whatever the targets' units: mu is scaled with them) tends to the flattest function whose tube
+    holds every point: ``CVR(mu=1e-3)`` on ``make_regression(1000, 5, noise=5)`` (targets' standard
+    deviation ~100) fits a tube of half-width ~300 with two support vectors, training R^2 0.08
+    (``mu=1``: 0.997).  Such a fit (at most one support vector, or a tube wider than
+    ``MU_RATIO_MAX mu`` around a function of training R^2 below ``FLAT_R2``) warns, naming ``mu``.
+
+    Every fit is checked before it returns, and a ``ConvergenceWarning`` says what to change when it is
+    not a regression: a negative tube width with few support vectors (at the optimum a negative width
+    makes every point one) is a core-set loop that stopped far from its optimum, as
+    ``stop='radius'`` at ``eps=1e-2`` does (CVR's ball radius is dominated by the constant eta); a
+    training R^2 below 0 is a fit worse than the targets' mean, with ``normalize_y=False`` the
+    penalised bias of targets far from 0 (targets + 1e6 gave R^2 -70).  The training R^2 of these
+    checks is measured on at most ``R2_ROWS`` evenly spaced rows, a small cost against the fit.
+
     ``fit(X, y, sample_weight=w)`` weighs both slacks of point i by ``C w_i``; points of weight 0 are
     left out, and an integer weight k is the point repeated k times (the same primal, M counting the
     copies).  ``CVR.from_paper(C, mu, m)`` gives the paper's own parametrisation.
@@ -174,6 +192,14 @@ class CVR(RegressorMixin, CoreVectorBase):
     MU_DEGENERATE_FRACTION = 0.7
     #: the largest tube weight 2 C mu M, relative to ``max|y'|``, that the MEB form resolves in float64
     TUBE_WEIGHT_MAX = 1e8
+    #: a fit with epsbar < 0 and fewer support vectors than this fraction of the points ended far from its
+    #: optimum (where every point is one); with more, mu exceeds the fit's error
+    FULL_SUPPORT = 0.5
+    #: a tube wider than MU_RATIO_MAX mu around a function of training R^2 below FLAT_R2 (or with at most one
+    #: support vector) holds nearly every point around a flattened function: mu is too small
+    FLAT_R2 = 0.5
+    #: the training R^2 of the fit's diagnosis is measured on at most this many rows
+    R2_ROWS = 2000
 
     def __init__(self, *, C=25.0, mu="auto", normalize_y=True, hybrid_cap=1.0, eps=1e-2, kernel="rbf",
                  gamma="beta", degree=3, coef0=0.0, normalize=False, sample_size=59, n_confirm=100,
@@ -195,7 +221,7 @@ class CVR(RegressorMixin, CoreVectorBase):
         C : float
             The paper's C of eq. (6) (the weight of the mean squared slack).
         mu : float
-            The paper's mu, the expected error, in the targets' units.
+            The paper's mu, the mean error outside the tube, in the targets' units.
         m : int
             Number of training points the model will be fitted on.
         **params : dict
@@ -267,18 +293,98 @@ class CVR(RegressorMixin, CoreVectorBase):
         C, mu, fit = self._fit_tube(X, yn, weights, mu, M, top) if auto else self._fit_once(X, yn, weights, mu, M, top)
         problem, result, model = fit
         if C < float(self.C):
-            warnings.warn(f"CVR: C={float(self.C):g} with mu={mu * scale:.3g} and {M:g} points puts the tube weight "
-                          f"2 C mu M above {self.TUBE_WEIGHT_MAX:g} max|y'|, beyond what float64 resolves in the MEB "
-                          f"form; fitted with C={C:.3g} (C_), where the fitted function no longer depends on C. "
-                          "Pass a smaller C to silence this", ConvergenceWarning, stacklevel=3)
-        if model.epsilon_bar < 0:
-            what = ("mu='auto' did not reach a tube of positive width in "
-                    f"{self.MU_REFITS} refits" if auto else f"mu={self.mu!r} exceeds the fit's mean error")
-            warnings.warn(f"CVR: degenerate tube, epsilon_bar = {model.epsilon_bar * scale:.3g} < 0 (every point is a "
-                          f"support vector with both slacks active): {what}; lower mu (or leave it 'auto')",
-                          ConvergenceWarning, stacklevel=3)
+            self._warn_fit("C_lowered", C=C, mu=mu * scale, M=M)
         self._set_fitted(X, problem, result, model, loc, scale, C, mu, M)
+        self._diagnose(X, y, weights)
         return self
+
+    def _diagnose(self, X, y, weights):
+        """Warn (:meth:`_warn_fit`) when the fitted model is not what a regression asks for, saying what to
+        change: a tube of negative width (``epsilon_bar_ < 0``), a tube that holds every training point around
+        a flat function, a fit worse than the targets' mean (training R^2 < 0).  R^2 is measured on at most
+        ``R2_ROWS`` training rows (evenly spaced), so that it costs little against the fit."""
+        m, n_sv, ebar = X.shape[0], self.support_.size, self.epsilon_bar_
+        r2 = self._training_r2(X, y, weights)
+        facts = dict(ebar=ebar, n_sv=n_sv, m=m, r2=r2, mu=self.mu_, auto=self.mu == "auto")
+        covered = False  # a warning below already says what to change about a negative R^2
+        if ebar < 0:
+            # at the optimum epsbar < 0 makes every point violate one side of the tube (xi + xi* >= -2 epsbar),
+            # hence a support vector: a negative width with few support vectors is a fit the loop left early
+            self._warn_fit("degenerate" if n_sv >= self.FULL_SUPPORT * m else "unfinished", **facts)
+            covered = True
+        elif np.isfinite(r2) and (n_sv <= 1 or (ebar > self.MU_RATIO_MAX * self.mu_ and r2 < self.FLAT_R2)):
+            self._warn_fit("flat", **facts)
+            covered = True
+        if r2 < 0 and (not covered or not self.normalize_y):
+            loc, spread = _target_normalisation(y, weights)
+            self._warn_fit("worse_than_mean", y_mean=loc, y_std=spread, **facts)
+
+    def _training_r2(self, X, y, weights):
+        """R^2 of the fitted model on the training rows (at most R2_ROWS of them, evenly spaced, with their
+        weights) against :meth:`_baseline_mse`; nan when that is 0 (constant targets)."""
+        m = X.shape[0]
+        rows = None if m <= self.R2_ROWS else np.linspace(0, m - 1, self.R2_ROWS).round().astype(np.intp)
+        ys = y if rows is None else y[rows]
+        ws = None if weights is None else (weights if rows is None else weights[rows])
+        with np.errstate(over="ignore", invalid="ignore"):
+            base = self._baseline_mse(ys, ws)
+            if not base > 0 or not np.isfinite(base):
+                return float("nan")
+            f = self._expansion(X if rows is None else X[rows], self.support_vectors_, self.dual_coef_[0])
+            mse = float(np.average((ys - (f + self.intercept_[0])) ** 2, weights=ws))
+        return 1.0 - mse / base
+
+    @staticmethod
+    def _baseline_mse(y, weights):
+        """The mean squared error R^2 is measured against: predicting the targets' (weighted) mean."""
+        return float(np.average((y - np.average(y, weights=weights)) ** 2, weights=weights))
+
+    def _warn_fit(self, kind, **f):
+        """The ConvergenceWarning of a fit problem found by ``_fit`` / :meth:`_diagnose`, in this estimator's
+        parameters (:class:`corevector.ImplicitSurface` phrases its levels' in its own)."""
+        r2 = f"training R^2 = {f['r2']:.3g}" if np.isfinite(f.get("r2", np.nan)) else ""
+        if kind == "C_lowered":
+            msg = (f"CVR: C={float(self.C):g} with mu={f['mu']:.3g} and {f['M']:g} points puts the tube weight "
+                   f"2 C mu M above {self.TUBE_WEIGHT_MAX:g} max|y'|, beyond what float64 resolves in the MEB "
+                   f"form; fitted with C={f['C']:.3g} (C_), where the fitted function no longer depends on C. "
+                   "Pass a smaller C to silence this")
+        elif kind == "degenerate":
+            what = (f"mu='auto' did not reach a tube of positive width in {self.MU_REFITS} refits (mu_ = "
+                    f"{f['mu']:.3g}); pass a mu below {f['mu']:.3g}" if f["auto"] else
+                    f"mu={self.mu!r} exceeds the fit's mean error; lower mu (or leave it 'auto')")
+            msg = (f"CVR: degenerate tube, epsilon_bar = {f['ebar']:.3g} < 0 (every point is a support vector with "
+                   f"both slacks active{', ' + r2 if r2 else ''}): {what}")
+        elif kind == "unfinished":
+            msg = (f"CVR: the fit ended far from its optimum: epsilon_bar = {f['ebar']:.3g} < 0 with {f['n_sv']} "
+                   f"support vectors of {f['m']} points{', ' + r2 if r2 else ''} (at the optimum a negative "
+                   "epsilon_bar makes every point a support vector), so the stop test accepted a core set that "
+                   f"does not fit the targets; {self._finish_advice()}")
+        elif kind == "flat":
+            what = (f"mu='auto' did not leave it in {self.MU_REFITS} refits (mu_ = {f['mu']:.3g}); pass a mu "
+                    f"above {f['mu']:.3g}" if f["auto"] else
+                    f"mu={self.mu!r} is too small for these targets; raise mu (or leave it 'auto')")
+            msg = (f"CVR: the tube holds nearly every training point around a flattened function: epsilon_bar = "
+                   f"{f['ebar']:.3g} with {f['n_sv']} support vector{'s' if f['n_sv'] != 1 else ''} of {f['m']} "
+                   f"points, {r2}.  mu is the mean error outside the tube, not the error of the fit: the tube's "
+                   "weight in the primal is 2 C mu M, so a small mu makes a wide tube nearly free and the "
+                   f"flattest function inside it wins; {what}")
+        else:  # worse_than_mean
+            if not self.normalize_y:
+                why = (f"the model penalises its bias b, and the targets' mean {f['y_mean']:.4g} lies "
+                       f"{abs(f['y_mean']) / f['y_std']:.3g} standard deviations ({f['y_std']:.3g}) from 0; use "
+                       "normalize_y=True (the default), which fits the standardised targets")
+            else:
+                why = f"the stop test accepted a core set that does not fit the targets; {self._finish_advice()}"
+            msg = (f"CVR{'(normalize_y=False)' if not self.normalize_y else ''} fits worse than the targets' mean "
+                   f"({r2} < 0): {why}")
+        warnings.warn(msg, ConvergenceWarning, stacklevel=4)
+
+    def _finish_advice(self):
+        """What to change when the core-set loop ended far from the optimum."""
+        if self.stop == "radius":
+            return (f"stop='radius' with eps={self.eps:g} is too coarse for CVR (its ball's radius is dominated "
+                    "by a constant); use stop='hybrid' (the default) or 'margin', or a smaller eps")
+        return f"use a smaller eps (now {self.eps:g}), or sample_size=None"
 
     def _fit_once(self, X, yn, weights, mu, M, top):
         """(C, mu, (problem, result, model)) of the fit at this mu, C lowered where float64 needs it."""

@@ -15,6 +15,7 @@ Example::
 """
 from __future__ import annotations
 
+import re
 import time
 import warnings
 from numbers import Integral
@@ -22,6 +23,7 @@ from numbers import Integral
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, _fit_context
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, validate_parameter_constraints
 
 from refimpl import isosurface
@@ -62,6 +64,53 @@ def _check_extent(P):
                          "underflows; rescale the points (the model is fitted on them scaled to a unit diagonal)")
 
 
+class _LevelCVR(CVR):
+    """The CVR of one level: the problems its fit finds are told in ImplicitSurface's parameters (the paper's C
+    and mu of [000] eq. (6), one per level; ImplicitSurface has no normalize_y and no mu='auto'), and
+    :meth:`ImplicitSurface._fit_level` puts the level in front of them."""
+
+    #: a level whose fit removes less than this fraction of its targets' mean square is flat (the class
+    #: example's levels remove 42% and 54%, the torus of the API page's 21% and 24%)
+    FLAT_R2 = 0.01
+
+    def _stall_hint(self):
+        return "; this level's C is likely too large for these points: lower it"
+
+    @staticmethod
+    def _baseline_mse(y, weights):
+        # a level is measured against leaving its targets as they are (predicting 0): level 1's one-set targets
+        # are constant, and a residual level's worth is the residual it removes (Level.residual_rms_after)
+        return float(np.average(y * y, weights=weights))
+
+    def _warn_fit(self, kind, **f):
+        m = f.get("m", f.get("M"))
+        C = 2.0 * float(self.C) * float(self.mu) * m  # the paper's C of the level (CVR.from_paper)
+        r2 = f"R^2 = {f['r2']:.3g} against predicting 0" if np.isfinite(f.get("r2", np.nan)) else ""
+        if kind == "C_lowered":
+            msg = (f"C={C:g} is beyond what float64 resolves in the MEB form for {m:g} points; the level was fitted "
+                   f"with C={2.0 * f['C'] * f['mu'] * m:.3g}, where the fit no longer depends on C; pass a smaller C")
+        elif kind == "degenerate":
+            msg = (f"degenerate tube, epsilon_bar = {f['ebar']:.3g} < 0 (every point is a support vector with both "
+                   f"slacks active): mu={f['mu']:g} exceeds the level's mean error; lower mu")
+        elif kind == "unfinished":
+            msg = (f"the fit ended far from its optimum: epsilon_bar = {f['ebar']:.3g} < 0 with {f['n_sv']} support "
+                   f"vectors of {f['m']} points; use a smaller eps" + (" or stop='margin'" if self.stop == "radius"
+                                                                       else ""))
+        elif kind == "flat":
+            msg = (f"the level leaves its targets almost as they are ({r2}, epsilon_bar = {f['ebar']:.3g} with "
+                   f"{f['n_sv']} support vectors of {f['m']} points): its tube absorbs them because its weight "
+                   f"C={C:g} is too small; raise C")
+        else:  # worse_than_mean (here: worse than leaving the targets as they are)
+            msg = (f"the level makes its targets' residual larger ({r2}); use a smaller eps, or change this "
+                   "level's sigma or C")
+        warnings.warn(msg, ConvergenceWarning, stacklevel=4)
+
+
+#: what an engine warning says of an option ImplicitSurface does not have, and what it says instead
+_ENGINE_TERMS = ((re.compile(r"max_iter=(\d+)"), r"its iteration bound (\1)"),
+                 (re.compile(r"before reaching tol\b"), "before reaching its tolerance"))
+
+
 class ImplicitSurface(BaseEstimator):
     """A 3-D point cloud modelled as the one-set of three multi-scale Laplacian CVRs ([000] Sec. 4.2).
 
@@ -85,7 +134,7 @@ class ImplicitSurface(BaseEstimator):
         of about 100 or more to fit anything.  Larger C: tighter fit, more core vectors, slower.
     mu : float or sequence of 3 floats, default=1e-6
         The mean slack of eqs. (6)-(9).  Keep it below the residual level (else ``epsbar = -mu/2`` and
-        every point becomes a support vector).
+        every point becomes a support vector, which warns).  There is no 'auto'.
     eps : float, default=1e-6
         The ``(1 + eps)`` tolerance of the core-set loop (the paper's value); in (0, 1), and in
         (0, sqrt(3) - 1) under ``stop='margin'``.
@@ -143,7 +192,14 @@ class ImplicitSurface(BaseEstimator):
     -----
     Defaults: sigma = (0.15, 0.07, 0.035) times the diagonal, C = (1, 100, 150), mu = 1e-6, and the
     paper's ``stop='radius'`` with its loop (``solver='smo'``, one core vector per iteration), chosen
-    by measurement on the Stanford bunny (``refimpl.surface``).  Meshes are written and drawn by
+    by measurement on the Stanford bunny (``refimpl.surface``).
+
+    A level whose fit goes wrong warns with the level and its sigma, in this estimator's parameters: a
+    tube of negative width (lower mu), a fit the loop ended far from its optimum (a smaller eps), a
+    level that leaves its targets almost as they are, removing less than 1% of their mean square (its
+    tube absorbs them: raise C), or one that makes the residual larger.  A level is judged against the
+    residual it leaves, not the targets' mean: the example below has level-2 R^2 -0.13 against the
+    mean while that level lowers the residual's RMS by a quarter.  Meshes are written and drawn by
     ``refimpl.mesh_io.write_mesh`` and ``refimpl.render.render``.
 
     References
@@ -197,18 +253,27 @@ class ImplicitSurface(BaseEstimator):
         return [float(v) for v in vals]
 
     # -- fitting ---------------------------------------------------------------------------------
-    def _fit_level(self, X, y, sigma, C, mu, random_state=None):
+    def _fit_level(self, X, y, sigma, C, mu, random_state=None, level=None):
         # the papers' loop (one core vector per iteration, as in 000 Sec. 4.2): CVR's default solver='auto'
         # adds every violator of a sample at once, which on these Laplacian levels gave 1.5-1.7x the core
         # vectors for the same support vectors and 6.7x the CPU time (10,000 bunny points: 14.7 s against
         # 2.2 s; the 50,000-point fit took 149-165 s instead of the ~25 s measured before issue 12's engine)
         # C and mu are the paper's (000 eq. (6)) on the raw targets
-        cvr = CVR.from_paper(C, mu, X.shape[0], eps=self.eps, stop=self.stop, kernel="laplacian", gamma=1.0 / sigma,
-                             sample_size=self.sample_size, n_confirm=self.n_confirm, random_state=random_state,
-                             solver="smo", impl=self.impl)
+        cvr = _LevelCVR.from_paper(C, mu, X.shape[0], eps=self.eps, stop=self.stop, kernel="laplacian",
+                                   gamma=1.0 / sigma, sample_size=self.sample_size, n_confirm=self.n_confirm,
+                                   random_state=random_state, solver="smo", impl=self.impl)
         # CVR.fit rejects constant targets; the one-set targets y = 1 are this formulation's point
-        # (the penalised bias rules out w = 0, b = 0), so call the validated-input entry point
-        cvr._fit(X, y)
+        # (the penalised bias rules out w = 0, b = 0), so call the validated-input entry point.  Its warnings
+        # are the level's: each is told with the level, in ImplicitSurface's parameters
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            cvr._fit(X, y)
+        where = f"ImplicitSurface level {level} (sigma={sigma:g})" if level else f"ImplicitSurface (sigma={sigma:g})"
+        for w in caught:
+            text = str(w.message)
+            for pattern, repl in _ENGINE_TERMS:
+                text = pattern.sub(repl, text)
+            warnings.warn(f"{where}: {text}", w.category, stacklevel=5)
         return cvr.support_, cvr.dual_coef_[0], float(cvr.intercept_[0]), dict(
             n_core_vectors=len(cvr.core_set_), n_iter=int(cvr.n_iter_),
             certified_ratio=float(cvr.certified_ratio_), epsilon_bar=float(cvr.epsilon_bar_))
@@ -243,9 +308,10 @@ class ImplicitSurface(BaseEstimator):
         expansion = numerics(self.impl).kernel_expansion
         t0, c0 = time.perf_counter(), time.process_time()
         it = iter(seeds)
+        number = iter(range(1, len(sigmas) + 1))
         with Steps(self.verbose, f"ImplicitSurface ({self.impl}) levels", len(sigmas), unit="level") as bar:
             def fit_level(X_, y_, s_, C_, mu_):
-                out = self._fit_level(X_, y_, s_, C_, mu_, int(next(it)))
+                out = self._fit_level(X_, y_, s_, C_, mu_, int(next(it)), level=next(number))
                 bar.step(sigma=s_, core_set=out[3]["n_core_vectors"])
                 return out
             self.levels_ = _ref.fit_multiscale(X, sigmas, Cs, mus, expansion=expansion, fit_level=fit_level)

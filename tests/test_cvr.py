@@ -143,3 +143,31 @@ def test_metrics_follow_footnote_10():
     assert cvr.mean_relative_error(np.array([1.0, 2.0]), np.array([1.5, 2.0])) == pytest.approx(0.25)  # y = 1 is fine
     # negative targets are fine: |(f - y) / y| = |f/y - 1|
     assert cvr.mean_relative_error(np.array([-2.0, 4.0]), np.array([-1.0, 4.0])) == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize("mu", [1e-6, 1e-3, 1e-2, 1.0])
+def test_the_flat_fit_of_a_small_mu_is_the_primal_optimum(mu):
+    """CVR(mu=1e-3) on make_regression(noise=5) fits a tube holding every point around a nearly flat function
+    (it did so silently).  That is the optimum of the primal itself, not a fault of the engine or of mu's units: CVR's
+    mu is in the targets' units, divided by their standard deviation under normalize_y, and its tube weight
+    2 C mu M grows with M as the slack term does, so the normalised problem is eq. (6) with C_paper = 2 C mu' m
+    and mu' = mu / std(y) -- which cvxopt, solving that primal directly, answers with the same flat function.
+    A small mu makes the tube nearly free, and the fit warns naming mu (tests/test_cvr_targets.py)."""
+    import warnings
+
+    from sklearn.datasets import make_regression
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y = make_regression(200, 5, noise=5, random_state=0)
+    loc, std = y.mean(), y.std()
+    mun, C = mu / std, 25.0
+    oracle = l2svr(X, (y - loc) / std, 2 * C * mun * len(y), mun)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = CVR(kernel="linear", gamma=1.0, mu=mu, C=C, eps=1e-8, stop="radius", sample_size=None,
+                  random_state=0).fit(X, y)
+    f_oracle = oracle["f_train"] * std + loc
+    np.testing.assert_allclose(est.predict(X), f_oracle, atol=1e-5 * std)
+    assert est.epsilon_bar_ == pytest.approx(oracle["epsbar"] * std, rel=1e-5, abs=1e-5 * std)
+    r2 = 1 - np.mean((f_oracle - y) ** 2) / np.var(y)
+    assert (r2 < 0.5) == (mu <= 1e-3)  # flat at a small mu, a fit of the data at a larger one

@@ -4,6 +4,7 @@ mean.  The reference is scikit-learn's SVR(C=10, epsilon=0.1) fitted on the stan
 Data: y = sin(x_0) + 0.1 N(0, 1) on 2-D inputs, the issue's case (shifted targets such as prices or
 temperatures in kelvin are ordinary data); R^2 on held-out points.
 """
+import re
 import warnings
 
 import numpy as np
@@ -132,3 +133,118 @@ def test_mu_auto_refits_a_degenerate_tube():
     assert est.n_mu_refits_ >= 1
     assert est.epsilon_bar_ >= 0
     assert r2_score(np.sin(XT[:, 0]), est.predict(XT)) > 0.998  # kernel ridge at the same C: 0.9997
+
+
+# ------------------------------------------------------------------------------------------------------
+# Nothing silent: a fit that is not a regression warns, naming the parameter to change
+# ------------------------------------------------------------------------------------------------------
+def _make_regression():
+    from sklearn.datasets import make_regression
+
+    return make_regression(1000, 5, noise=5, random_state=0)
+
+
+XR, YR = _make_regression()
+
+
+def _smooth(m, seed):
+    """A smooth 3-D function with noise 0.05."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, size=(m, 3))
+    return X, np.sin(X[:, 0]) * np.cos(X[:, 1]) + 0.5 * X[:, 2] ** 2 + 0.05 * rng.standard_normal(m)
+
+
+def _fit_recording(est, X, y):
+    """(est fitted, training R^2, the messages of its ConvergenceWarnings)."""
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        est.fit(X, y)
+    return est, r2_score(y, est.predict(X)), [str(w.message) for w in rec if issubclass(w.category, ConvergenceWarning)]
+
+
+def _names_only_parameters(est, messages):
+    """Every ``name=`` the messages name is a parameter of est (what a user can change)."""
+    named = set(re.findall(r"\b([a-z_]+)=", " ".join(messages)))
+    assert named <= set(est.get_params()), named - set(est.get_params())
+
+
+def test_a_tube_that_holds_every_point_warns_naming_mu():
+    """mu=1e-3 on make_regression(1000, 5, noise=5) fitted a tube of half-width ~300 holding
+    every point around a flat function (R^2 ~ 0, one or two support vectors), silently.  The primal's own
+    optimum (tests/test_oracles.py solves it): the tube weighs 2 C mu M, nearly nothing at a small mu."""
+    est, r2, messages = _fit_recording(CVR(mu=1e-3, random_state=0), XR, YR)
+    assert r2 < 0.1 and est.support_.size <= 2 and est.epsilon_bar_ > 200
+    assert any("mu=0.001" in m and "raise mu" in m for m in messages), messages
+    _names_only_parameters(est, messages)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(log_mu=st.floats(-12, 1.5))
+def test_any_mu_fits_or_warns_naming_mu(log_mu):
+    """From mu = 1e-12 to 30 (the targets' standard deviation is 99): a fit of training R^2 below 0.5, with at
+    most one support vector, or with a negative tube width warns and names mu; a good fit (R^2 > 0.9, a tube
+    of positive width) does not warn."""
+    X, y = XR[:300], YR[:300]
+    est, r2, messages = _fit_recording(CVR(mu=10.0 ** log_mu, random_state=0), X, y)
+    if r2 < 0.5 or est.support_.size <= 1 or est.epsilon_bar_ < 0:
+        assert any(f"mu={est.mu!r}" in m for m in messages), (r2, messages)
+    if r2 > 0.9 and est.epsilon_bar_ >= 0:
+        assert not messages
+    _names_only_parameters(est, messages)
+
+
+def test_stop_radius_that_ends_early_warns_and_says_what_to_change():
+    """CVR(stop='radius') on the smooth function (6,000 points: 16 core vectors, epsilon_bar -38.8) was silent.  The
+    (1 + eps) ball test at eps = 1e-2 passes a core set of a few dozen points (CVR's radius is dominated by the
+    constant eta), far from the optimum: the fit says so and names the stop rules that end it well."""
+    X, y = _smooth(500, 0)
+    est, r2, messages = _fit_recording(CVR(stop="radius", random_state=0), X, y)
+    assert est.epsilon_bar_ < 0 and r2 < 0
+    assert any(m.startswith("CVR: the fit ended far from its optimum") and "stop='hybrid'" in m for m in messages)
+    _names_only_parameters(est, messages)
+    # what it says to change works
+    est, r2, messages = _fit_recording(CVR(stop="hybrid", random_state=0), X, y)
+    assert r2 > 0.99 and est.epsilon_bar_ >= 0 and not messages
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stop=st.sampled_from(["radius", "hybrid", "margin"]), log_eps=st.floats(-3, -0.7),
+       mu=st.sampled_from(["auto", 0.05, 0.5]), seed=st.integers(0, 1000))
+def test_negative_tube_or_r2_always_warns_with_what_to_change(stop, log_eps, mu, seed):
+    """Whatever the stop rule, eps and mu: a fit that ends with epsilon_bar_ < 0 or a training R^2 below 0
+    warns, in the estimator's parameters, and names a parameter to change (stop='radius' at a coarse eps gives
+    both on this smooth function)."""
+    X, y = _smooth(500, seed)
+    est, r2, messages = _fit_recording(CVR(stop=stop, eps=10.0 ** log_eps, mu=mu, random_state=seed), X, y)
+    if est.epsilon_bar_ < 0 or r2 < 0:
+        assert messages, (est.epsilon_bar_, r2)
+        advice = [m.rsplit(";", 1)[-1] for m in messages if m.startswith("CVR")]
+        assert advice and all(any(re.search(rf"\b{p}\b", a) for p in est.get_params()) for a in advice), advice
+        if stop == "radius" and est.support_.size < len(y) / 2:
+            assert any("stop='hybrid'" in m for m in advice), advice
+    _names_only_parameters(est, messages)
+
+
+def test_raw_targets_worse_than_their_mean_warn_naming_normalize_y():
+    """normalize_y=False on targets + 1e6 gave R^2 -823, silently.  The paper's model penalises
+    its bias, which a mean 1e4 standard deviations from 0 makes costly: the fit says to use normalize_y=True,
+    which fits those targets as well as the centred ones."""
+    X, y = XR[:300], YR[:300] + 1e6
+    est, r2, messages = _fit_recording(CVR(normalize_y=False, random_state=0), X, y)
+    assert r2 < 0
+    assert any("normalize_y=True" in m for m in messages), messages
+    _names_only_parameters(est, messages)
+    _, r2, messages = _fit_recording(CVR(random_state=0), X, y)
+    assert r2 > 0.99 and not messages
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(log_shift=st.floats(2, 7), sign=st.sampled_from([-1.0, 1.0]), mu=st.sampled_from(["auto", 1.0]))
+def test_normalize_y_false_worse_than_the_mean_always_warns(log_shift, sign, mu):
+    """normalize_y=False on targets shifted by up to 1e7: whenever the fit does worse than predicting the mean
+    (training R^2 < 0) it warns and names normalize_y=True."""
+    X, y = XR[:300], YR[:300] + sign * 10.0 ** log_shift
+    est, r2, messages = _fit_recording(CVR(normalize_y=False, mu=mu, random_state=0), X, y)
+    if r2 < 0:
+        assert any("normalize_y=True" in m for m in messages), (r2, messages)
+    _names_only_parameters(est, messages)

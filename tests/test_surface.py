@@ -306,6 +306,69 @@ def test_bad_parameters(params, name):
         ImplicitSurface(**params).fit(sphere_points(50))
 
 
+def _noisy_sphere(n=500, seed=0):
+    """The class docstring's example: the unit sphere with 1% noise."""
+    rng = np.random.default_rng(seed)
+    u = rng.normal(size=(n, 3))
+    return u / np.linalg.norm(u, axis=1, keepdims=True) * (1 + 0.01 * rng.normal(size=(n, 1)))
+
+
+def test_the_class_example_fits_without_a_warning():
+    """The docstring's example, warnings as errors (as tests/test_docs.py runs it): its level-2 fit has R^2 -0.13
+    against its targets' mean, yet lowers the residual by a quarter, and a level is judged against the
+    residual it leaves (predicting 0), not the mean."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        surf = ImplicitSurface(random_state=0).fit(_noisy_sphere())
+    rms = [lv.residual_rms_before for lv in surf.levels_] + [surf.levels_[-1].residual_rms_after]
+    assert all(b > a for b, a in zip(rms, rms[1:]))  # every level lowers the residual
+
+
+@pytest.mark.parametrize("params,problem", [
+    (dict(mu=1.0), "degenerate tube"),                    # mu above every level's error: epsbar < 0
+    (dict(C=1e-3), "raise C"),                            # a tube weight so small the tube absorbs the targets
+    (dict(eps=0.5), "ended far from its optimum"),        # the radius test passes two core vectors
+])
+def test_level_warnings_are_told_in_implicit_surfaces_own_parameters(params, problem):
+    """A level's fit problem warns with the level and in ImplicitSurface's parameters: never CVR's mu='auto',
+    normalize_y or max_iter, which ImplicitSurface does not have (its mu='auto' is an InvalidParameterError)."""
+    import re
+    import warnings
+
+    est = ImplicitSurface(random_state=0, **params)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        est.fit(_noisy_sphere(200))
+    messages = [str(w.message) for w in rec]
+    assert any(problem in m for m in messages), messages
+    assert all(m.startswith("ImplicitSurface level ") for m in messages), messages
+    named = set(re.findall(r"\b([a-z_]+)=", " ".join(messages))) - {"sigma"}  # the level's, in its prefix
+    assert named <= set(est.get_params()), named
+    assert not any("auto" in m or "CVR" in m for m in messages), messages
+    with pytest.raises(InvalidParameterError, match="'mu' parameter of ImplicitSurface"):
+        ImplicitSurface(mu="auto").fit(_noisy_sphere(50))
+
+
+def test_engine_warnings_of_a_level_name_no_option_implicit_surface_lacks(monkeypatch):
+    """The core-set loop's own warnings (here its iteration bound, which ImplicitSurface does not expose) are
+    told with the level and without CVR's option names."""
+    import warnings
+
+    from corevector import surface
+
+    make = surface._LevelCVR.from_paper.__func__
+    monkeypatch.setattr(surface._LevelCVR, "from_paper",
+                        classmethod(lambda cls, *a, **k: make(cls, *a, **k).set_params(max_iter=2)))
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        ImplicitSurface(random_state=0).fit(_noisy_sphere(200))
+    messages = [str(w.message) for w in rec]
+    assert any(m.startswith("ImplicitSurface level 1") and "iteration bound (2)" in m for m in messages), messages
+    assert not any("max_iter" in m for m in messages), messages
+
+
 def test_unfitted_and_bad_query():
     with pytest.raises(ValueError, match="fit"):
         ImplicitSurface().decision_function(np.zeros((1, 3)))
