@@ -569,7 +569,8 @@ def _add_fit_parser(sub):
     f.add_argument("--stop", choices=tuple(STOPS), default=UNSET,
                    help="stopping rule of the core-set loop; radius is the paper's (" + _defaults_help("stop") + ")")
     f.add_argument("--mu", type=_positive_float, default=UNSET,
-                   help="expected error (" + _defaults_help("mu", {"auto": "auto: C / (50 m)"}) + ")")
+                   help="mean error outside the tube, not the error of the fit: too small a mu flattens the fit ("
+                   + _defaults_help("mu", {"auto": "auto: C / (50 m)"}) + ")")
     f.add_argument("--class-weight", type=_class_weight, default=UNSET,
                    help="'balanced' or LABEL:WEIGHT,... multiplying C per class (" + _defaults_help("class_weight") + ")")
     f.add_argument("--probability", action="store_const", const=True, default=UNSET,
