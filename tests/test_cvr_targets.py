@@ -125,11 +125,11 @@ def test_explicit_mu_that_degenerates_warns_naming_mu():
     assert est.epsilon_bar_ < 0
 
 
-def test_mu_auto_refits_a_degenerate_tube():
-    """Low-noise targets: the first mu of 'auto' exceeds the fit's error (epsbar < 0); the fit lowers mu and
-    refits until the tube has a positive width."""
+def test_mu_ratio_refits_a_degenerate_tube():
+    """Low-noise targets: the first mu of 'ratio' (the rule before issue 49) exceeds the fit's error (epsbar < 0);
+    the fit lowers mu and refits until the tube has a positive width."""
     y = np.sin(X[:, 0]) + 1e-3 * np.random.default_rng(5).standard_normal(M_TRAIN)
-    est = CVR(random_state=0).fit(X, y)
+    est = CVR(mu="ratio", random_state=0).fit(X, y)
     assert est.n_mu_refits_ >= 1
     assert est.epsilon_bar_ >= 0
     assert r2_score(np.sin(XT[:, 0]), est.predict(XT)) > 0.998  # kernel ridge at the same C: 0.9997
@@ -248,3 +248,14 @@ def test_normalize_y_false_worse_than_the_mean_always_warns(log_shift, sign, mu)
     if r2 < 0:
         assert any("normalize_y=True" in m for m in messages), (r2, messages)
     _names_only_parameters(est, messages)
+
+
+def test_mu_auto_sets_the_tube_from_the_pilot_on_low_noise_targets():
+    """The same low-noise targets under mu='auto' (issue 49): the pilot's residuals give a tube of positive width
+    at once, with about TUBE_OUTSIDE of the points outside it."""
+    y = np.sin(X[:, 0]) + 1e-3 * np.random.default_rng(5).standard_normal(M_TRAIN)
+    est = CVR(random_state=0).fit(X, y)
+    assert est.n_mu_refits_ == 0
+    assert est.epsilon_bar_ >= 0
+    assert 0.05 * M_TRAIN < est.support_.size < 0.6 * M_TRAIN
+    assert r2_score(np.sin(XT[:, 0]), est.predict(XT)) > 0.998
