@@ -254,6 +254,22 @@ class MEBOps:
     def in_core(self, z) -> bool:
         return int(z) in self._in
 
+    def prune(self, d2_below, min_count) -> int:
+        """Drop the core vectors of weight 0 with squared distance below ``d2_below``, if at least ``min_count``
+        (issue 49; see refimpl.driver.PRUNE_KAPPA): the center and the remaining gradients are unchanged."""
+        margin = float(self.alpha @ (self.grad + self.l)) / 2.0
+        drop = (self.alpha == 0.0) & (self.grad > margin + self.c0 - d2_below)
+        cnt = int(drop.sum())
+        if cnt == 0 or cnt < min_count:
+            return 0
+        keep = np.flatnonzero(~drop)
+        self.S = [self.S[t] for t in keep]
+        self._in = set(self.S)
+        self.Q = self.Q[np.ix_(keep, keep)]
+        self.l, self.alpha, self.grad = self.l[keep], self.alpha[keep], self.grad[keep]
+        self.free = None
+        return cnt
+
     def n_core(self) -> int:
         return len(self.S)
 
@@ -374,7 +390,7 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
                             verbose=verbose, label=label or f"MEB ({ops_class.__name__})",
                             batch=solver == "auto", method_for=solver_policy(solver, problem),
                             hybrid_nu=float(hybrid_nu), wide=wide_samples(solver, problem),
-                            stall_hint=stall_hint)
+                            stall_hint=stall_hint, prune=solver == "auto" and bool(problem.mirror))
     if out.last_capped:
         # Intermediate QPs stopped by the bound are harmless (the next one warm-starts from them); the
         # final one defines the model, so its inexactness is worth a warning.
