@@ -187,7 +187,7 @@ class CVR(RegressorMixin, CoreVectorBase):
     #: TUBE_MAX_OUTSIDE residuals' worth of the training set (the core set, and the QP's O(|S|^2) work, stay
     #: bounded as m grows): mu = mean (|r| - q)_+ at q the (1 - p) quantile of |r|, p = min(TUBE_OUTSIDE, TUBE_MAX_OUTSIDE / M)
     TUBE_OUTSIDE = 0.2
-    TUBE_MAX_OUTSIDE = 5000.0
+    TUBE_MAX_OUTSIDE = 10000.0
     #: ... and at least TUBE_CP / C: a tube leaves only the points outside it in the loss, so a small C and a wide
     #: tube regularise twice (sin data, 2,000 points, C = 1: R^2 0.952 with p = 0.2, 0.973 at 0.3, 0.980 at 0.5;
     #: SVR 0.983)
@@ -250,7 +250,7 @@ class CVR(RegressorMixin, CoreVectorBase):
         return cls(C=C / (2.0 * mu * m), mu=mu, normalize_y=False, **params)
 
     def _hybrid_nu(self):
-        return float(self.hybrid_cap)
+        return float(self.hybrid_cap) * getattr(self, "_nu_scale", 1.0)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -304,6 +304,7 @@ class CVR(RegressorMixin, CoreVectorBase):
         C = float(self.C)
         auto = self.mu in ("auto", "ratio")
         self.pilot_ = None
+        self._nu_scale = 1.0
         with np.errstate(over="ignore", under="ignore"):
             if self.mu == "ratio":
                 mu = min(self.TUBE_RATIO * top / (2 * C * M), self.MU_MAX_AUTO)
@@ -480,11 +481,19 @@ class CVR(RegressorMixin, CoreVectorBase):
             except np.linalg.LinAlgError:
                 beta = np.linalg.lstsq(K, yn[fit_rows], rcond=None)[0]
             r = np.abs(yn[out_rows] - (kernel_block(self.kernel_spec_, Xo, Xf) + 1.0) @ beta)
-        p = min(max(self.TUBE_OUTSIDE, self.TUBE_CP / C), self.TUBE_MAX_OUTSIDE / M, 1.0)
+        p_free = min(max(self.TUBE_OUTSIDE, self.TUBE_CP / C), 1.0)
+        p = min(p_free, self.TUBE_MAX_OUTSIDE / M)
         wo = np.ones(n_out) if weights is None else weights[out_rows]
         q = float(np.quantile(r, 1.0 - p, weights=wo, method="inverted_cdf"))
         mu = float(np.average(np.maximum(r - q, 0.0), weights=wo))
-        self.pilot_ = dict(n_fit=n_fit, n_out=n_out, rms=float(np.sqrt(np.mean(r ** 2))), p=p, q=q, mu=mu)
+        # the count bound widens the tube, not the violations the hybrid test lets pass: they stay within
+        # hybrid_cap times the tube the fit would have without it, |y - f| <= q + hybrid_cap q_free (Friedman #1,
+        # 10^6 points, p = 0.01, q_free / q ~ 0.5: hybrid_cap 1 gave RMSE 1.079 with 4,265 support vectors in 12 s
+        # CPU, 0.5 gave 1.059 with 5,293 in 21 s)
+        q_free = float(np.quantile(r, 1.0 - p_free, weights=wo, method="inverted_cdf")) if p < p_free else q
+        self._nu_scale = min(1.0, q_free / q) if q > 0 else 1.0
+        self.pilot_ = dict(n_fit=n_fit, n_out=n_out, rms=float(np.sqrt(np.mean(r ** 2))), p=p, q=q, mu=mu,
+                           nu_scale=self._nu_scale)
         if not (np.isfinite(mu) and mu > 0):  # residuals all equal (a pilot that fits exactly): a small tube
             mu = max(float(np.mean(r)), 1e-6) * p
         return mu
