@@ -303,7 +303,7 @@ class CVR(RegressorMixin, CoreVectorBase):
         M = float(X.shape[0] if weights is None else np.sum(weights))
         C = float(self.C)
         auto = self.mu in ("auto", "ratio")
-        self.pilot_ = None
+        self._pilot_info = None
         self._nu_scale = 1.0
         with np.errstate(over="ignore", under="ignore"):
             if self.mu == "ratio":
@@ -492,7 +492,7 @@ class CVR(RegressorMixin, CoreVectorBase):
         # CPU, 0.5 gave 1.059 with 5,293 in 21 s)
         q_free = float(np.quantile(r, 1.0 - p_free, weights=wo, method="inverted_cdf")) if p < p_free else q
         self._nu_scale = min(1.0, q_free / q) if q > 0 else 1.0
-        self.pilot_ = dict(n_fit=n_fit, n_out=n_out, rms=float(np.sqrt(np.mean(r ** 2))), p=p, q=q, mu=mu,
+        self._pilot_info = dict(n_fit=n_fit, n_out=n_out, rms=float(np.sqrt(np.mean(r ** 2))), p=p, q=q, mu=mu,
                            nu_scale=self._nu_scale)
         if not (np.isfinite(mu) and mu > 0):  # residuals all equal (a pilot that fits exactly): a small tube
             mu = max(float(np.mean(r)), 1e-6) * p
