@@ -43,12 +43,16 @@ class CVR(RegressorMixin, CoreVectorBase):
         ``LinearSVR(loss='squared_epsilon_insensitive')``; it does not depend on the targets' units.
         25 (the paper's ``C / (mu m) = 50``) was chosen by measurement (see the defaults page of the
         documentation).
-    mu : float or 'auto', default='auto'
+    mu : float, 'auto' or 'ratio', default='auto'
         Mean error outside the tube, ``mean(xi + xi*)`` at the optimum, in the targets' units; too
-        small a mu makes the tube nearly free and the fit flat (see the Notes).  'auto' starts from
-        ``mu = min(TUBE_RATIO max|y'| / (2 C M), MU_MAX_AUTO)`` (y' the normalised targets: the tube
-        weight ``C_paper = 6000 max|y'|`` unless that mu exceeds the targets' standard deviation) and
-        corrects it as described in the Notes.
+        small a mu makes the tube nearly free and the fit flat (see the Notes).  'auto' fits a kernel
+        ridge pilot (this C, every point a support vector) on ``PILOT_SIZE`` random points, measures its
+        residuals r on as many others, and takes ``mu = mean (|r| - q)_+`` with q the ``1 - p`` quantile
+        of |r|, ``p = min(max(TUBE_OUTSIDE, TUBE_CP / C), TUBE_MAX_OUTSIDE / M)``: about a fraction p of
+        the points ends outside the tube, so the core set is ~p m up to ~10,000 support vectors and
+        bounded beyond.  'ratio' is the earlier rule, ``mu = min(TUBE_RATIO max|y'| / (2 C M),
+        MU_MAX_AUTO)`` (the tube weight ``C_paper = 6000 max|y'|``, LibCVM's), corrected as described in
+        the Notes.
     normalize_y : bool, default=True
         Fit the standardised targets (see the Notes); False fits the paper's model on the raw targets.
     hybrid_cap : float, default=1.0
@@ -124,10 +128,11 @@ class CVR(RegressorMixin, CoreVectorBase):
     ``f(x) = 1`` needs).
 
     The tube is never degenerate: a tube width ``epsbar < 0`` (every point a support vector, both
-    slacks active) means mu exceeds the fit's own error.  With ``mu='auto'`` the fit then lowers mu just
-    below the error that degenerate fit measured and refits (and raises mu when the tube holds nearly
-    every point, ``epsbar > MU_RATIO_MAX mu``, a minimax fit), at most ``MU_REFITS`` times; with a given
-    mu a ``ConvergenceWarning`` names ``mu``.  A tube weight ``2 C mu M`` beyond ``TUBE_WEIGHT_MAX``
+    slacks active) means mu exceeds the fit's own error.  With ``mu='auto'`` or ``'ratio'`` the fit then
+    lowers mu just below the error that degenerate fit measured and refits (and raises mu when the tube
+    holds nearly every point: under 'ratio' ``epsbar > MU_RATIO_MAX mu``, under 'auto' fewer than
+    ``MIN_SUPPORT`` support vectors), at most ``MU_REFITS`` times; with a given mu a
+    ``ConvergenceWarning`` names ``mu``.  A tube weight ``2 C mu M`` beyond ``TUBE_WEIGHT_MAX``
     times ``max|y'|`` cannot be resolved in float64 by the MEB form (the targets enter the transformed
     kernel through ``2 y / C_paper`` against its O(1) diagonal): C is then lowered to that bound and a
     ``ConvergenceWarning`` names ``C`` (``C_`` is the value used; there the fitted function no longer
