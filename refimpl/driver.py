@@ -313,7 +313,8 @@ class _CoreSetLoop:
     def maybe_prune(self):
         """prune=True: drop the weightless core vectors well inside the ball (PRUNE_KAPPA, PRUNE_FRAC)."""
         ball = self.ops.ball()
-        c0 = self.ops.init_problem.constant_term or 0.0
+        c0 = getattr(self.ops, "c0", None)  # (the chunked numerics' init_problem is a view without it)
+        c0 = (self.ops.init_problem.constant_term or 0.0) if c0 is None else c0
         two_tau = ball.R2 - c0 - ball.margin   # 2 epsbar / C for CVR: the tube's margin, when positive
         if two_tau > 0:
             n_core = self.ops.n_core()

@@ -409,6 +409,11 @@ class ChunkedMEBOps:
     def add(self, zs):
         self.local.add([int(v) for v in self._local(zs, pin=True)])
 
+    def prune(self, d2_below, min_count):
+        """refimpl.driver's pruning (issue 49): the local engine's, so that a chunked fit keeps the in-memory fit's
+        core set.  The pruned vectors' rows stay pinned here (a vector that violates again finds its row)."""
+        return self.local.prune(d2_below, min_count) if hasattr(self.local, "prune") else 0
+
     def core_rows(self):
         """(the view's row indices, float64 values) of the core vectors' inputs, as held here."""
         qs = np.flatnonzero(self.pinned)
