@@ -48,7 +48,7 @@ class CVR(RegressorMixin, CoreVectorBase):
         small a mu makes the tube nearly free and the fit flat (see the Notes).  'auto' fits a kernel
         ridge pilot (this C, every point a support vector) on ``PILOT_SIZE`` random points, measures its
         residuals r on as many others, and takes ``mu = mean (|r| - q)_+`` with q the ``1 - p`` quantile
-        of |r|, ``p = min(max(TUBE_OUTSIDE, TUBE_CP / C), TUBE_MAX_OUTSIDE / M)``: about a fraction p of
+        of ``|r|``, ``p = min(max(TUBE_OUTSIDE, TUBE_CP / C), TUBE_MAX_OUTSIDE / M)``: about a fraction p of
         the points ends outside the tube, so the core set is ~p m up to ~10,000 support vectors and
         bounded beyond.  'ratio' is the earlier rule, ``mu = min(TUBE_RATIO max|y'| / (2 C M),
         MU_MAX_AUTO)`` (the tube weight ``C_paper = 6000 max|y'|``, LibCVM's), corrected as described in
@@ -189,8 +189,9 @@ class CVR(RegressorMixin, CoreVectorBase):
     #: eq. (6) at epsbar < 0 -- fitted on PILOT_SIZE random points, its residuals measured on up to PILOT_SIZE others
     PILOT_SIZE = 1000
     #: ... sets the tube so that a fraction TUBE_OUTSIDE of the residuals lies outside it, but at most
-    #: TUBE_MAX_OUTSIDE residuals' worth of the training set (the core set, and the QP's O(|S|^2) work, stay
-    #: bounded as m grows): mu = mean (|r| - q)_+ at q the (1 - p) quantile of |r|, p = min(TUBE_OUTSIDE, TUBE_MAX_OUTSIDE / M)
+    #: TUBE_MAX_OUTSIDE residuals' worth of the training set (the core set, and the QP's ``O(|S|^2)`` work, stay
+    #: bounded as m grows): ``mu = mean (|r| - q)_+`` at q the ``1 - p`` quantile of ``|r|``,
+    #: ``p = min(TUBE_OUTSIDE, TUBE_MAX_OUTSIDE / M)``
     TUBE_OUTSIDE = 0.2
     TUBE_MAX_OUTSIDE = 10000.0
     #: ... and at least TUBE_CP / C: a tube leaves only the points outside it in the loss, so a small C and a wide
