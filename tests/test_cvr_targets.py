@@ -197,7 +197,7 @@ def test_stop_radius_that_ends_early_warns_and_says_what_to_change():
     """CVR(stop='radius') on the smooth function (6,000 points: 16 core vectors, epsilon_bar -38.8) was silent.  The
     (1 + eps) ball test at eps = 1e-2 passes a core set of a few dozen points (CVR's radius is dominated by the
     constant eta), far from the optimum: the fit says so and names the stop rules that end it well."""
-    X, y = _smooth(500, 0)
+    X, y = _smooth(2000, 0)
     est, r2, messages = _fit_recording(CVR(stop="radius", random_state=0), X, y)
     assert est.epsilon_bar_ < 0 and r2 < 0
     assert any(m.startswith("CVR: the fit ended far from its optimum") and "stop='hybrid'" in m for m in messages)
@@ -251,7 +251,7 @@ def test_normalize_y_false_worse_than_the_mean_always_warns(log_shift, sign, mu)
 
 
 def test_mu_auto_sets_the_tube_from_the_pilot_on_low_noise_targets():
-    """The same low-noise targets under mu='auto' (issue 49): the pilot's residuals give a tube of positive width
+    """The same low-noise targets under mu='auto': the pilot's residuals give a tube of positive width
     at once, with about TUBE_OUTSIDE of the points outside it."""
     y = np.sin(X[:, 0]) + 1e-3 * np.random.default_rng(5).standard_normal(M_TRAIN)
     est = CVR(random_state=0).fit(X, y)
