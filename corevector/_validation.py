@@ -37,7 +37,7 @@ POSITIVE = Interval(Real, 0, None, closed="neither")
 #:
 #: * 'radius', 'hybrid': eps is the (1+eps) of the ball test (001 Sec. 4): the fit's radius is within
 #:   (1+eps) of the minimum enclosing ball's.  At eps >= 1 the guarantee is "at most twice the radius",
-#:   which says nothing about the model (issue 15, on ed333d5 whose default rule was 'margin':
+#:   which says nothing about the model (measured when the default rule was 'margin':
 #:   CVMClassifier(eps=10) reached 55% accuracy, CVR(eps=10) R^2 = -6e6; the cap of today's 'hybrid' default
 #:   hides it, 'radius' does not).
 #: * 'gap': LIBSVM's tolerance, relative to the margin rho: a point passes with y f(x) >= (1 - eps) rho,

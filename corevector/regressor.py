@@ -123,7 +123,7 @@ class CVR(RegressorMixin, CoreVectorBase):
     ``(y - mean y) / std y`` (weighted by ``sample_weight``), and the model is mapped back
     (predictions, tube, slacks and coefficients in the targets' units).  The paper's model penalises
     the bias b, so targets far from 0 (prices, temperatures in kelvin) cost a large b and the fit
-    degrades without it: ``y + 1000`` gave ``R^2 = -1.7`` on sin data where SVR gives 0.98 (issue 27).
+    degrades without it: ``y + 1000`` gave ``R^2 = -1.7`` on sin data where SVR gives 0.98.
     ``normalize_y=False`` is the paper's model on the raw targets (what the implicit surfaces' one-set
     ``f(x) = 1`` needs).
 
@@ -185,7 +185,7 @@ class CVR(RegressorMixin, CoreVectorBase):
     _parameter_constraints: dict = {**CoreVectorBase._parameter_constraints,
                                     "C": [POSITIVE], "mu": [POSITIVE, StrOptions({"auto", "ratio"})],
                                     "normalize_y": ["boolean"], "hybrid_cap": [POSITIVE]}
-    #: mu = "auto" (issue 49): a kernel ridge pilot -- the L2-SVR of the same C with every point a support vector, 000
+    #: mu = "auto": a kernel ridge pilot -- the L2-SVR of the same C with every point a support vector, 000
     #: eq. (6) at epsbar < 0 -- fitted on PILOT_SIZE random points, its residuals measured on up to PILOT_SIZE others
     PILOT_SIZE = 1000
     #: ... sets the tube so that a fraction TUBE_OUTSIDE of the residuals lies outside it, but at most
@@ -198,7 +198,7 @@ class CVR(RegressorMixin, CoreVectorBase):
     #: tube regularise twice (sin data, 2,000 points, C = 1: R^2 0.952 with p = 0.2, 0.973 at 0.3, 0.980 at 0.5;
     #: SVR 0.983)
     TUBE_CP = 0.5
-    #: mu = "ratio" (the rule before issue 49) starts from the tube weight 2 C mu M = ``TUBE_RATIO max|y'|``
+    #: mu = "ratio" (the earlier rule) starts from the tube weight 2 C mu M = ``TUBE_RATIO max|y'|``
     #: (LibCVM's ``C = s_ratio max|y|``)
     TUBE_RATIO = 6000.0
     #: ... at most MU_MAX_AUTO (a tenth of the normalised targets' spread)
@@ -450,7 +450,7 @@ class CVR(RegressorMixin, CoreVectorBase):
         return C, mu, fit
 
     def _pilot_mu(self, X, yn, weights, C, M):
-        """mu='auto' (issue 49): the mu whose tube leaves a fraction p of a pilot's held-out residuals outside.
+        """mu='auto': the mu whose tube leaves a fraction p of a pilot's held-out residuals outside.
 
         The pilot is the degenerate L2-SVR of the same C (epsbar < 0: both slacks of every point active, so the
         loss C sum (xi^2 + xi*^2) is 2 C sum r^2), i.e. kernel ridge regression with the penalised bias,

@@ -257,7 +257,7 @@ class ImplicitSurface(BaseEstimator):
         # the papers' loop (one core vector per iteration, as in 000 Sec. 4.2): CVR's default solver='auto'
         # adds every violator of a sample at once, which on these Laplacian levels gave 1.5-1.7x the core
         # vectors for the same support vectors and 6.7x the CPU time (10,000 bunny points: 14.7 s against
-        # 2.2 s; the 50,000-point fit took 149-165 s instead of the ~25 s measured before issue 12's engine)
+        # 2.2 s; the 50,000-point fit took 149-165 s instead of the ~25 s measured with the earlier engine)
         # C and mu are the paper's (000 eq. (6)) on the raw targets
         cvr = _LevelCVR.from_paper(C, mu, X.shape[0], eps=self.eps, stop=self.stop, kernel="laplacian",
                                    gamma=1.0 / sigma, sample_size=self.sample_size, n_confirm=self.n_confirm,

@@ -49,6 +49,57 @@ cdef class _RowCache:
         self.sv = sv
         self.kb = kb
 
+    cdef void compact(self, const Py_ssize_t* newpos, Py_ssize_t old) except *:
+        """Follow a pruning of the core set (FastMEBOps.prune): position t of ``old`` moves to newpos[t], or
+        leaves (-1).  The dropped rows are freed, the kept rows' columns compacted in place (kept positions
+        are increasing, so entry j moves to newpos[j] <= j) and moved to their new positions, in the same
+        LRU order."""
+        cdef Py_ssize_t t, a = 0, b, j
+        cdef double* r
+        cdef Py_ssize_t* order = <Py_ssize_t*> malloc(max(old, 1) * sizeof(Py_ssize_t))
+        if order == NULL:
+            raise MemoryError("prune")
+        t = self.lhead   # the LRU order of the kept rows, most recent first (old positions)
+        while t >= 0:
+            if newpos[t] >= 0:
+                order[a] = t
+                a += 1
+            t = self.lnext[t]
+        for t in range(old):
+            r = self.rows[t]
+            if r == NULL:
+                continue
+            if newpos[t] < 0:
+                self.used -= self.rcap[t]
+                free(r)
+                self.rows[t] = NULL
+                self.rlen[t] = 0
+                self.rcap[t] = 0
+                continue
+            b = 0
+            for j in range(self.rlen[t]):
+                if newpos[j] >= 0:
+                    r[b] = r[j]
+                    b += 1
+            self.rlen[t] = b
+        for t in range(old):
+            j = newpos[t]
+            if j >= 0 and j != t:
+                self.rows[j] = self.rows[t]
+                self.rlen[j] = self.rlen[t]
+                self.rcap[j] = self.rcap[t]
+                self.rows[t] = NULL
+                self.rlen[t] = 0
+                self.rcap[t] = 0
+        for t in range(old):
+            self.lprev[t] = -1
+            self.lnext[t] = -1
+        self.lhead = -1
+        self.ltail = -1
+        for b in range(a - 1, -1, -1):   # least recent first, each to the front
+            self._front(newpos[order[b]])
+        free(order)
+
     cdef void grow(self, Py_ssize_t newcap) except *:
         """Room for the rows of ``newcap`` core vectors (the new ones not cached)."""
         cdef Py_ssize_t t

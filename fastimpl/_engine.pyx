@@ -521,27 +521,14 @@ cdef class FastMEBOps:
     def core_set(self):
         return np.array([self.S[t] for t in range(self.size)], dtype=np.intp)
 
-    def _debug_state(self):
-        """(S, alpha, grad, Qd, l, cached rows {t: row[:rlen]}) for tests of prune."""
-        cdef Py_ssize_t t, j
-        rows = {}
-        for t in range(self.size):
-            if self.cache.rows[t] != NULL:
-                rows[t] = np.array([self.cache.rows[t][j] for j in range(self.cache.rlen[t])])
-        return (np.array([self.S[t] for t in range(self.size)]), np.array([self.alpha[t] for t in range(self.size)]),
-                np.array([self.grad[t] for t in range(self.size)]), np.array([self.Qd[t] for t in range(self.size)]),
-                np.array([self.l[t] for t in range(self.size)]), rows)
-
     def prune(self, double d2_below, Py_ssize_t min_count):
         """Drop the core vectors of weight 0 whose squared distance to the center is below ``d2_below``, if
-        there are at least ``min_count`` of them (refimpl.meb.MEBOps.prune; issue 49).  The center, R^2 and
+        there are at least ``min_count`` of them (refimpl.meb.MEBOps.prune).  The center, R^2 and
         every remaining gradient are unchanged (the dropped weights are 0); the cache keeps the remaining
         rows, their columns compacted in place.  Returns how many were dropped."""
-        cdef Py_ssize_t t, a, b, j, nk = 0, old = self.size, cnt
+        cdef Py_ssize_t t, j, nk = 0, old = self.size, cnt
         cdef double gthr = self.margin() + self.c0 - d2_below   # d_t^2 = margin + c0 - g_t
         cdef Py_ssize_t* newpos
-        cdef Py_ssize_t* order
-        cdef double* r
         if self.kb.on:
             return 0   # the kernel block indexes core vectors by position (never on for CVR's mirrored problems)
         cnt = 0
@@ -551,9 +538,7 @@ cdef class FastMEBOps:
         if cnt == 0 or cnt < min_count:
             return 0
         newpos = <Py_ssize_t*> malloc(old * sizeof(Py_ssize_t))
-        order = <Py_ssize_t*> malloc(old * sizeof(Py_ssize_t))
-        if newpos == NULL or order == NULL:
-            free(newpos); free(order)
+        if newpos == NULL:
             raise MemoryError("prune")
         for t in range(old):
             if self.alpha[t] == 0.0 and self.grad[t] > gthr:
@@ -561,55 +546,16 @@ cdef class FastMEBOps:
             else:
                 newpos[t] = nk
                 nk += 1
-        # the LRU order of the kept rows, most recent first (old positions)
-        a = 0
-        t = self.cache.lhead
-        while t >= 0:
-            if newpos[t] >= 0:
-                order[a] = t
-                a += 1
-            t = self.cache.lnext[t]
-        # rows: free the dropped ones, compact the kept ones' columns in place (kept positions are increasing,
-        # so entry j moves to newpos[j] <= j), then move the rows to their new positions
-        for t in range(old):
-            r = self.cache.rows[t]
-            if r == NULL:
-                continue
-            if newpos[t] < 0:
-                self.cache.used -= self.cache.rcap[t]
-                free(r)
-                self.cache.rows[t] = NULL
-                self.cache.rlen[t] = 0
-                self.cache.rcap[t] = 0
-                continue
-            b = 0
-            for j in range(self.cache.rlen[t]):
-                if newpos[j] >= 0:
-                    r[b] = r[j]
-                    b += 1
-            self.cache.rlen[t] = b
+        self.cache.compact(newpos, old)
         for t in range(old):
             j = newpos[t]
             if j >= 0 and j != t:
-                self.cache.rows[j] = self.cache.rows[t]
-                self.cache.rlen[j] = self.cache.rlen[t]
-                self.cache.rcap[j] = self.cache.rcap[t]
-                self.cache.rows[t] = NULL
-                self.cache.rlen[t] = 0
-                self.cache.rcap[t] = 0
                 self.S[j] = self.S[t]
                 self.Ss[j] = self.Ss[t]
                 self.l[j] = self.l[t]
                 self.alpha[j] = self.alpha[t]
                 self.grad[j] = self.grad[t]
                 self.Qd[j] = self.Qd[t]
-        for t in range(old):
-            self.cache.lprev[t] = -1
-            self.cache.lnext[t] = -1
-        self.cache.lhead = -1
-        self.cache.ltail = -1
-        for b in range(a - 1, -1, -1):   # least recent first, each to the front
-            self.cache._front(newpos[order[b]])
         self.size = nk
         # the core store and the sorted index, rebuilt from the kept points
         self.core.n = 0
@@ -629,7 +575,6 @@ cdef class FastMEBOps:
         self.fs.fvalid = False
         self.sup.dirty = True
         free(newpos)
-        free(order)
         return old - nk
 
     def weights(self):

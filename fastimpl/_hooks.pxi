@@ -125,3 +125,15 @@ def _set_blas_serial(int serial):
     old = BLAS_SERIAL
     BLAS_SERIAL = serial
     return old
+
+
+def _debug_state(FastMEBOps ops):
+    """(S, alpha, grad, Qd, l, cached rows {t: row[:rlen]}) of ``ops``, for the tests of prune."""
+    cdef Py_ssize_t t, j
+    rows = {}
+    for t in range(ops.size):
+        if ops.cache.rows[t] != NULL:
+            rows[t] = np.array([ops.cache.rows[t][j] for j in range(ops.cache.rlen[t])])
+    return (np.array([ops.S[t] for t in range(ops.size)]), np.array([ops.alpha[t] for t in range(ops.size)]),
+            np.array([ops.grad[t] for t in range(ops.size)]), np.array([ops.Qd[t] for t in range(ops.size)]),
+            np.array([ops.l[t] for t in range(ops.size)]), rows)

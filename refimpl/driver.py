@@ -87,7 +87,7 @@ MAX_ADD = 64
 #: batch=True: the inner QP stops at THETA times the outer gap (d_max^2 - R^2) it was called for
 THETA = 0.5
 
-# --- wide samples (issue 25) ------------------------------------------------------------------------
+# --- wide samples ----------------------------------------------------------------------------------
 #: batch=True, wide=True: the sample of an iteration grows (doubling, up to WIDE_MAX times sample_size,
 #: and below n / 2) while it finds fewer than MAX_ADD / 2 violators, and shrinks (halving) once it finds
 #: MAX_ADD.  Each iteration then adds up to MAX_ADD core vectors however rare the violators are.  Chosen
@@ -284,7 +284,7 @@ class _CoreSetLoop:
 
     def __init__(self, ops, eps, stop, tol, batch, method_for, random_state, wide=False, prune=False):
         self.ops, self.eps, self.stop, self.tol, self.batch = ops, eps, stop, tol, batch
-        self.wide, self.growth = wide and batch, 1   # wide samples (issue 25): sample_size x growth
+        self.wide, self.growth = wide and batch, 1   # wide samples: sample_size x growth
         self.max_add = WIDE_MAX_ADD if self.wide else MAX_ADD
         self.method_for = method_for
         self.rng = make_rng(random_state)
@@ -389,7 +389,7 @@ class _CoreSetLoop:
         self.finished = not new
 
 
-# --- pruning (issue 49) ------------------------------------------------------------------------------
+# --- pruning ----------------------------------------------------------------------------------------
 #: prune=True (CVR's batched loop): after a solve, core vectors of weight 0 lying inside the ball by more than
 #: PRUNE_KAPPA times the tube's margin 2 tau (for CVR: |y - f| < (1 - PRUNE_KAPPA) epsbar on their side of the
 #: tube) leave the core set, once at least PRUNE_FRAC of it qualifies.  They joined as violators of an early

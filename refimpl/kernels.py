@@ -127,7 +127,7 @@ def dense_variance(X, axis=None):
 def stored_column_variances(X) -> np.ndarray:
     """Var(X[:, f]) of the columns f of a sparse matrix that hold a stored entry (every other column is all
     zeros, of variance 0), two-pass per column (the implicit zeros count), in O(nnz log nnz) whatever the
-    number of columns: a LIBSVM file may name feature 2e9 in a 40-byte file (issue 26), and an array per
+    number of columns: a LIBSVM file may name feature 2e9 in a 40-byte file, and an array per
     column would then take 16 GB."""
     X = sp.csr_matrix(X)
     m = X.shape[0]
@@ -236,7 +236,7 @@ def compact_columns(*mats):
     monotone renumbering keeps each row's entries in their order, so every kernel value is computed from
     the same terms in the same order: bit for bit those of the uncompacted matrices.  What it saves is
     every array with one entry per column (the engines' dense scratch rows, scipy's CSC conversions):
-    16 GB for the LIBSVM line ``1 1:0.5 2000000000:1`` (issue 26).  O(nnz log nnz)."""
+    16 GB for the LIBSVM line ``1 1:0.5 2000000000:1``.  O(nnz log nnz)."""
     d = mats[0].shape[1]
     if d <= COMPACT_MIN_COLUMNS:
         return mats

@@ -105,7 +105,7 @@ SMO_MIN_RIDGE = 1e-3
 AUTO_MAX_FREE_TIGHT = 8000
 
 
-#: ... and for CVR's mirrored problems (issue 49) while at most this many: its ridge mu m / C_paper = 1 / (2 C)
+#: ... and for CVR's mirrored problems while at most this many: its ridge mu m / C_paper = 1 / (2 C)
 #: is ~1% of the diagonal, where SMO needs ~20-50 steps of O(|S|) per core vector and an active-set step costs
 #: O(|F|^2) whatever the conditioning.  Friedman #1, 10,000 points, C = 25, mu = 0.01 std y (1,072 SVs): the
 #: active set held the support near 1,000 free vectors for 240 solves, 5.8 of the fit's 6.2 s CPU; SMO from
@@ -151,7 +151,7 @@ def validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm=0, solv
 #: this many coordinates on (CVR's mirrored points excepted): where the fast engine scans dense rows through
 #: its kernel block (fastimpl/_kblock.pxi), a candidate costs |S| multiply-adds, not |S| d.  The decision
 #: reads the problem's shape, never how its rows are stored: CSR, chunked and dense rows of the same data
-#: make the same draws and so give the same model (issue 15's contract, tests/test_sparse.py), though only
+#: make the same draws and so give the same model (the sparse input's contract, tests/test_sparse.py), though only
 #: dense rows run the block
 WIDE_MIN_D = 16
 #: ... and from this many points on.  Below it a sample of up to WIDE_MAX x sample_size rows is a large part
@@ -164,7 +164,7 @@ WIDE_MIN_D = 16
 WIDE_MIN_N = 8192
 
 
-#: CVR's mirrored problems widen their samples from this many augmented points (2m) on, at any d (issue 49):
+#: CVR's mirrored problems widen their samples from this many augmented points (2m) on, at any d:
 #: there the iteration's fixed cost is the core-set QP (SMO over thousands of core vectors, ill-conditioned
 #: at C = 25), not the scan.  Friedman #1 (d = 10), 10,000 points, CVR() with SMO from 200 free vectors:
 #: 770 solves and 284,000 SMO steps (3.95 s CPU) -> 90 solves and 97,000 steps (1.86 s), the same RMSE;
@@ -256,7 +256,7 @@ class MEBOps:
 
     def prune(self, d2_below, min_count) -> int:
         """Drop the core vectors of weight 0 with squared distance below ``d2_below``, if at least ``min_count``
-        (issue 49; see refimpl.driver.PRUNE_KAPPA): the center and the remaining gradients are unchanged."""
+        (see refimpl.driver.PRUNE_KAPPA): the center and the remaining gradients are unchanged."""
         margin = float(self.alpha @ (self.grad + self.l)) / 2.0
         drop = (self.alpha == 0.0) & (self.grad > margin + self.c0 - d2_below)
         cnt = int(drop.sum())

@@ -25,7 +25,7 @@ class _CheckedOps(E.FastMEBOps):
         k = super().prune(d2_below, min_count)
         if k:
             type(self).pruned += k
-            S, a, g, Qd, lt, rows = self._debug_state()
+            S, a, g, Qd, lt, rows = E._debug_state(self)
             P = self.init_problem
             Q = P.block(S, S)
             np.testing.assert_allclose(g, 2 * Q @ a - P.shifted_linear_term(S), atol=1e-12)

@@ -1,4 +1,4 @@
-"""Data beyond one machine (issue 24): CVMClassifier (gamma = 1, C = 1e4, the paper's checkerboard setting)
+"""Data beyond one machine: CVMClassifier (gamma = 1, C = 1e4, the paper's checkerboard setting)
 fitted from memory, a float32 memory map, a zarr store read here and the zarr store read by a LocalCluster of
 two workers (a Dask array on a distributed client): time, peak memory, core-set size and test accuracy
 against m.  The model is the same for every input (tests/test_chunked.py); the cost is what differs.

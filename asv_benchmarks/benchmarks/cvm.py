@@ -38,7 +38,7 @@ class CVMMarginCheckerboard(_CVMOnCheckerboard):
 
 class CVMBetaCheckerboard(CoreSetTracks, EstimatorBenchmark):
     """CVMClassifier(C=1e6, gamma='beta') with its other defaults: the papers' width 1/beta at the papers'
-    C (issue 12: <= 2 s wall at m = 1M).  The d^2 of this wide kernel spread below single precision's
+    C (the target: <= 2 s wall at m = 1M).  The d^2 of this wide kernel spread below single precision's
     error, so the fast engine screens its scans by the Taylor expansion of fastimpl/_taylor.h."""
 
     params = (["ref", "fast"], M_GRID)
@@ -67,12 +67,12 @@ class SVCCheckerboard(EstimatorBenchmark):
 
 
 def gaussians(m, seed):
-    """Two overlapping Gaussians, x ~ N(2 y (1, 1), I_2), y in {0, 1} (issue 12; Bayes accuracy ~92%)."""
+    """Two overlapping Gaussians, x ~ N(2 y (1, 1), I_2), y in {0, 1} (Bayes accuracy ~92%)."""
     from refimpl.datasets import overlapping_gaussians
     return overlapping_gaussians(m, seed)
 
 
-#: sizes of the overlapping-Gaussians benchmarks (issue 12: m = 1k ... 100k)
+#: sizes of the overlapping-Gaussians benchmarks (m = 1k ... 100k)
 M_GAUSS = [1_000, 3_000, 10_000, 30_000, 100_000]
 
 

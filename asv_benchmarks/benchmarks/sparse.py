@@ -1,4 +1,4 @@
-"""Sparse high-dimensional input (issue 15): m x 5,000 CSR rows at 1% density with a planted sparse linear
+"""Sparse high-dimensional input: m x 5,000 CSR rows at 1% density with a planted sparse linear
 rule (:func:`refimpl.datasets.sparse_planted`), CVMClassifier (fast, ref) beside SVC on the same CSR data."""
 import warnings
 

@@ -410,7 +410,7 @@ class ChunkedMEBOps:
         self.local.add([int(v) for v in self._local(zs, pin=True)])
 
     def prune(self, d2_below, min_count):
-        """refimpl.driver's pruning (issue 49): the local engine's, so that a chunked fit keeps the in-memory fit's
+        """refimpl.driver's pruning: the local engine's, so that a chunked fit keeps the in-memory fit's
         core set.  The pruned vectors' rows stay pinned here (a vector that violates again finds its row)."""
         return self.local.prune(d2_below, min_count) if hasattr(self.local, "prune") else 0
 

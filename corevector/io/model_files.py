@@ -1,4 +1,4 @@
-"""Model files: a fitted estimator as data, never as code (issue 26).
+"""Model files: a fitted estimator as data, never as code.
 
 A model file is a ZIP archive of uncompressed members that ``numpy.load(path, allow_pickle=False)`` also
 opens: ``header.json``, a versioned JSON header, and one ``.npy`` member per fitted array::

@@ -119,7 +119,7 @@ def read_libsvm(path, n_features=None):
 
 def _estimator_input(X):
     """The one place where data files become estimator input: LIBSVM files stay CSR end to end (the
-    estimators take sparse input, issue 15), CSV data is a C-contiguous float64 array."""
+    estimators take sparse input), CSV data is a C-contiguous float64 array."""
     if sp.issparse(X):
         return sp.csr_matrix(X, dtype=np.float64)
     return np.ascontiguousarray(X, dtype=np.float64)
