@@ -4,6 +4,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import RegressorMixin, _fit_context
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import StrOptions
@@ -460,7 +461,7 @@ class CVR(RegressorMixin, CoreVectorBase):
         full fit's tube is near q and about p of the points lie outside it.  p = min(TUBE_OUTSIDE,
         TUBE_MAX_OUTSIDE / M): the core set follows m up to TUBE_MAX_OUTSIDE / TUBE_OUTSIDE points and stays
         bounded beyond."""
-        from refimpl.kernels import kernel_block
+        from refimpl.kernels import compact_columns, kernel_block
 
         m = X.shape[0]
         if M <= self.PILOT_SIZE:
@@ -477,6 +478,10 @@ class CVR(RegressorMixin, CoreVectorBase):
         Xf, Xo = X[fit_rows], X[out_rows]
         if hasattr(Xf, "materialize"):
             Xf, Xo = Xf.materialize(), Xo.materialize()
+        if sp.issparse(Xf):
+            # the stored columns only: a LIBSVM file may name column 2e9, and a product over all of them
+            # allocates per column (bit for bit the same kernel values, refimpl.kernels.compact_columns)
+            Xf, Xo = compact_columns(Xf, Xo)
         w = np.ones(n_fit) if weights is None else weights[fit_rows]
         # one BLAS thread: a threaded Cholesky of 1,000 x 1,000 spun 0.25-1.3 s of CPU on a busy machine, 0.01 s alone
         with _blas_single_threaded():
