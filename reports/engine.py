@@ -1,4 +1,4 @@
-"""The core-set engine at scale (issue 12): the cost of a new core vector, and the cases that were slow.
+"""The core-set engine at scale: the cost of a new core vector, and the cases where the papers' loop is slow.
 
 Two parts, each fit in fresh processes (median of ``common.REPEATS`` runs, CPU and wall time):
 
@@ -7,14 +7,15 @@ Two parts, each fit in fresh processes (median of ``common.REPEATS`` runs, CPU a
   the outer gap, one kernel row per new core vector kept in an LRU cache) beside the papers' loop
   (``solver='smo'``: one core vector per iteration, the QP re-solved to its final tolerance), read from
   ``history_`` on the two overlapping Gaussians and on the dense checkerboard (C = 100).
-* **The issue's table, re-measured** (``engine_cases.csv`` / ``.md``): every case of issue 12, each with
-  the defaults of today (``new``), the papers' loop with the defaults the library had before the issue
-  (``papers``: solver='smo', stop='margin', eps = 1e-6, gamma = 1/beta, as main ed333d5 shipped them)
-  where the case is about defaults, and the baselines the issue compares with (scikit-learn's SVC/SVR,
-  i.e. LIBSVM, and Nystroem(500) + RidgeCV for CVR).  Fits that pass the time limit are reported so.
+* **The cases** (``engine_cases.csv`` / ``.md``): the checkerboards at two widths, the dense checkerboard,
+  the overlapping Gaussians, sparse rows stored dense, Fashion-MNIST T-shirt vs shirt, CVR on Friedman #1
+  and the real sets, each with the defaults (``new``), the papers' loop at tight settings
+  (``papers``: solver='smo', stop='margin', eps = 1e-6, gamma = 1/beta, the papers' width) where the case is about defaults,
+  and the baselines (scikit-learn's SVC/SVR, i.e. LIBSVM, and Nystroem(500) + RidgeCV for CVR).  Fits that
+  pass the time limit are reported so.
 
 Sizes follow the mode: ``tiny`` (the test suite) and ``quick`` run scaled-down cases; ``full`` runs the
-issue's sizes (m = 1e6 checkerboards, 200k Gaussians, Friedman 100k), which takes an hour or more.
+cases' own sizes (m = 1e6 checkerboards, 200k Gaussians, Friedman 100k), which takes an hour or more.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import pandas as pd
 
 from .common import Context, ExperimentResult, FitJob, experiment, measure_fit, progress, to_markdown, with_columns
 
-#: the library's defaults before issue 12 (main ed333d5), run through the papers' loop
+#: the papers' settings (the library's defaults before the default engine), run through the papers' loop
 PAPERS = dict(solver="smo", stop="margin", eps=1e-6, gamma="beta", n_confirm=30)
 #: seconds per fit: a fit past it is reported as "timeout" (quick: a first look, so 30 s bounds every fit)
 TIMEOUT = {"tiny": 120, "quick": 30, "full": 600}
@@ -40,7 +41,7 @@ def gaussians(m, random_state=0):
 
 
 def sparse_rows(m, d=5000, density=0.01, random_state=0):
-    """Random sparse rows stored dense (the issue's 500 x 5,000 case): nonnegative entries at rate
+    """Random sparse rows stored dense (the 500 x 5,000 case below): nonnegative entries at rate
     ``density``; rows of class 1 also switch on each of the first 100 features with probability 0.1, so
     the classes are separable by a kernel machine but not by a glance at one feature."""
     import scipy.sparse as sp
@@ -107,7 +108,7 @@ def make_data(case, m, seed):
 
 
 # ------------------------------------------------------------------------------------------------
-# the cases of issue 12: data, size per mode, CVM parameters of the case, variants and baselines
+# the cases: data, size per mode, CVM parameters of the case, variants and baselines
 # ------------------------------------------------------------------------------------------------
 def _cb(m_full, m_quick, m_tiny, **params):
     return dict(data="checkerboard", m={"full": m_full, "quick": m_quick, "tiny": m_tiny}, params=params)
@@ -125,7 +126,7 @@ CASES = {
     "checkerboard gamma=1 C=1e4 eps=1e-6 stop=radius": dict(
         _cb(1_000_000, 100_000, None, gamma=1.0, C=1e4, eps=1e-6, stop="radius"), variants=("new", "smo"),
         baselines=(), m_variant=_PAPERS_QUICK),
-    # quick: the papers' loop passes 120 s here even at m = 1,000 (issue 12), so its row only needs to say
+    # quick: the papers' loop passes 120 s here even at m = 1,000, so its row only needs to say
     # "timeout": a 5 s limit says it without spending the quick job's 30 s on it
     "checkerboard gamma=1/beta C=1e6": dict(_cb(1_000_000, 100_000, None, gamma="beta", C=1e6),
                                             variants=("new", "papers"), baselines=(), m_variant=_PAPERS_QUICK,
@@ -144,7 +145,7 @@ CASES = {
     "CVR() defaults, Friedman #1": dict(data="friedman", m={"full": 30_000, "quick": 5_000, "tiny": 2_000},
                                         params={}, variants=("new", "papers"), baselines=("svr", "nystroem"),
                                         papers=dict(C=1000.0, mu=0.1)),
-    # SVR at 100k needs ~40 min (issue 12: 2,355 s, RMSE 1.020); reports/cvr.py measures it in its full mode
+    # SVR at 100k needs ~40 min (2,355 s, RMSE 1.020: docs/design.md); reports/cvr.py measures it in its full mode
     # (quick: at 1e4 its margin variant passed the 30 s limit, load 8-10)
     "CVR Friedman #1, 100k": dict(data="friedman", m={"full": 100_000, "quick": 3_000, "tiny": None},
                                   params={}, variants=("new", "margin"), baselines=("nystroem",)),
@@ -301,7 +302,7 @@ COLUMNS = ["case", "variant", "m", "fit_time", "fit_cpu_time", "fit_time_min", "
            "test_rmse", "core_set_size", "n_sv", "n_iter", "n_runs", "error"]
 
 
-@experiment("engine", "Core-set engine at scale: seconds per core vector, and issue 12's cases re-measured",
+@experiment("engine", "Core-set engine at scale: seconds per core vector, and the cases where the papers' loop is slow",
             sizes={"tiny": [1], "quick": [1], "full": [1]})
 def run(ctx: Context) -> ExperimentResult:
     tasks = [(case, _variant_m(case, m, v, ctx.mode), v) for case, c in CASES.items() for m in _sizes(case, ctx.mode)
@@ -329,8 +330,8 @@ def run(ctx: Context) -> ExperimentResult:
     table = to_markdown(df[COLUMNS].rename(columns={"fit_time": "wall_s", "fit_cpu_time": "cpu_s"}), floatfmt=".4g")
     import os
     load = os.getloadavg()
-    summary = (f"new = today's defaults; papers = solver='smo', stop='margin', eps=1e-6, gamma=1/beta (the defaults "
-               f"before issue 12, CVR with its old C = 1000, mu = 0.1); smo = the case's settings with solver='smo'; "
+    summary = (f"new = the defaults; papers = solver='smo', stop='margin', eps=1e-6, gamma=1/beta (the papers' "
+               f"loop at tight settings; CVR with C = 1000, mu = 0.1); smo = the case's settings with solver='smo'; "
                f"margin = the defaults with stop='margin'.  Times are medians over fresh "
                f"processes (wall and CPU seconds); load average at the end: {load[0]:.2f}, {load[1]:.2f}, "
                f"{load[2]:.2f}.\n\n" + table + "\n\n![seconds per core vector](engine_per_cv.png)")

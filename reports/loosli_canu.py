@@ -35,8 +35,8 @@ SOLVER_SETTING = {"tiny": (300, 1e2), "quick": (3000, 1e4), "full": (10_000, 1e4
 SOLVER_TIMEOUT = {"tiny": 60, "quick": 10, "full": 900}
 #: table 3, at scale: C = 1e6 as m grows.  The margin rule's eps trades accuracy for core-set size: at
 #: this width eps <= 0.7 tracks the exact L2-SVM (support growing with m), eps >= 0.8 stops too early
-#: (1-3% error); eps = 0.74 gave 0.25-0.34% error in 1.05-1.35 s at m = 1e6 over 4 seeds (issue #7).  The eps
-#: guard of issue 15 (eps < sqrt(3) - 1 ~ 0.732 under stop='margin', corevector._validation.EPS_MAX) rejects
+#: (1-3% error); eps = 0.74 gave 0.25-0.34% error in 1.05-1.35 s at m = 1e6 over 4 seeds.  The eps
+#: guard (eps < sqrt(3) - 1 ~ 0.732 under stop='margin', corevector._validation.EPS_MAX) rejects
 #: 0.74; the largest eps it allows, 0.73, is on the exact side: 0.05-0.09% error with 1,539-1,788 core
 #: vectors and 7-12 s CPU at m = 1e6 over 4 seeds (load 8-10).
 SCALE_SIZES = {"tiny": [1000], "quick": [10_000, 30_000], "full": [10_000, 100_000, 1_000_000]}

@@ -1,4 +1,4 @@
-"""Sparse high-dimensional input (issue 15): CVMClassifier on CSR rows beside scikit-learn's SVC.
+"""Sparse high-dimensional input: CVMClassifier on CSR rows beside scikit-learn's SVC.
 
 Data: :func:`refimpl.datasets.sparse_planted` -- m x 5,000 CSR rows at 1% density labelled by a planted
 sparse linear rule; the first fifth is the test set.  Both estimators get the same CSR matrix and the same
@@ -56,7 +56,7 @@ def evaluate(model, data):
 JOBS = {"CVMClassifier (fast)": FitJob(prepare_cvm, fit, evaluate), "SVC": FitJob(prepare_svc, fit, evaluate)}
 
 
-@experiment("sparse", "Sparse high-dimensional input (issue 15): CSR rows, CVM vs. SVC",
+@experiment("sparse", "Sparse high-dimensional input: CSR rows, CVM vs. SVC",
             sizes={"tiny": [500], "quick": [3_000], "full": [20_000]})
 def run(ctx: Context) -> ExperimentResult:
     rows = []

@@ -16,11 +16,11 @@ Protocol (as in 002 Sec. 4.1 where it says how, documented choices where it does
   (the paper: 10-fold CV; we tune on a subset, TUNE_SUBSET points, with TUNE_FOLDS folds, to keep
   the run short) over C in C_GRID, gamma = c / d for c in GAMMA_C, eps in EPS_GRID; the chosen
   SVR is then trained on the whole training set.  The grid reaches one step past every choice made on
-  the four data sets (issue 15: a choice on the edge of the grid is not a tuned SVR): with C <= 100 and
+  the four data sets (a choice on the edge of the grid is not a tuned SVR): with C <= 100 and
   c >= 1, puma32h chose the smallest C and width c, compactiv the smallest c and abalone and Friedman3 the
   largest C; C in {0.1, 1000} and c = 1/4 were added (C = 3000, c = 1/16 and eps in {0.4, 0.6} were
   tried on Friedman3 and abalone and not chosen).
-* issue 15's target: ``SparseSVR(n_basis=m)`` with every other parameter at its default, m = 5% of
+* the defaults' target: ``SparseSVR(n_basis=m)`` with every other parameter at its default, m = 5% of
   the tuned SVR's support vectors, test RMSE (median of 3 random_states) within 1% of the SVR's; the
   setup table gives the defaults' resolved Gaussian width (gamma='beta') beside the SVR's, the number
   of basis functions fitted and why the fit stopped ('n_basis', or 'tol' before it), and the median
@@ -166,7 +166,7 @@ def run_dataset(name, mode, seed):
     svr_params = dict(C=C, gamma=gamma, epsilon=eps, cache_size=500)
     svr = SVR(**svr_params).fit(X, y)
     rmse_svr = rmse(svr.predict(Xt) * sd + mu, yt)
-    # issue 15's target: SparseSVR with its defaults (only n_basis given) at 5% of the SVR's support vectors
+    # the defaults' target: SparseSVR with its defaults (only n_basis given) at 5% of the SVR's support vectors
     m5 = max(1, len(svr.support_) // 20)
     defaults = []
     for rep in range(max(3, REPEATS[mode])):
@@ -308,7 +308,7 @@ def run(ctx: Context) -> ExperimentResult:
     md = (f"Setup (SVR hyper-parameters by CV on a subset; targets standardised for fitting, RMSE in original "
           f"units; {REPEATS[ctx.mode]} run(s) per curve; defaults_*: SparseSVR(n_basis=defaults_m) with every other parameter at its "
           f"default, defaults_m = 5% of the SVR's support vectors, test RMSE median of 3 random_states and its ratio to the "
-          f"SVR's -- issue 15's target is <= 1.01; defaults_gamma: the width gamma='beta' resolved to (compare "
+          f"SVR's -- the target is <= 1.01; defaults_gamma: the width gamma='beta' resolved to (compare "
           f"gamma); defaults_fitted: basis functions fitted per random_state; defaults_stop: why they stopped; "
           f"defaults_fit_time: median wall s of one defaults fit, in process):\n\n{setup_md}\n\n"
           f"Tables 3/4 (RMSE at m = m_max and the "
