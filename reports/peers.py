@@ -1,4 +1,4 @@
-"""CVMClassifier() beside the SVM trainers a user can install (issue 25): scikit-learn's SVC (LIBSVM),
+"""CVMClassifier() beside the SVM trainers a user can install: scikit-learn's SVC (LIBSVM),
 scikit-learn-intelex's SVC (oneDAL) and ThunderSVM's CPU build, idle and with one core busy.
 
 Every estimator fits the same training set with the same C and the same gamma, a number (scikit-learn's
@@ -15,11 +15,11 @@ platform), its rows say so and the report goes on.
 
 Modes: ``tiny`` (the test suite) fits optdigits one-vs-rest at 500 points, idle only; ``quick`` runs every case
 at a smaller size (Fashion-MNIST 2,000 and 5,000 training images, the Gaussians and the checkerboard at
-20,000, letter at 5,000), each fit once; ``full`` runs the issue's sizes, every fit the median of 3.
+20,000, letter at 5,000), each fit once; ``full`` runs the full sizes, every fit the median of 3.
 ``COREVECTOR_PEERS_CASES`` (comma-separated case names) restricts a run to some cases.
 
-The targets of issue 25 are checked on the medians (``peers_targets.md``): on Fashion-MNIST, CVM's wall
-time <= 0.5 x sklearnex's at accuracy >= SVC's - 0.5 pp; on the sets of issue 12, <= 0.5 x the fastest
+The targets are checked on the medians (``peers_targets.md``): on Fashion-MNIST, CVM's wall
+time <= 0.5 x sklearnex's at accuracy >= SVC's - 0.5 pp; on the other sets, <= 0.5 x the fastest
 peer within 0.5 pp of SVC; with a core busy, 2 threads <= 1.1 x 1 thread; idle, the CPU time of 2 threads
 <= 1.3 x that of 1 thread.
 """
@@ -49,7 +49,7 @@ CASES = {
     "Fashion-MNIST T-shirt/top vs shirt": dict(data="Fashion-MNIST T-shirt vs shirt",
                                                m={"full": 10_000, "quick": 2_000}),
     # quick mode (the default main job) keeps five cases: each peer beside CVM on d = 784, d = 2 and a
-    # real multi-class set, idle and busy, in minutes; the rest of issue 25's sets run in full mode
+    # real multi-class set, idle and busy, in minutes; the rest of the sets run in full mode
     "Fashion-MNIST 10 classes": dict(data="fashion10", m={"full": 60_000, "quick": 0}),
     "overlapping Gaussians": dict(data="overlapping Gaussians", m={"full": [20_000, 200_000], "quick": 20_000}),
     "checkerboard gamma=1 C=1e4": dict(data="checkerboard gamma=1 C=1e4 eps=1e-6", m={"full": 100_000, "quick": 20_000},
@@ -112,7 +112,7 @@ def _prepare(case, m, estimator, threads, seed):
     # of corevector or sklearnex costs 0.1-0.5 s, more than a small fit
     _make(d)
     # the threads of OpenMP and BLAS limited here, outside the timed fit, for the rest of this fresh process:
-    # threadpool_limits lists the loaded libraries first, 20-50 ms that the fits of issue 12's small sets
+    # threadpool_limits lists the loaded libraries first, 20-50 ms that the fits of the small real sets
     # (0.13-0.3 s) were charged with
     from threadpoolctl import threadpool_limits
     d["limits"] = threadpool_limits(limits=threads)
@@ -211,7 +211,7 @@ def _met(value, bound):
 
 
 def _targets(df):
-    """One row per (case, m): the issue's ratios from the medians, and whether each target is met (None where
+    """One row per (case, m): the targets' ratios from the medians, and whether each target is met (None where
     a term is missing: a peer not installed, a failed fit, or the tiny mode's idle-only run)."""
     rows = []
     for (case, m_req), g in df.groupby(["case", "m_requested"], dropna=False, sort=False):
@@ -281,7 +281,7 @@ def run(ctx: Context) -> ExperimentResult:
                                                     "maxrss_delta_mb": "peak_mb"}), floatfmt=".4g")
     summary = ("Median of fresh processes per row (wall and CPU seconds of fit, test accuracy as a fraction, the "
                "fit's extra peak resident memory in MB); 'busy': another process spins on the last core at normal "
-               "priority.\n\n" + table + "\n\nTargets of issue 25 (ratio: CVM's wall time over sklearnex's on "
+               "priority.\n\n" + table + "\n\nTargets (ratio: CVM's wall time over sklearnex's on "
                "Fashion-MNIST, over the fastest peer within 0.5 pp of SVC elsewhere; acc_minus_svc_pp: CVM's accuracy "
                "less SVC's, in percentage points; nan or empty: not measured in this run):\n\n"
                + to_markdown(targets[TARGET_COLUMNS], floatfmt=".3g"))
