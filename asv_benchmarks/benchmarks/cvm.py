@@ -38,7 +38,7 @@ class CVMMarginCheckerboard(_CVMOnCheckerboard):
 
 class CVMBetaCheckerboard(CoreSetTracks, EstimatorBenchmark):
     """CVMClassifier(C=1e6, gamma='beta') with its other defaults: the papers' width 1/beta at the papers'
-    C (the target: <= 2 s wall at m = 1M).  The d^2 of this wide kernel spread below single precision's
+    C (a target of <= 2 s wall at m = 1M).  The d^2 of this wide kernel spread below single precision's
     error, so the fast engine screens its scans by the Taylor expansion of fastimpl/_taylor.h."""
 
     params = (["ref", "fast"], M_GRID)
