@@ -88,7 +88,7 @@ def test_peers_targets_table(tiny_peers):
     assert r["idle_cpu_2t_over_1t"] > 0 and not pd.isna(r["cpu_met"])
     md = (tiny_peers / "peers.md").read_text()
     report = (tiny_peers / "REPORT.md").read_text()
-    assert "Targets of issue 25" in md and "not installed: thundersvm_no_such_module" in md
+    assert "Targets (ratio:" in md and "not installed: thundersvm_no_such_module" in md
     assert "[peers_targets.csv](peers_targets.csv)" in report and "not installed" in report
 
 
