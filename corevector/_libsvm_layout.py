@@ -91,9 +91,13 @@ def from_estimator(est):
             raise ValueError(f"MEB with kernel={est.kernel_spec_.name!r} has no LIBSVM one-class equivalent: its "
                              f"decision function holds k(x, x), which only the Gaussian kernel keeps constant")
         r2 = est.certified_radius_ ** 2
+        # MEB.predict is +1 where r^2 - d^2 + MEMBERSHIP_RTOL r^2 > 0, LIBSVM's one-class rule (+1 where the
+        # decision value is positive) on a rho lowered by that slack: the two agree at 0 and on the training
+        # points a few ulps outside the ball they define
+        slack = type(est).MEMBERSHIP_RTOL * r2
         return LibsvmModel("one_class", sv=SV, sv_coef=2.0 * est.center_coef_[None, :],
-                           rho=np.array([est.rho_ + 1.0 - r2]), labels=None, n_sv=None, prob_a=None, prob_b=None,
-                           support=np.asarray(est.support_), **common)
+                           rho=np.array([est.rho_ + 1.0 - r2 - slack]), labels=None, n_sv=None, prob_a=None,
+                           prob_b=None, support=np.asarray(est.support_), **common)
     return LibsvmModel("epsilon_svr", sv=SV, sv_coef=est.dual_coef_.copy(), rho=-est.intercept_.copy(),
                        labels=None, n_sv=None, prob_a=None, prob_b=None, support=np.asarray(est.support_), **common)
 
@@ -127,12 +131,24 @@ def _classifier(est, SV, common):
                        **common)
 
 
+def _every_entry_csr(a):
+    """``a`` as a CSR matrix that stores every entry, zeros too: scikit-learn's sparse SVMs pass the ``.data`` of
+    their ``_dual_coef_`` to LIBSVM as the dense (n_class - 1) x n_SV coefficients (``sp.csr_matrix(a)`` drops
+    the zeros of a one-vs-one model, whose support vectors have none in the pairs of other classes)."""
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    rows, cols = a.shape
+    indptr = np.arange(rows + 1, dtype=np.int64) * cols
+    return sp.csr_matrix((a.ravel(), np.tile(np.arange(cols, dtype=np.int32), rows), indptr), shape=(rows, cols))
+
+
 def to_sklearn(estimator):
     """Return the fitted scikit-learn SVM with the estimator's decision function.
 
     The result's ``decision_function`` / ``predict`` equals the estimator's up to rounding (scikit-learn
-    evaluates the same expansion through LIBSVM), with its support vectors, coefficients, intercepts and,
-    for ``probability=True``, Platt's sigmoids.  Tools built on scikit-learn's SVMs take it as it is:
+    evaluates the same expansion through LIBSVM; an MEB's decision values are raised by the slack
+    ``MEMBERSHIP_RTOL r^2`` its ``predict`` allows, so the two predict alike at 0), with its support vectors,
+    coefficients, intercepts and, for ``probability=True``, Platt's sigmoids.  A model fitted on sparse rows
+    gives a sparse SVM, which predicts on sparse and dense input.  Tools built on scikit-learn's SVMs take it as it is:
     skl2onnx (ONNX), skops (safe persistence), anything that reads ``dual_coef_`` and ``support_vectors_``.
 
     Parameters
@@ -153,7 +169,10 @@ def to_sklearn(estimator):
     m = from_estimator(estimator)
     kernel = "poly" if m.kernel_type == "polynomial" else m.kernel_type
     kw = dict(kernel=kernel, gamma=m.gamma, degree=m.degree, coef0=m.coef0)
-    sparse = m.sv.shape[0] * m.n_features > DENSE_MAX_ENTRIES
+    # a model fitted on sparse rows (CSR support vectors) predicts on sparse input, as an SVC fitted on them does
+    # (scikit-learn's sparse SVMs take dense input too); a large one is sparse whatever it was fitted on
+    sparse = sp.issparse(getattr(estimator, "support_vectors_", None)) \
+        or m.sv.shape[0] * m.n_features > DENSE_MAX_ENTRIES
     SV = sp.csr_matrix((m.sv.data, m.sv.indices, m.sv.indptr), shape=(m.sv.shape[0], m.n_features))
     SV = SV if sparse else np.ascontiguousarray(SV.toarray())
     l = m.sv.shape[0]
@@ -190,7 +209,7 @@ def to_sklearn(estimator):
     out._gamma = float(m.gamma)
     out.fit_status_ = 0
     out.shape_fit_ = (l, int(m.n_features))
-    out._dual_coef_ = sp.csr_matrix(m.sv_coef) if sparse else np.ascontiguousarray(m.sv_coef)
+    out._dual_coef_ = _every_entry_csr(m.sv_coef) if sparse else np.ascontiguousarray(m.sv_coef)
     out._intercept_ = -np.asarray(m.rho, dtype=np.float64)
     if m.svm_type == "c_svc" and len(m.labels) == 2:  # scikit-learn's public sign for two classes
         out.dual_coef_, out.intercept_ = -out._dual_coef_, -out._intercept_

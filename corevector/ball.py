@@ -210,10 +210,12 @@ class MEB(OutlierMixin, CoreVectorBase):
         -------
         ndarray of shape (n_samples,)
             +1 inside the ball (up to a relative ``MEMBERSHIP_RTOL`` of ``r_cert^2``, so every
-            training point is inside), -1 outside.
+            training point is inside), -1 outside: +1 where ``decision_function(x) + MEMBERSHIP_RTOL
+            r_cert^2 > 0``, the rule of LIBSVM's one-class models (+1 where the decision value is
+            positive) on the exported model, whose rho carries the same slack (``to_sklearn``).
         """
         dec = self.decision_function(X)
-        return np.where(dec >= -self.MEMBERSHIP_RTOL * self.certified_radius_ ** 2, 1, -1)
+        return np.where(dec + self.MEMBERSHIP_RTOL * self.certified_radius_ ** 2 > 0, 1, -1)
 
 
 @accepts_chunked
@@ -386,7 +388,8 @@ class CVDD(MEB):
         Returns
         -------
         ndarray of shape (n_samples,)
-            +1 for inliers (``decision_function(x) >= 0``), -1 for outliers.
+            +1 for inliers (``decision_function(x) > 0``, as LIBSVM's and OneClassSVM's one-class
+            models), -1 for outliers.
         """
-        return np.where(self.decision_function(X) >= 0, 1, -1)
+        return np.where(self.decision_function(X) > 0, 1, -1)
 

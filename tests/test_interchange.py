@@ -38,6 +38,8 @@ def _decision_values(est, X):
         return est._pair_decisions(X)
     if isinstance(est, CVR):
         return est.predict(X)[:, None]
+    if type(est) is MEB:  # the export's rho carries the slack of MEB.predict (agreement at 0)
+        return (est.decision_function(X) + MEB.MEMBERSHIP_RTOL * est.certified_radius_ ** 2)[:, None]
     return est.decision_function(X)[:, None]
 
 
@@ -198,7 +200,8 @@ def test_to_sklearn_has_the_same_decision_function(name, impl):
     kind = {CVMClassifier: SVC, CVDD: OneClassSVM, MEB: OneClassSVM, CVR: SVR}[type(est)]
     assert type(sk) is kind
     f = "predict" if isinstance(est, CVR) else "decision_function"
-    np.testing.assert_allclose(getattr(sk, f)(_XT), getattr(est, f)(_XT), rtol=0, atol=1e-10)
+    ours = _decision_values(est, _XT)[:, 0] if type(est) is MEB else getattr(est, f)(_XT)
+    np.testing.assert_allclose(getattr(sk, f)(_XT), ours, rtol=0, atol=1e-10)
     if not isinstance(est, CVR):  # scikit-learn's predict votes as LIBSVM: ties go to the first class
         clear = _clear_vote(est._pair_decisions(_XT), len(est.classes_)) if isinstance(est, CVMClassifier) \
             else np.ones(len(_XT), bool)
@@ -243,3 +246,49 @@ def test_skops_round_trip(name):
     back = sio.loads(data)
     f = "predict" if name == "cvr" else "decision_function"
     assert np.array_equal(getattr(back, f)(_XT), getattr(sk, f)(_XT))
+
+
+# ------------------------------------------------------------------------------------------------ issue 44
+@pytest.mark.parametrize("name", list(CASES))
+def test_to_sklearn_of_a_sparse_fit_predicts_on_sparse_input(name):
+    """A model fitted on CSR rows exports a sparse scikit-learn SVM: SVC().fit on CSR takes CSR (and dense) input
+    at predict, and so does the export (it raised "cannot use sparse input in 'SVC' trained on dense data")."""
+    make, y = CASES[name]
+    Xs = sp.csr_matrix(_X)
+    est = make().set_params(random_state=0)
+    est = est.fit(Xs) if y is None else est.fit(Xs, y)
+    sk = est.to_sklearn()
+    assert sk._sparse
+    for XT in (sp.csr_matrix(_XT), _XT):
+        f = "predict" if isinstance(est, CVR) else "decision_function"
+        ours = _decision_values(est, XT)[:, 0] if type(est) is MEB else getattr(est, f)(XT)
+        np.testing.assert_allclose(getattr(sk, f)(XT), ours, rtol=0, atol=1e-10)
+        if not isinstance(est, CVR):
+            clear = _clear_vote(est._pair_decisions(_XT), len(est.classes_)) if isinstance(est, CVMClassifier) \
+                else np.ones(len(_XT), bool)
+            assert np.array_equal(sk.predict(XT)[clear], est.predict(XT)[clear])
+    # a dense fit stays a dense SVM, as SVC's
+    dense = make().set_params(random_state=0)
+    assert not (dense.fit(_X) if y is None else dense.fit(_X, y)).to_sklearn()._sparse
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+@pytest.mark.parametrize("scaled", [False, True])
+def test_meb_and_its_export_agree_at_decision_zero(impl, scaled):
+    """MEB.predict is +1 where decision_function + MEMBERSHIP_RTOL r^2 > 0; LIBSVM's one-class rule (+1 where the
+    decision value is positive) on the export, whose rho carries that slack, gives the same labels on every
+    breast-cancer point, where 3-7 of the 569 (decision values within 1e-15 of 0, some exactly 0) differed."""
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.preprocessing import StandardScaler
+
+    X = load_breast_cancer(return_X_y=True)[0]
+    X = StandardScaler().fit_transform(X) if scaled else X
+    for est in (MEB(impl=impl, random_state=0).fit(X), CVDD(impl=impl, random_state=0).fit(X)):
+        sk = est.to_sklearn()
+        assert np.array_equal(sk.predict(X), est.predict(X))
+        assert np.all(est.predict(X) == 1) or type(est) is CVDD  # the ball holds every training point
+    # at exactly 0, both conventions: MEB's slackened value and CVDD's raw value, > 0 is +1
+    meb = MEB(impl=impl, random_state=0).fit(X)
+    slack = MEB.MEMBERSHIP_RTOL * meb.certified_radius_ ** 2
+    for dec, want in ((-slack, -1), (-slack + 1e-13 * slack, 1), (0.0, 1)):
+        assert np.where(dec + slack > 0, 1, -1) == want

@@ -11,7 +11,9 @@ gamma LIBSVM's linear kernel lacks, as the polynomial kernel of degree 1 and coe
 one-vs-one model (LIBSVM's layout: support vectors grouped by class, each with one coefficient per other
 class), for CVDD's one-class machine (``rho = -intercept_``), for CVR (LIBSVM's epsilon_svr) and for the
 MEB with the Gaussian kernel: its decision r^2 - ||c - phi(x)||^2 = 2 sum_i alpha_i k(x_i, x) - (rho + 1
-- r^2) since k(x, x) = 1, a one-class model with coefficients 2 alpha.  LIBSVM has no Laplacian kernel and no
+- r^2) since k(x, x) = 1, a one-class model with coefficients 2 alpha, its rho lowered by the slack
+``MEB.MEMBERSHIP_RTOL r^2`` of ``MEB.predict`` so that the two predict alike at a decision value of 0 (LIBSVM's
+one-class models predict +1 where it is positive).  LIBSVM has no Laplacian kernel and no
 normalised polynomial or linear kernel, and its labels are integers: such models raise a ValueError.
 
 * :func:`save_libsvm_model` / :func:`load_libsvm_model`: the text format of LIBSVM's ``svm_save_model``
