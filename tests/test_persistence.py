@@ -73,7 +73,7 @@ def test_round_trip_is_bit_for_bit(fitted, tmp_path, name, impl):
     for m in methods:
         a, b = getattr(est, m)(Xt), getattr(back, m)(Xt)
         assert a.dtype == b.dtype and np.array_equal(a, b), m
-    # every fitted attribute comes back equal, arrays with their dtypes
+    # every fitted attribute comes back equal, arrays with their dtypes, but the fit's times (not stored: NaN)
     for k, v in vars(est).items():
         if k.endswith("_") and not k.startswith("_"):
             _assert_same(getattr(back, k), v, k)
@@ -82,7 +82,14 @@ def test_round_trip_is_bit_for_bit(fitted, tmp_path, name, impl):
     assert (tmp_path / "again.cvm").read_bytes() == path.read_bytes()
 
 
+#: the fitted values that are times of the fit: not stored (one fit gives one file), read back as NaN
+TIMES = {"elapsed", "fit_time", "cpu_time", "fit_time_", "fit_cpu_time_", "cpu_time_"}
+
+
 def _assert_same(a, b, name):
+    if name.rsplit(".", 1)[-1] in TIMES:
+        assert np.shape(a) == np.shape(b) and np.all(np.isnan(a)), name
+        return
     if sp.issparse(b):
         assert sp.issparse(a) and type(a) is type(b) and a.shape == b.shape, name
         for part in ("data", "indices", "indptr"):
@@ -287,3 +294,88 @@ def test_damaged_and_foreign_files_are_refused(tmp_path):
 def test_save_load_are_exported_and_documented():
     assert corevector.save_model is save_model and corevector.load_model is load_model
     assert "allow_unsafe_pickle" in load_model.__doc__ and "runs whatever code" in load_model.__doc__
+
+
+# ------------------------------------------------------------------------------------------------ issue 44
+@pytest.mark.parametrize("name", [c[0] for c in CASES])
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+def test_two_fits_of_the_same_data_and_seed_give_the_same_bytes(fitted, tmp_path, name, impl):
+    """The fit's times (history_['elapsed'], ImplicitSurface's and MMDA's timings) are not stored, so a second fit
+    writes the bytes of the first (history_['elapsed'] made them differ)."""
+    est, X, _ = fitted[name, impl]
+    make, y = next((c[1], c[3]) for c in CASES if c[0] == name)
+    again = make().set_params(impl=impl, random_state=0)
+    again = again.fit(X) if y is None else again.fit(X, y)
+    save_model(est, tmp_path / "a.cvm")
+    save_model(again, tmp_path / "b.cvm")
+    assert (tmp_path / "a.cvm").read_bytes() == (tmp_path / "b.cvm").read_bytes()
+    with zipfile.ZipFile(tmp_path / "a.cvm") as zf:
+        header = json.loads(zf.read("header.json"))
+        assert not any("elapsed" in n or "time" in n for n in zf.namelist())
+    assert header["version"] == 3
+
+
+def _as_version_2(monkeypatch):
+    """save_model as format version 2 wrote: the times stored (Timing and History's 'elapsed' as plain values)."""
+    from corevector.io import model_files, modelspec
+
+    monkeypatch.setattr(model_files, "VERSION", 2)
+    monkeypatch.setattr(modelspec.Timing, "dump", lambda self, value, w, name: self.item.dump(value, w, name))
+    monkeypatch.setattr(modelspec.History, "TIMING_KEYS", ())
+
+
+@pytest.mark.parametrize("name", [c[0] for c in CASES])
+def test_version_2_files_are_read_with_their_times(fitted, tmp_path, monkeypatch, name):
+    est, X, methods = fitted[name, "fast"]
+    with monkeypatch.context() as m:
+        _as_version_2(m)
+        save_model(est, tmp_path / "v2.cvm")
+    with zipfile.ZipFile(tmp_path / "v2.cvm") as zf:
+        assert json.loads(zf.read("header.json"))["version"] == 2
+    back = load_model(tmp_path / "v2.cvm")
+    for k, v in vars(est).items():
+        if k.endswith("_") and not k.startswith("_"):
+            _assert_same_with_times(getattr(back, k), v, k)
+    Xt = X[:40] if name == "surface" else (sp.csr_matrix(_XT) if sp.issparse(X) else _XT)
+    for f in methods:
+        assert np.array_equal(getattr(back, f)(Xt), getattr(est, f)(Xt)), f
+    # and written again today, as version 3
+    save_model(back, tmp_path / "v3.cvm")
+    save_model(est, tmp_path / "v3-direct.cvm")
+    assert (tmp_path / "v3.cvm").read_bytes() == (tmp_path / "v3-direct.cvm").read_bytes()
+
+
+def _assert_same_with_times(a, b, name):
+    global TIMES
+    saved, TIMES = TIMES, set()
+    try:
+        _assert_same(a, b, name)
+    finally:
+        TIMES = saved
+
+
+def test_a_time_left_out_is_only_a_time(fitted, tmp_path):
+    """null is accepted where a time is declared, nowhere else; a history list left out gets NaN of its length."""
+    est, *_ = fitted["cvr", "fast"]
+    save_model(est, tmp_path / "m.cvm")
+    with zipfile.ZipFile(tmp_path / "m.cvm") as zf:
+        header = json.loads(zf.read("header.json"))
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    assert header["attributes"]["history_"]["elapsed"] is None
+    elapsed = load_model(tmp_path / "m.cvm").history_["elapsed"]
+    assert len(elapsed) == len(est.history_["radius"]) > 0 and np.all(np.isnan(elapsed))
+    for path, value in ((("history_", "radius"), None), (("epsilon_bar_",), None)):
+        bad = json.loads(json.dumps(header))
+        node = bad["attributes"]
+        for k in path[:-1]:
+            node = node[k]
+        node[path[-1]] = value
+        p = tmp_path / "bad.cvm"
+        with zipfile.ZipFile(p, "w") as zf:
+            for n, data in members.items():
+                if n == "history_.radius.npy" and path[-1] == "radius":
+                    continue
+                zf.writestr(n, json.dumps(bad) if n == "header.json" else data)
+        with pytest.raises(ModelFileError, match="must be stored|expected a number") as exc:
+            load_model(p)
+        assert "\n" not in str(exc.value)

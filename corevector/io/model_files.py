@@ -3,12 +3,17 @@
 A model file is a ZIP archive of uncompressed members that ``numpy.load(path, allow_pickle=False)`` also
 opens: ``header.json``, a versioned JSON header, and one ``.npy`` member per fitted array::
 
-    {"format": "corevector-model", "version": 2, "corevector_version": "0.1.0",
+    {"format": "corevector-model", "version": 3, "corevector_version": "0.1.0",
      "estimator": "CVMClassifier", "n_features": 2, "feature_names": ["x1", "x2"], "target_name": "label",
      "data_format": "csv", "params": {...}, "attributes": {...}}
 
 ``params`` are the constructor's arguments (``get_params``), ``attributes`` the fitted attributes: numbers
 and strings in the JSON, arrays as references ``{"array": NAME}`` to the member ``NAME.npy``.
+
+**One fit, one file.**  The times a fit measures (``history_['elapsed']``, ImplicitSurface's ``fit_time_``,
+``fit_cpu_time_`` and its levels' times, MMDA's ``cpu_time_``) are not stored (:class:`Timing`: ``null`` in
+the header, NaN when read), and the members carry a fixed date, so two fits of the same data with the same seed
+write the same bytes.  Format version 2 stored the times; its files are read as they are.
 
 **Loading runs no code from the file.**  Nothing is unpickled: arrays are read from their ``.npy`` bytes
 with the dtypes of a short list (floats, integers, booleans, unicode strings; never an object array), and
@@ -54,14 +59,17 @@ from .._version import __version__
 from ..registry import ESTIMATORS, by_name
 from .files import atomic_write
 from .modelspec import (HEADER_MEMBER, Array, Either, History, KernelSpecSpec, ListOf, Matrix, ModelFileError,
-                        PairList, Reader, Scalar, Schema, Struct, Writer, dump_float, load_float, one_line)
+                        PairList, Reader, Scalar, Schema, Struct, Timing, Writer, dump_float, load_float, one_line)
 
 __all__ = ["save_model", "load_model", "ModelFileError", "FORMAT", "VERSION", "schemas"]
 
 #: the ``format`` field of every header
 FORMAT = "corevector-model"
-#: the layout version this code writes and the newest it reads (1 was the pickle format, refused)
-VERSION = 2
+#: the layout version this code writes and the newest it reads (1 was the pickle format, refused; 2 stored the
+#: fits' times, which 3 leaves out so that one fit gives one file, byte for byte)
+VERSION = 3
+#: the ZIP layout versions this code reads
+READS = (2, 3)
 #: the pickle format of corevector 0.1 (a JSON header line, then a pickle)
 PICKLE_VERSION = 1
 #: the JSON header's largest size (a few KB in practice)
@@ -162,7 +170,8 @@ def _schemas():
             **{k: Array(kind, ("n_out",), finite=False, low=0 if kind == "i" else None) for k, kind in (
                 ("core_set_size_", "i"), ("n_support_", "i"), ("n_iter_", "i"), ("kernel_evaluations_", "i"),
                 ("certified_ratio_", "f"), ("radius_", "f"), ("sor_steps_", "f"), ("converged_", "b"),
-                ("n_expansion_", "i"), ("cpu_time_", "f"))},
+                ("n_expansion_", "i"))},
+            "cpu_time_": Timing(Array("f", ("n_out",), finite=False)),
         }, checks=(_check_mmda,)),
         "ImplicitSurface": Schema({
             "center_": Array("f", (3,)), "scale_": Scalar(float, low=np.finfo(np.float64).tiny),
@@ -171,10 +180,11 @@ def _schemas():
                 "sigma": Scalar(float, low=np.finfo(np.float64).tiny),
                 "support_vectors": Array("f", ("n_sv{i}", 3)), "coef": Array("f", ("n_sv{i}",)),
                 "intercept": F, "scale": F, "n_core_vectors": I_NONNEG, "n_support_vectors": I_NONNEG,
-                "fit_time": F_ANY, "cpu_time": F_ANY, "C": F_ANY, "mu": F_ANY, "n_iter": I_NONNEG,
+                "fit_time": Timing(F_ANY), "cpu_time": Timing(F_ANY), "C": F_ANY, "mu": F_ANY,
+                "n_iter": I_NONNEG,
                 "certified_ratio": F_ANY, "epsilon_bar": F_ANY, "residual_rms_before": F_ANY,
                 "residual_rms_after": F_ANY})),
-            "fit_time_": F_ANY, "fit_cpu_time_": F_ANY, "n_core_vectors_": I_NONNEG,
+            "fit_time_": Timing(F_ANY), "fit_cpu_time_": Timing(F_ANY), "n_core_vectors_": I_NONNEG,
             "n_support_vectors_": I_NONNEG, "n_points_": I_NONNEG,
         }, transient=("mesh_info_",), n_features=3),
     }
@@ -563,12 +573,13 @@ def _check_header(path, header):
         raise ModelFileError(f"{path} was written by corevector {str(header.get('corevector_version', '?'))[:40]} "
                              f"(model format version {version}); this corevector reads up to version {VERSION}: "
                              f"upgrade corevector")
-    if version != VERSION:
-        raise ModelFileError(f"{path}: model format version {version} in a ZIP file (version {VERSION} expected)")
+    if version not in READS:
+        raise ModelFileError(f"{path}: model format version {version} in a ZIP file (versions "
+                             f"{', '.join(map(str, READS))} expected)")
     keys = {"format", "version", "corevector_version", "estimator", "n_features", "feature_names", "target_name",
             "data_format", "params", "params_not_stored", "attributes"}
     if set(header) != keys:
-        raise ModelFileError(f"{path}: the header's fields are not those of format version {VERSION}")
+        raise ModelFileError(f"{path}: the header's fields are not those of format version {version}")
     name = header["estimator"]
     if not isinstance(name, str) or _class_by_name(name) is None:
         raise ModelFileError(f"{path}: unknown estimator {str(name)[:60]!r} in the model header")

@@ -3,7 +3,8 @@
 becomes a value again.
 
 :class:`Scalar`, :class:`Array`, :class:`Matrix` (dense or CSR), :class:`KernelSpecSpec`, :class:`ListOf`,
-:class:`Either`, :class:`History`, :class:`Struct` (a dataclass) and :class:`PairList`; :class:`Reader`
+:class:`Either`, :class:`History`, :class:`Struct` (a dataclass), :class:`PairList` and :class:`Timing` (a
+time of the fit, not stored); :class:`Reader`
 reads each array member once, after checking its ``.npy`` header (:func:`_npy_header`, parsed strictly,
 never evaluated) against the member's size, and binds the dimensions named in declarations.
 """
@@ -402,8 +403,40 @@ class Either(Spec):
 
 
 @dataclass
+class Timing(Spec):
+    """A measured time (wall-clock or CPU seconds) of one fit: not stored, so that two fits of the same data and
+    seed give the same bytes.  Written as JSON null and read as NaN (an array of NaN of its declared shape);
+    a file of format version 2, which stored times, is read with them (``item`` checks them)."""
+
+    item: Spec
+
+    def accepts(self, value):
+        return self.item.accepts(value)
+
+    def dump(self, value, w, name):
+        if not self.item.accepts(value):
+            raise TypeError(f"{name}: unexpected {type(value).__name__}")
+        return None
+
+    def load(self, node, r, where):
+        if node is not None:  # format version 2
+            return self.item.load(node, r, where)
+        if isinstance(self.item, Scalar) and self.item.kind is float:
+            return float("nan")
+        if isinstance(self.item, Array) and self.item.kinds == "f":
+            shape = tuple(n if isinstance(n, int) else r.dims.get(r.dim(n)) for n in self.item.shape)
+            if all(isinstance(n, int) for n in shape):
+                return np.full(shape, np.nan)
+        raise r.fail(where, "a time that cannot be left out")
+
+
+@dataclass
 class History(Spec):
-    """A fit's ``history_``: a dict from a name to a list of numbers (stored as 1-d arrays)."""
+    """A fit's ``history_``: a dict from a name to a list of numbers (stored as 1-d arrays); the lists of
+    :data:`TIMING_KEYS` are times, not stored (JSON null, read as NaN: :class:`Timing`)."""
+
+    #: history lists that are times (seconds since the fit's start)
+    TIMING_KEYS = ("elapsed",)
 
     def accepts(self, value):
         return isinstance(value, dict)
@@ -416,13 +449,25 @@ class History(Spec):
             arr = np.asarray(v)
             if arr.ndim != 1 or arr.dtype.kind not in "fiub":
                 raise TypeError(f"{name}.{k}: expected a list of numbers")
-            out[k] = w.array(f"{name}.{k}", arr)
+            out[k] = None if k in self.TIMING_KEYS else w.array(f"{name}.{k}", arr)
         return out
 
     def load(self, node, r, where):
         if not isinstance(node, dict):
             raise r.fail(where, "expected a dict")
-        return {k: Array("fib", (None,), finite=False).load(v, r, f"{where}.{k}").tolist() for k, v in node.items()}
+        out = {k: Array("fib", (None,), finite=False).load(v, r, f"{where}.{k}").tolist()
+               for k, v in node.items() if v is not None}
+        left_out = [k for k, v in node.items() if v is None]
+        if left_out:
+            if any(k not in self.TIMING_KEYS for k in left_out):
+                raise r.fail(where, f"{sorted(left_out)[0]!r} is not a time and must be stored")
+            lengths = {len(v) for v in out.values()}
+            if len(lengths) > 1:
+                raise r.fail(where, "lists of different lengths")
+            n = lengths.pop() if lengths else 0
+            out.update({k: [float("nan")] * n for k in left_out})
+            out = {k: out[k] for k in node}  # the written order
+        return out
 
 
 @dataclass
