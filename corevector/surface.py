@@ -102,7 +102,7 @@ class _LevelCVR(CVR):
                    f"C={C:g} is too small; raise C")
         else:  # worse_than_mean (here: worse than leaving the targets as they are)
             msg = (f"the level makes its targets' residual larger ({r2}); use a smaller eps, or change this "
-                   "level's sigma or C")
+                   "level's entry of sigmas or C")
         warnings.warn(msg, ConvergenceWarning, stacklevel=4)
 
 
@@ -268,7 +268,9 @@ class ImplicitSurface(BaseEstimator):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             cvr._fit(X, y)
-        where = f"ImplicitSurface level {level} (sigma={sigma:g})" if level else f"ImplicitSurface (sigma={sigma:g})"
+        # the level's width is an entry of sigmas: told as a value, not as a parameter 'sigma' it does not have
+        where = f"ImplicitSurface level {level} (sigmas[{level - 1}] = {sigma:g})" if level else \
+            f"ImplicitSurface (sigma {sigma:g})"
         for w in caught:
             text = str(w.message)
             for pattern, repl in _ENGINE_TERMS:

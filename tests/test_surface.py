@@ -344,8 +344,9 @@ def test_level_warnings_are_told_in_implicit_surfaces_own_parameters(params, pro
     messages = [str(w.message) for w in rec]
     assert any(problem in m for m in messages), messages
     assert all(m.startswith("ImplicitSurface level ") for m in messages), messages
-    named = set(re.findall(r"\b([a-z_]+)=", " ".join(messages))) - {"sigma"}  # the level's, in its prefix
+    named = set(re.findall(r"\b([a-z_]+)=", " ".join(messages)))  # the level's width: "sigmas[k] = value"
     assert named <= set(est.get_params()), named
+    assert all(re.match(r"ImplicitSurface level (\d) \(sigmas\[\d\] = [0-9.e-]+\): ", m) for m in messages), messages
     assert not any("auto" in m or "CVR" in m for m in messages), messages
     with pytest.raises(InvalidParameterError, match="'mu' parameter of ImplicitSurface"):
         ImplicitSurface(mu="auto").fit(_noisy_sphere(50))
