@@ -36,9 +36,9 @@ ESTIMATORS = (
     Entry(CVDD, "cvdd", "outlier", "001"),
     Entry(MEB, "meb", "outlier", "001"),
     Entry(CVR, "cvr", "regressor", "000"),
-    Entry(SparseSVR, None, "regressor", "002"),
-    Entry(MMDA, None, "transformer", "004"),
-    Entry(ImplicitSurface, None, "surface", "000"),
+    Entry(SparseSVR, "ssvr", "regressor", "002"),
+    Entry(MMDA, "mmda", "transformer", "004"),
+    Entry(ImplicitSurface, "surface", "surface", "000"),
 )
 
 #: the estimators ``corevector fit --estimator NAME`` offers, by command-line name

@@ -900,3 +900,175 @@ def test_bench_runs_asv_in_this_interpreter_and_names_the_checkout(monkeypatch, 
     (conf / "asv.conf.json").write_text("{}")
     cmd, err = _capture_bench(monkeypatch, ["bench", "--config-dir", str(conf), "check"], capsys)
     assert "--python=same" in cmd and f"benchmarking the checkout {tmp_path}" in err
+
+
+# ------------------------------------------------------------------------------ issue 44: files as users mean them
+@pytest.mark.parametrize("first_row", ["1,2,label", "x1,2,label", "a,b,label"])
+def test_a_header_is_a_header_when_the_target_column_holds_a_name(data_files, tmp_path, capsys, first_row):
+    """'1,2,label' above numeric labels was a data row: the model got a class 'label' and the real labels
+    became the strings '-1' and '1'.  A name above a column of numbers makes the row a header, and the labels
+    stay numbers."""
+    rows = np.c_[data_files.X[:200], data_files.y[:200]]
+    p = tmp_path / "h.csv"
+    p.write_text(first_row + "\n" + "\n".join(f"{a:.17g},{b:.17g},{int(c)}" for a, b, c in rows) + "\n")
+    model = tmp_path / "m.cvm"
+    assert cli.main(["fit", str(p), "--model", str(model)]) == 0
+    assert "on 200 x 2 (csv)" in capsys.readouterr().err
+    est, header = load_model(model)
+    assert est.classes_.dtype.kind == "i" and est.classes_.tolist() == [-1, 1]
+    assert header["feature_names"] == first_row.split(",")[:2] and header["target_name"] == "label"
+    # predict reads the same file by its header (the model's features are named)
+    assert cli.main(["predict", str(model), str(p)]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.split()) == 200 and err.startswith("accuracy ")
+    # --no-header still says otherwise: the row is data (a class 'label', or an error naming its value)
+    code = cli.main(["fit", str(p), "--model", str(model), "--no-header"])
+    if first_row == "1,2,label":
+        assert code == 0 and "label" in load_model(model)[0].classes_.tolist()
+    else:
+        assert code == 1 and "line 1, column 1: non-numeric value" in one_line_error(capsys)
+
+
+def test_numeric_looking_labels_stay_numbers(tmp_path):
+    from corevector.io.readers import read_training_data
+
+    p = tmp_path / "d.csv"
+    p.write_text("1,2,label\n0.5,1,0\n1.5,2,1.0\n2.5,3,2\n")
+    data = read_training_data(p)
+    assert data.y.dtype.kind == "i" and data.y.tolist() == [0, 1, 2] and data.names == ["1", "2"]
+    p.write_text("1,2,label\n0.5,1,0.5\n1.5,2,1\n")
+    assert read_training_data(p).y.dtype.kind == "f"
+    # string labels: a first row cannot be told from data by its label, and stays data unless --header
+    p.write_text("1,2,label\n0.5,1,a\n1.5,2,b\n")
+    assert read_training_data(p).names is None
+    data = read_training_data(p, header=True)
+    assert data.names == ["1", "2"] and data.target_name == "label" and data.y.tolist() == ["a", "b"]
+
+
+def test_a_first_row_label_seen_once_suggests_header(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    p = tmp_path / "s.csv"
+    p.write_text("1,2,label\n" + "\n".join(f"{a:.17g},{b:.17g},{'ab'[int(a > 0)]}" for a, b in X) + "\n")
+    assert cli.main(["fit", str(p), "--model", str(tmp_path / "m.cvm")]) == 0
+    err = capsys.readouterr().err
+    assert "note: the label 'label' of" in err and "pass --header" in err
+    assert cli.main(["fit", str(p), "--model", str(tmp_path / "m.cvm"), "--header"]) == 0
+    assert "note:" not in capsys.readouterr().err
+
+
+def test_predict_warns_when_the_files_labels_are_not_the_models_classes(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 2))
+    y = np.where(X[:, 0] > 0, "pos", "neg")
+    train = tmp_path / "t.csv"
+    train.write_text("\n".join(f"{a:.17g},{b:.17g},{c}" for (a, b), c in zip(X, y)) + "\n")
+    model = tmp_path / "m.cvm"
+    assert cli.main(["fit", str(train), "--model", str(model)]) == 0
+    capsys.readouterr()
+    numeric = tmp_path / "n.csv"
+    numeric.write_text("\n".join(f"{a:.17g},{b:.17g},{int(a > 0)}" for a, b in X) + "\n")
+    assert cli.main(["predict", str(model), str(numeric)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: the labels in" in err and "(0, 1) share none with the model's classes (neg, pos)" in err
+    assert "accuracy 0" not in err
+    # some labels unknown: the accuracy, and a note on those
+    mixed = tmp_path / "x.csv"
+    mixed.write_text("\n".join(f"{a:.17g},{b:.17g},{c if k % 4 else 'other'}"
+                                for k, ((a, b), c) in enumerate(zip(X, y))) + "\n")
+    assert cli.main(["predict", str(model), str(mixed)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("accuracy ") and "label(s) other of" in err and "20 samples count as errors" in err
+    # labels compared as written: a model of 1.0/-1.0 (LIBSVM labels) and a CSV of 1/-1 agree
+    lib = tmp_path / "l.libsvm"
+    lib.write_text("\n".join(f"{1.0 if a > 0 else -1.0} 1:{a:.17g} 2:{b:.17g}" for a, b in X) + "\n")
+    assert cli.main(["fit", str(lib), "--model", str(model)]) == 0
+    one = tmp_path / "one.csv"
+    one.write_text("\n".join(f"{a:.17g},{b:.17g},{1 if a > 0 else -1}" for a, b in X) + "\n")
+    capsys.readouterr()
+    assert cli.main(["predict", str(model), str(one)]) == 0
+    acc = float(capsys.readouterr().err.split()[1])
+    assert acc > 0.9
+
+
+@pytest.mark.parametrize("estimator", ["ssvr", "mmda"])
+def test_libsvm_files_are_made_dense_for_estimators_of_dense_rows(data_files, tmp_path, capsys, estimator):
+    """SparseSVR and MMDA take dense rows: a LIBSVM file is made dense for them (it answered with the Python
+    API's 'Sparse data was passed ... Use .toarray()')."""
+    model = tmp_path / "m.cvm"
+    assert cli.main(["fit", str(data_files.libsvm), "--model", str(model), "--estimator", estimator]) == 0
+    assert "(libsvm)" in capsys.readouterr().err
+    out = tmp_path / "p.txt"
+    assert cli.main(["predict", str(model), str(data_files.libsvm), "--out", str(out)]) == 0
+    est = load_model(model)[0]
+    X = load_libsvm(data_files.libsvm)[0].toarray()
+    got = np.array([[float(v) for v in line.split(",")] for line in out.read_text().splitlines()])
+    want = est.transform(X) if estimator == "mmda" else est.predict(X)[:, None]
+    assert np.array_equal(got, want)
+
+
+def test_making_dense_stays_within_the_readers_memory_guard(tmp_path, capsys):
+    """A LIBSVM file naming feature 10^8 takes a few bytes as CSR; made dense it would take 800 MB a row, so
+    an estimator of dense rows gets a one-line error instead (the CSR-taking estimators keep it sparse)."""
+    from corevector.io.readers import DENSE_ALLOWANCE
+
+    wide = sp.csr_matrix(([1.0, 2.0], ([0, 1], [3, 10**8 - 1])), shape=(2, 10**8))
+    with pytest.raises(cli.CLIError, match="SparseSVR takes dense rows only"):
+        cli._estimator_input(wide, dense=True, who="SparseSVR")
+    assert sp.issparse(cli._estimator_input(wide))
+    ok = sp.random(50, 40, density=0.1, format="csr", random_state=0)
+    assert np.array_equal(cli._estimator_input(ok, dense=True), ok.toarray())
+    assert 50 * 40 < DENSE_ALLOWANCE
+    p = tmp_path / "wide.libsvm"
+    p.write_text("1 1:0.5 100000000:1\n2 2:0.5\n1 3:1\n")
+    assert cli.main(["fit", str(p), "--model", str(tmp_path / "m.cvm"), "--estimator", "ssvr"]) == 1
+    err = one_line_error(capsys)
+    assert "SparseSVR takes dense rows only" in err and "3 x 100000000" in err
+
+
+def test_convert_picks_the_format_from_the_extension(data_files, tmp_path, capsys):
+    model = fit_model(data_files, tmp_path, name="m.cvm")
+    lib = tmp_path / "m.model"
+    assert cli.main(["convert", str(model), str(lib)]) == 0  # .model: LIBSVM's
+    assert lib.read_text().startswith("svm_type c_svc\n") and "(libsvm)" in capsys.readouterr().err
+    back = tmp_path / "back.cvm"
+    assert cli.main(["convert", str(lib), str(back)]) == 0  # .cvm: corevector's
+    assert back.read_bytes()[:4] == b"PK\x03\x04"
+    other = tmp_path / "back.bin"
+    assert cli.main(["convert", str(lib), str(other)]) == 0  # any other: corevector's
+    assert other.read_bytes()[:4] == b"PK\x03\x04"
+    forced = tmp_path / "forced.model"
+    assert cli.main(["convert", str(model), str(forced), "--to", "native"]) == 0  # --to overrides
+    assert forced.read_bytes()[:4] == b"PK\x03\x04"
+    text = tmp_path / "text.cvm"
+    assert cli.main(["convert", str(model), str(text), "--to", "libsvm"]) == 0
+    assert text.read_text().startswith("svm_type c_svc\n")
+    assert cli.convert_target("A.MODEL") == "libsvm" and cli.convert_target("a.cvm") == "native"
+
+
+# ------------------------------------------------------------------------------ issue 44: help that matches the code
+@pytest.mark.parametrize("command, words", [
+    ("bench", ["usage: corevector bench", "asv_benchmarks/", "--python=same", "'corevector bench -- --help'"]),
+    ("report", ["usage: corevector report", "reports/", "REPORT.md", "source checkout"]),
+    ("verify", ["usage: corevector verify", "(1+eps)^2", "cvxopt", "--estimator", "exit status 1"]),
+])
+def test_bench_report_and_verify_have_their_own_help(monkeypatch, capsys, command, words):
+    """'corevector bench --help' printed asv's help; report and verify had no description."""
+    def no_subprocess(*a, **k):
+        raise AssertionError("the help ran a subprocess")
+    monkeypatch.setattr(cli.subprocess, "call", no_subprocess)
+    monkeypatch.setattr(cli.subprocess, "run", no_subprocess)
+    for flag in ("--help", "-h"):
+        with pytest.raises(SystemExit) as exc:
+            cli.main([command, flag])
+        assert exc.value.code == 0
+        out = " ".join(capsys.readouterr().out.split())
+        for w in words:
+            assert w in out, (w, out)
+
+
+def test_bench_passes_any_other_help_to_asv():
+    """Only '-h'/'--help' alone is ours: after '--' or an asv subcommand, asv's help."""
+    assert cli.asv_command(["--", "--help"])[-5:] == ["run", "--python=same", "--quick", "--show-stderr", "--help"]
+    assert cli.asv_command(["continuous", "--help"])[-2:] == ["continuous", "--help"]
+

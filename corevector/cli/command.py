@@ -5,22 +5,27 @@ Subcommands
 ``report [--quick] [--out DIR]``
     Regenerate the experiment report (``python -m reports.run`` in the checkout; needs a source
     checkout, i.e. an editable install: the wheel does not ship ``reports/``).
-``verify [--quick] [--seed N]``
+``verify [--quick] [--estimator NAME] [--seed N]``
     Check the (1+eps)^2 guarantee of 001 Sec. 4 on a grid of small random problems for every
     bounded formulation (two-class L2-SVM, one-class L2-SVM, MEB, CVR), both implementations,
     several eps, ``sample_size=None``, against an exact QP solver (cvxopt); the grid and its checks
-    are :mod:`refimpl.verify`.  Exit status 1 on any violation.
+    are :mod:`refimpl.verify`.  ``--estimator`` checks one estimator's formulation (cvm, cvdd, meb, cvr;
+    the others are a one-line error saying why).  Exit status 1 on any violation.
 ``fit DATA --model OUT [options]``
-    Fit a CVMClassifier / CVDD / MEB / CVR on a LIBSVM or CSV file (gzip or not) and save it as a model
-    file: a versioned JSON header and the fitted arrays, no code (:mod:`corevector.io.model_files`).  The
-    seed defaults to 0, so two fits of one file give one model; ``--help`` lists each estimator's defaults.
+    Fit any estimator of :mod:`corevector.registry` (``--estimator`` cvm, cvdd, meb, cvr, ssvr, mmda,
+    surface) on a LIBSVM or CSV file (gzip or not) and save it as a model file: a versioned JSON header
+    and the fitted arrays, no code (:mod:`corevector.io.model_files`).  The seed defaults to 0, so two
+    fits of one file give one model file, byte for byte; ``--help`` lists each estimator's defaults.
 ``predict MODEL DATA [--out FILE] [--probability] [--by-position]``
-    Predict with a model written by ``fit`` or :func:`corevector.save_model`, or with a LIBSVM model file.
-    On stderr: the accuracy (classifier) or RMSE (regressor) when DATA carries targets; the inlier and
-    outlier rates for CVDD and MEB.  A model fitted on a CSV file with a header row matches DATA's
-    columns by name.
+    Predict with a model written by ``fit`` or :func:`corevector.save_model`, or with a LIBSVM model file:
+    labels, targets or +1/-1 one per line; MMDA's transform (a comma-separated row per line);
+    ImplicitSurface's implicit values f - 1.  On stderr: the accuracy (classifier; a warning instead when
+    the file's labels share none with the model's classes) or RMSE (regressor) when DATA carries targets;
+    the inlier and outlier rates for CVDD and MEB.  A model fitted on a CSV file with a header row
+    matches DATA's columns by name.
 ``convert MODEL OUT [--to native|libsvm] [--allow-unsafe-pickle]``
-    Convert between corevector's model files and LIBSVM's (:mod:`corevector.io.libsvm`); with
+    Convert between corevector's model files and LIBSVM's (:mod:`corevector.io.libsvm`), the format chosen
+    by OUT's extension (``.model`` LIBSVM, ``.cvm`` or any other corevector's; ``--to`` overrides); with
     ``--allow-unsafe-pickle``, read a model file of corevector 0.1's pickle format (which runs the
     file's code: for files you trust) and write it in today's format.
 ``bench [ASV ARGS...]``
@@ -38,12 +43,15 @@ The format is read from the file's lines, not from its name or the model (``--fo
 
 * LIBSVM: indices start at 1 (a 0 index is an error naming its line); missing indices are zeros, so a
   file whose highest index is below the model's feature count is valid, and an index above it is an
-  error.  The data stay sparse (CSR) end to end: the estimators take CSR input (:func:`_estimator_input`).
+  error.  The data stay sparse (CSR) end to end: the estimators take CSR input (:func:`_estimator_input`),
+  but SparseSVR, MMDA and ImplicitSurface, which take dense rows: for them the rows are made dense when
+  that takes at most ``max(DENSE_ALLOWANCE, 2 stored values)`` entries (else a one-line error).
 * CSV: the target is the last column (``fit``), numbers or class labels (strings); ``predict`` matches a
   header row to the model's feature names (any order; ``--by-position`` matches by position), else takes
-  the model's feature count of columns, plus optionally the target.  The first row is a header only if
-  none of its fields is a number or a missing-value token such as NA (``--header``/``--no-header`` decide
-  otherwise); a missing, non-numeric or non-finite feature value is an error naming its line and column.
+  the model's feature count of columns, plus optionally the target.  The first row is a header when none
+  of its fields is a number or a missing-value token such as NA, or when its target field is a name above
+  a column of numbers (``1,2,label``); ``--header``/``--no-header`` decide otherwise.  A missing,
+  non-numeric or non-finite feature value is an error naming its line and column.
 * Both are read by :mod:`refimpl.datasets` (:func:`~refimpl.datasets.load_libsvm`,
   :func:`~refimpl.datasets.read_csv_table`): gzip data by its first bytes, line by line, a line longer
   than 64 MB an error.
@@ -70,13 +78,11 @@ import numpy as np
 from ..io.readers import (SNIFF_LINES, CLIError, Data, _estimator_input, _is_number,  # noqa: F401
                          read_csv, read_libsvm, read_prediction_data, read_training_data, sniff_format)
 
-PROG = "corevector"
+from . import options
+# the options' names this module uses (and its users import from here)
+from .options import DEFAULT_SEED, FIT_PARAMS, FORMATS, PROG, UNSET  # noqa: F401
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-FORMATS = ("libsvm", "csv")
-
-
-#: default of the fit options: "use the estimator's own default" (None is a valid sample_size)
-UNSET = argparse.SUPPRESS
 
 
 # --------------------------------------------------------------------------------------------
@@ -88,13 +94,41 @@ def get_fit_meb(impl):
     return numerics(impl).fit_meb
 
 
+#: the formulation of refimpl.verify's grid each estimator's fit solves (verify --estimator NAME)
+VERIFY_FORMULATIONS = {"CVMClassifier": "two_class", "CVDD": "one_class", "MEB": "meb", "CVR": "cvr"}
+#: why verify has no grid for the other estimators
+VERIFY_NOT = {
+    "SparseSVR": "SparseSVR grows a sparse expansion in the primal ([002]): it has no enclosing ball and no "
+                 "(1+eps)^2 bound",
+    "MMDA": "MMDA's directions are constrained balls ([004]) that the grid does not build",
+    "ImplicitSurface": "ImplicitSurface's levels are CVRs: --estimator cvr checks their bound",
+}
+
+
+def verify_formulations(name):
+    """The formulations ``verify --estimator NAME`` checks (None: all), or a CLIError naming the estimator
+    and the estimators verify supports."""
+    from refimpl.verify import FORMULATIONS
+
+    from ..registry import CLI_ESTIMATORS
+
+    if name is None:
+        return FORMULATIONS
+    cls = CLI_ESTIMATORS[name].cls.__name__
+    if cls not in VERIFY_FORMULATIONS:
+        names = ", ".join(n for n, e in CLI_ESTIMATORS.items() if e.cls.__name__ in VERIFY_FORMULATIONS)
+        raise CLIError(f"verify checks the (1+eps)^2 bound of the core-set balls ({names}); {VERIFY_NOT[cls]}")
+    return (VERIFY_FORMULATIONS[cls],)
+
+
 def cmd_verify(args):
     from refimpl.verify import VERIFY_RTOL, format_table, verify_cases
 
+    formulations = verify_formulations(args.estimator)
     grid = "tiny" if args.tiny else ("quick" if args.quick else "full")
     impls = ("fast", "ref") if args.impl == "both" else (args.impl,)
     rows = list(verify_cases(grid, seed=args.seed, engines={impl: get_fit_meb(impl) for impl in impls},
-                             progress=not args.no_progress))
+                             formulations=formulations, progress=not args.no_progress))
     print(format_table(rows))
     bad = [r for r in rows if not r["ok"]]
     for r in bad:
@@ -108,71 +142,6 @@ def cmd_verify(args):
 # --------------------------------------------------------------------------------------------
 # fit / predict / convert
 # --------------------------------------------------------------------------------------------
-def _positive(cast, words=None, what=None):
-    """An argparse type: a positive finite ``cast`` (float or int), or one of ``words`` (a dict from the
-    lower-case word to the value it stands for)."""
-    words = words or {}
-    what = what or ("a positive integer" if cast is int else "a positive number")
-    if words:
-        what += " or " + "/".join(words)
-
-    def parse(value):
-        if value.lower() in words:
-            return words[value.lower()]
-        try:
-            v = cast(value)
-        except ValueError:
-            v = None
-        if v is None or not np.isfinite(v) or v <= 0:
-            raise argparse.ArgumentTypeError(f"must be {what}, got {value!r}")
-        return v
-
-    return parse
-
-
-_positive_float = _positive(float)
-_positive_int = _positive(int)
-_gamma = _positive(float, {w: w for w in ("beta", "scale", "auto")})
-_sample_size = _positive(int, {"none": None, "all": None, "full": None})
-
-
-def _finite_float(value):
-    try:
-        v = float(value)
-    except ValueError:
-        v = float("nan")
-    if not np.isfinite(v):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {value!r}")
-    return v
-
-
-def _class_weight(value):
-    """'balanced', or LABEL:WEIGHT pairs separated by commas (a label as in the data: a number or a string)."""
-    if value.lower() == "balanced":
-        return "balanced"
-    out = {}
-    for part in value.split(","):
-        label, sep, w = part.rpartition(":")
-        try:
-            weight = float(w)
-        except ValueError:
-            weight = float("nan")
-        if not sep or not label.strip() or not np.isfinite(weight) or weight < 0:
-            raise argparse.ArgumentTypeError(f"must be 'balanced' or LABEL:WEIGHT,... with weights >= 0, "
-                                             f"got {value!r}")
-        label = label.strip()
-        out[int(float(label)) if _is_number(label) and float(label).is_integer() else
-            (float(label) if _is_number(label) else label)] = weight
-    return out
-
-
-#: the fit options that are estimator parameters, by attribute name (the parameter has the same name)
-FIT_PARAMS = ("C", "gamma", "eps", "kernel", "degree", "coef0", "impl", "random_state", "max_iter",
-              "sample_size", "stop", "mu", "class_weight", "probability")
-#: corevector fit's seed when --random-state is not given: two fits of one file give one model
-DEFAULT_SEED = 0
-
-
 def make_estimator(name, **params):
     from ..registry import CLI_ESTIMATORS
 
@@ -209,29 +178,64 @@ def _check_outputs(outputs, inputs):
                 raise CLIError(f"{flag} {out} is the {what} file: it would be overwritten; choose another path")
 
 
-def cmd_fit(args):
-    from sklearn.base import is_classifier, is_regressor
+def _task(est):
+    """What ``est`` learns (:class:`corevector.registry.Entry`'s task: 'classifier', 'regressor', 'outlier',
+    'transformer', 'surface')."""
+    from ..registry import by_name
 
+    return by_name(type(est).__name__).task
+
+
+def _dense_only(est):
+    """True when ``est`` takes dense rows only (SparseSVR, MMDA, ImplicitSurface: scikit-learn's input tag)."""
+    return not est.__sklearn_tags__().input_tags.sparse
+
+
+def _fit_summary(est, task):
+    """What a fit found, in a few words: core set, basis, directions or levels."""
+    if task == "transformer":
+        return f"{est.n_components_} direction(s), core sets {int(np.sum(est.core_set_size_))}"
+    if task == "surface":
+        return f"{est.n_core_vectors_} core vectors over {len(est.levels_)} levels"
+    if hasattr(est, "n_basis_"):
+        return f"{est.n_basis_} basis functions"
+    return f"core set {len(est.core_set_)}"
+
+
+def header_maybe(y):
+    """True when the first of string labels ``y`` occurs only there: a header row's target name, read as data
+    because above string labels a name cannot be told from a label (the readers' rule needs numbers there)."""
+    return y is not None and y.dtype.kind == "U" and len(y) > 1 and not np.any(y[1:] == y[0])
+
+
+def cmd_fit(args):
     from ..io.model_files import save_model
+    from ..registry import CLI_ESTIMATORS
 
     _check_outputs([("--model", args.model)], [("data", args.data)])
     params = {k: getattr(args, k, UNSET) for k in FIT_PARAMS}
     est = make_estimator(args.estimator, **params)
+    name, task = type(est).__name__, CLI_ESTIMATORS[args.estimator].task
     data = read_training_data(args.data, args.format, args.header, args.n_features,
-                              numeric_target=is_regressor(est))
-    X, y = _estimator_input(data.X), data.y
-    if is_classifier(est):
+                              numeric_target=task == "regressor", target=task != "surface")
+    X, y = _estimator_input(data.X, dense=_dense_only(est), who=name), data.y
+    if task == "surface" and X.shape[1] != 3:
+        raise CLIError(f"{name} fits 3-D points: {args.data} needs 3 columns (x, y, z; no target), it has "
+                       f"{X.shape[1]}")
+    if task in ("classifier", "transformer") and data.fmt == "csv" and data.names is None and header_maybe(y):
+        print(f"{PROG} fit: note: the label {_fmt_label(y[0])!r} of {args.data}'s first row occurs nowhere else; "
+              f"if that row is a header, pass --header", file=sys.stderr)
+    if task in ("classifier", "transformer"):
         est.fit(X, y)
-    elif is_regressor(est):
+    elif task == "regressor":
         est.fit(X, y.astype(np.float64))
-    else:  # cvdd, meb: unsupervised, the target column / label is not used
+    else:  # cvdd, meb, surface: unsupervised, the target column / label is not used
         est.fit(X)
     save_model(est, args.model, feature_names=data.names, target_name=data.target_name, data_format=data.fmt)
-    msg = (f"fitted {type(est).__name__} on {X.shape[0]} x {X.shape[1]} ({data.fmt}): core set "
-           f"{len(est.core_set_)}")
-    if is_classifier(est):
+    msg = f"fitted {name} on {X.shape[0]} x {X.shape[1]} ({data.fmt}): {_fit_summary(est, task)}"
+    if task == "classifier":
         msg += f", training accuracy {est.score(X, y):.4f}"
-    elif is_regressor(est):
+    elif task == "regressor":
         msg += f", training R^2 {est.score(X, y.astype(np.float64)):.4f}"
     print(msg + f" -> {args.model}", file=sys.stderr)
     return 0
@@ -257,24 +261,68 @@ def read_model(path, allow_unsafe_pickle=False):
     return load_model(path, allow_unsafe_pickle=allow_unsafe_pickle, return_header=True)
 
 
-def cmd_predict(args):
-    from sklearn.base import is_classifier, is_outlier_detector
+def _as_text(values):
+    """The labels as the text they are written in (1, 1.0 and '1' all read '1'), element by element."""
+    values = np.asarray(values)
+    uniq, inv = np.unique(values, return_inverse=True)
+    return np.array([_fmt_label(u) for u in uniq], dtype=object)[inv.ravel()]
 
+
+#: at most this many labels are listed in a message
+LABELS_LISTED = 5
+
+
+def _listed(labels):
+    labels = [_fmt_label(v) for v in labels]
+    return ", ".join(labels[:LABELS_LISTED]) + (", ..." if len(labels) > LABELS_LISTED else "")
+
+
+def accuracy_message(pred, y, classes, data_path):
+    """The accuracy line of ``predict`` on a labelled file, labels compared as written (the model's 1.0 is the
+    file's 1); a warning instead when the file's labels share none with the model's classes (an accuracy of
+    0 would say nothing), a note on the labels that are not classes of the model."""
+    truth, guess = _as_text(y), _as_text(pred)
+    file_labels = set(truth.tolist())
+    known = {_fmt_label(c) for c in classes}
+    if not file_labels & known:
+        return (f"{PROG} predict: warning: the labels in {data_path} ({_listed(sorted(file_labels))}) share none "
+                f"with the model's classes ({_listed(classes)}): no accuracy (is that column the labels?)")
+    msg = f"accuracy {np.mean(guess == truth):.4f} on {len(y)} samples"
+    unknown = sorted(file_labels - known)
+    if unknown:
+        msg += (f"\n{PROG} predict: note: label(s) {_listed(unknown)} of {data_path} are not classes of the model "
+                f"({_listed(classes)}); their {int(np.isin(truth, unknown).sum())} samples count as errors")
+    return msg
+
+
+def cmd_predict(args):
     from ..io.files import atomic_write
 
     _check_outputs([("--out", args.out)], [("model", args.model), ("data", args.data)])
     est, header = read_model(args.model)
-    if args.probability and not (is_classifier(est) and getattr(est, "probability", False)):
-        raise CLIError(f"--probability needs a classifier fitted with --probability ({args.model} is not)")
-    data = read_prediction_data(args.data, est.n_features_in_, args.format, args.header, header["feature_names"],
+    name, task = type(est).__name__, _task(est)
+    if args.probability and not (task == "classifier" and getattr(est, "probability", False)):
+        raise CLIError(f"--probability needs a CVMClassifier fitted with --probability ({args.model} is "
+                       + ("one fitted without it)" if task == "classifier" else f"a model of {name})"))
+    data = read_prediction_data(args.data, header["n_features"], args.format, args.header, header["feature_names"],
                                 header["target_name"], args.by_position)
-    X, y = _estimator_input(data.X), data.y
+    X, y = _estimator_input(data.X, dense=_dense_only(est), who=name), data.y
+    proba = None
     with warnings.catch_warnings():
         # columns were matched by name above; the estimator may carry feature_names_in_ from a DataFrame
         warnings.filterwarnings("ignore", message="X does not have valid feature names")
-        pred = est.predict(X)
-        proba = est.predict_proba(X) if args.probability else None
-    if proba is None:
+        if task == "transformer":  # MMDA: the projections on its directions, one row of components per line
+            pred = est.transform(X)
+        elif task == "surface":  # the implicit function f - 1: 0 on the surface, > 0 inside, < 0 outside
+            pred = est.decision_function(X)
+        else:
+            pred = est.predict(X)
+            proba = est.predict_proba(X) if args.probability else None
+    if task == "transformer":
+        text = "".join(",".join(repr(float(v)) for v in row) + "\n" for row in pred)
+    elif task == "surface":
+        text = "".join(repr(float(v)) + "\n" for v in pred)
+    elif proba is None:
         text = "".join(_fmt_label(p) + "\n" for p in pred)
     else:  # LIBSVM's svm-predict -b 1: a line of labels, then the label and its probabilities
         text = "labels " + " ".join(_fmt_label(c) for c in est.classes_) + "\n" + "".join(
@@ -284,15 +332,34 @@ def cmd_predict(args):
             f.write(text)
     else:
         sys.stdout.write(text)
-    if is_outlier_detector(est):  # MEB, CVDD: +1 inlier, -1 outlier, whatever the file's labels
+    if task == "outlier":  # MEB, CVDD: +1 inlier, -1 outlier, whatever the file's labels
         print(outlier_summary(pred, y), file=sys.stderr)
-    elif y is not None and is_classifier(est):
-        print(f"accuracy {np.mean(pred == y):.4f} on {len(y)} samples", file=sys.stderr)
-    elif y is not None and y.dtype.kind in "iuf":  # a regressor (CVR): 000 footnote 10's errors
+    elif task == "transformer":
+        print(f"{name}: {pred.shape[1]} component(s) of {pred.shape[0]} samples (one row per line, "
+              f"comma-separated)", file=sys.stderr)
+    elif task == "surface":
+        inside = int(np.sum(pred > 0))
+        print(f"{name}: implicit values f - 1 of {len(pred)} points (0 on the surface): {inside} inside (> 0), "
+              f"{len(pred) - inside} outside; mean |f - 1| {float(np.mean(np.abs(pred))):.6g}", file=sys.stderr)
+    elif y is not None and task == "classifier":
+        print(accuracy_message(pred, y, est.classes_, args.data), file=sys.stderr)
+    elif y is not None and y.dtype.kind in "iuf":  # a regressor (CVR, SparseSVR): 000 footnote 10's errors
         from refimpl.cvr import normalized_rmse
         rmse = float(np.sqrt(np.mean((pred - y) ** 2)))
         print(f"RMSE {rmse:.6g} (RMSE/max y {normalized_rmse(y, pred):.6g}) on {len(y)} samples", file=sys.stderr)
     return 0
+
+
+#: the model file format ``convert`` writes, by the output's extension (``--to`` overrides)
+CONVERT_EXTENSIONS = {".model": "libsvm", ".cvm": "native"}
+
+
+def convert_target(out, to=None):
+    """'libsvm' or 'native': ``to`` when given, else by OUT's extension (.model LIBSVM, .cvm native; any other:
+    native)."""
+    if to:
+        return to
+    return CONVERT_EXTENSIONS.get(os.path.splitext(os.fspath(out))[1].lower(), "native")
 
 
 def cmd_convert(args):
@@ -301,12 +368,13 @@ def cmd_convert(args):
 
     _check_outputs([("OUT", args.out)], [("model", args.model)])
     est, header = read_model(args.model, allow_unsafe_pickle=args.allow_unsafe_pickle)
-    if args.to == "libsvm":
+    to = convert_target(args.out, args.to)
+    if to == "libsvm":
         save_libsvm_model(est, args.out)
     else:
         save_model(est, args.out, feature_names=header.get("feature_names"), target_name=header.get("target_name"),
                    data_format=header.get("data_format"))
-    print(f"converted {type(est).__name__} {args.model} -> {args.out} ({args.to})", file=sys.stderr)
+    print(f"converted {type(est).__name__} {args.model} -> {args.out} ({to})", file=sys.stderr)
     return 0
 
 
@@ -472,142 +540,19 @@ def cmd_bench(args):
 
 # --------------------------------------------------------------------------------------------
 def build_parser():
+    """The ``corevector`` parser: each subcommand's options are :mod:`corevector.cli.options`'."""
     from .._version import __version__
-    from ..numerics import IMPLS
 
     p = argparse.ArgumentParser(prog=PROG, description="Core Vector Machines: fit, predict, convert, verify, "
                                                        "report, bench.")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-
-    r = sub.add_parser("report", help="regenerate the experiment report (reports/)")
-    r.add_argument("--quick", action="store_true", help="smaller sizes (about 15 minutes on 2 cores)")
-    r.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
-    r.add_argument("--out", help="output folder (default reports/output)")
-    r.add_argument("--only", nargs="+", help="run only these experiments")
-    r.set_defaults(func=cmd_report)
-
-    v = sub.add_parser("verify", help="check the (1+eps)^2 bound against an exact solver (cvxopt)")
-    v.add_argument("--quick", action="store_true", help="a smaller grid")
-    v.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
-    v.add_argument("--seed", type=int, default=0, help="first random seed (default 0)")
-    v.add_argument("--impl", choices=("both",) + IMPLS, default="both")
-    v.add_argument("--no-progress", action="store_true", help="no progress bar")
-    v.set_defaults(func=cmd_verify)
-
-    _add_fit_parser(sub)
-
-    q = sub.add_parser("predict", help="predict with a model written by 'fit' (or a LIBSVM model file)")
-    q.add_argument("model", help="a model file of 'fit' or corevector.save_model, or a LIBSVM model file")
-    q.add_argument("data", help="LIBSVM, or CSV with the model's features and optionally the target; a header row "
-                                "is matched to the model's feature names")
-    _data_file_options(q)
-    q.add_argument("--by-position", action="store_true",
-                   help="match the columns to the model's features by position, not by name")
-    q.add_argument("--probability", action="store_true",
-                   help="write the class probabilities after each label, under a line of labels (as LIBSVM's "
-                        "svm-predict -b 1)")
-    q.add_argument("--out", help="write predictions here (one per line) instead of stdout")
-    q.set_defaults(func=cmd_predict)
-
-    c = sub.add_parser("convert", help="convert a model file: LIBSVM's format, or an old pickle-format file",
-                       description="Convert a model file (corevector's, or LIBSVM's text format) to corevector's "
-                                   "format (--to native) or LIBSVM's (--to libsvm).")
-    c.add_argument("model")
-    c.add_argument("out")
-    c.add_argument("--to", choices=("native", "libsvm"), default="native", help="default native")
-    c.add_argument("--allow-unsafe-pickle", action="store_true",
-                   help="read a model file in corevector 0.1's pickle format: unpickling RUNS ANY CODE the file "
-                        "holds; only for a file you trust")
-    c.set_defaults(func=cmd_convert)
-
-    b = sub.add_parser("bench", help="run the asv benchmarks (asv run --python=same --quick [ARGS])")
-    b.add_argument("--config-dir", help=argparse.SUPPRESS)
-    b.add_argument("asv_args", nargs=argparse.REMAINDER,
-                   help="extra asv arguments, or a full asv subcommand (e.g. 'continuous HEAD~1 HEAD')")
-    b.set_defaults(func=cmd_bench)
+    for add, func in ((options.add_report_parser, cmd_report), (options.add_verify_parser, cmd_verify),
+                      (options.add_fit_parser, cmd_fit), (options.add_predict_parser, cmd_predict),
+                      (options.add_convert_parser, cmd_convert), (options.add_bench_parser, cmd_bench)):
+        add(sub).set_defaults(func=func)
     return p
-
-
-def _add_fit_parser(sub):
-    """The ``fit`` subcommand's options: each estimator's own defaults in their help (_defaults_help)."""
-    from refimpl.driver import STOPS
-    from refimpl.kernels import KERNELS
-
-    from ..numerics import IMPLS
-    from ..registry import CLI_ESTIMATORS
-
-    f = sub.add_parser("fit", help="fit a model on a LIBSVM or CSV file and save it",
-                       description="Fit an estimator on a LIBSVM or CSV file (gzip or not) and save it as a model "
-                                   "file (no code in it: see 'Model files' in README).  Defaults below are each "
-                                   "estimator's own.")
-    f.add_argument("data", help="training data (LIBSVM text, or CSV with the target in the last column, numbers "
-                                "or class labels; cvdd and meb do not use the target)")
-    f.add_argument("--model", required=True, help="output model file")
-    _data_file_options(f)
-    f.add_argument("--n-features", type=_positive_int, default=None,
-                   help="LIBSVM only: the number of features (default: the highest index in the file)")
-    f.add_argument("--estimator", choices=tuple(CLI_ESTIMATORS), default="cvm", help="default cvm")
-    f.add_argument("--C", type=_positive_float, default=UNSET,
-                   help="penalty (" + _defaults_help("C", {"auto": "auto: 3000 max|y|"}) + ")")
-    f.add_argument("--gamma", type=_gamma, default=UNSET,
-                   help="kernel width: a positive number or beta/scale/auto (" + _defaults_help("gamma") + ")")
-    f.add_argument("--eps", type=_positive_float, default=UNSET,
-                   help="(1+eps) tolerance (" + _defaults_help("eps") + ")")
-    f.add_argument("--kernel", choices=KERNELS, default=UNSET, help=_defaults_help("kernel"))
-    f.add_argument("--degree", type=_positive_int, default=UNSET,
-                   help="polynomial kernel's degree (" + _defaults_help("degree") + ")")
-    f.add_argument("--coef0", type=_finite_float, default=UNSET,
-                   help="polynomial kernel's constant term (" + _defaults_help("coef0") + ")")
-    f.add_argument("--impl", choices=IMPLS, default=UNSET, help=_defaults_help("impl"))
-    f.add_argument("--sample-size", type=_sample_size, default=UNSET,
-                   help="candidates per iteration, or 'none' for full scans (" + _defaults_help("sample_size") + ")")
-    f.add_argument("--max-iter", type=_positive_int, default=UNSET, help=_defaults_help("max_iter"))
-    f.add_argument("--random-state", type=int, default=DEFAULT_SEED,
-                   help=f"seed of the random draws (default {DEFAULT_SEED}: two fits of one file give one model)")
-    f.add_argument("--stop", choices=tuple(STOPS), default=UNSET,
-                   help="stopping rule of the core-set loop; radius is the paper's (" + _defaults_help("stop") + ")")
-    f.add_argument("--mu", type=_positive_float, default=UNSET,
-                   help="mean error outside the tube, not the error of the fit: too small a mu flattens the fit ("
-                   + _defaults_help("mu", {"auto": "auto: C / (50 m)"}) + ")")
-    f.add_argument("--class-weight", type=_class_weight, default=UNSET,
-                   help="'balanced' or LABEL:WEIGHT,... multiplying C per class (" + _defaults_help("class_weight") + ")")
-    f.add_argument("--probability", action="store_const", const=True, default=UNSET,
-                   help="fit Platt's sigmoids for 'predict --probability' (5 extra fits per pair; "
-                        + _defaults_help("probability") + ")")
-    f.set_defaults(func=cmd_fit)
-
-
-def _defaults_help(param, words=None):
-    """'default: cvm X, cvdd Y, ...': each command-line estimator's own default of ``param`` (read from the
-    classes, so the help cannot go stale); 'not for E' names those without it."""
-    from ..registry import CLI_ESTIMATORS
-
-    have, without = [], []
-    for name, e in CLI_ESTIMATORS.items():
-        params = e.cls().get_params()
-        if param not in params:
-            without.append(name)
-            continue
-        v = params[param]
-        text = (words or {}).get(v, v) if isinstance(v, str) else v
-        have.append(f"{name} {'none' if text is None else text}")
-    # one value for all: say it once
-    values = {h.split(" ", 1)[1] for h in have}
-    out = "default " + (values.pop() if len(values) == 1 and not without else ", ".join(have))
-    if without:
-        out += "; not for " + ", ".join(without)
-    return out
-
-
-def _data_file_options(parser):
-    parser.add_argument("--format", choices=FORMATS,
-                        help="the data file's format (default: read from its lines, not its name: "
-                             "'label index:value ...' is LIBSVM, comma-separated is CSV)")
-    parser.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
-                        help="CSV: the first row is (--header) or is not (--no-header) a header; default: a "
-                             "header only if none of its fields is a number or a missing-value token such as NA")
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None):
@@ -617,7 +562,7 @@ def _one_line_warning(message, category, filename, lineno, file=None, line=None)
 def main(argv=None):
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] == "bench":
+    if argv and argv[0] == "bench" and argv[1:] not in (["-h"], ["--help"]):
         # everything after 'bench' goes to asv, even options argparse would otherwise claim
         args = parser.parse_args(["bench"])
         rest = argv[1:]

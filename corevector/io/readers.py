@@ -91,6 +91,42 @@ def sniff_format(path):
                    f"one-column CSV; pass --format")
 
 
+def _header_by_target(path, target):
+    """True when the CSV file's first row is a header by its target column, else None (the readers' own
+    rule decides: a header when none of its fields is a number or a missing-value token).
+
+    ``target(n_columns)`` is the target column's index (None: the file has none).  The first row is a header
+    when its target field is a name -- not a number, not a missing-value token -- while the target fields
+    of the next rows (up to SNIFF_LINES of them) are numbers: ``1,2,label`` above rows of numeric labels
+    is a header, whatever its feature names.  (Above string labels, a name cannot be told from a label:
+    ``--header`` says so.)"""
+    import csv
+
+    from refimpl.datasets import MISSING_TOKENS
+
+    lines = _text_lines(path)
+    rows = []
+    try:
+        for fields in csv.reader(line for _, line in lines):
+            rows.append([f.strip() for f in fields])
+            if len(rows) > SNIFF_LINES:
+                break
+    except csv.Error:
+        return None  # the reader names the malformed line
+    finally:
+        lines.close()
+    if len(rows) < 2:
+        return None
+    t = target(len(rows[0]))
+    if t is None:
+        return None
+    name = rows[0][t]
+    if _is_number(name) or name.lower() in MISSING_TOKENS:
+        return None
+    below = [r[t] for r in rows[1:] if len(r) == len(rows[0])]
+    return True if below and all(_is_number(v) for v in below) else None
+
+
 def _table(path, header=None, text_column=None):
     from refimpl.datasets import read_csv_table
 
@@ -117,11 +153,26 @@ def read_libsvm(path, n_features=None):
         raise CLIError(str(exc)) from None
 
 
-def _estimator_input(X):
+#: a LIBSVM file made dense for an estimator that needs dense rows may take this many entries (80 MB of float64)
+#: beyond twice its stored values: the readers' memory stays in proportion to the file (a 40-byte file naming
+#: feature 2e9 is never a 2e9-column array), with this allowance for files of mostly zeros
+DENSE_ALLOWANCE = 10_000_000
+
+
+def _estimator_input(X, dense=False, who=None):
     """The one place where data files become estimator input: LIBSVM files stay CSR end to end (the
-    estimators take sparse input), CSV data is a C-contiguous float64 array."""
+    estimators take sparse input), CSV data is a C-contiguous float64 array.  ``dense``: the
+    estimator (named ``who``) takes dense rows only, and a CSR matrix is made dense when its dense array
+    holds at most ``max(DENSE_ALLOWANCE, 2 stored values)`` entries (else a CLIError naming the sizes)."""
     if sp.issparse(X):
-        return sp.csr_matrix(X, dtype=np.float64)
+        if not dense:
+            return sp.csr_matrix(X, dtype=np.float64)
+        n, d = X.shape
+        if n * d > max(DENSE_ALLOWANCE, 2 * (X.nnz + n)):
+            raise CLIError(f"{who or 'this estimator'} takes dense rows only, and this LIBSVM file's {n} x {d} "
+                           f"rows hold {X.nnz} stored values: {n * d} entries dense, more than the reader makes "
+                           f"dense (max({DENSE_ALLOWANCE}, twice the stored values))")
+        return np.ascontiguousarray(X.toarray(), dtype=np.float64)
     return np.ascontiguousarray(X, dtype=np.float64)
 
 
@@ -133,17 +184,24 @@ class Data:
         self.X, self.y, self.fmt, self.names, self.target_name = X, y, fmt, names, target_name
 
 
-def read_training_data(path, fmt=None, header=None, n_features=None, numeric_target=False):
+def read_training_data(path, fmt=None, header=None, n_features=None, numeric_target=False, target=True):
     """:class:`Data` for ``fit``: the target is the last CSV column, or the LIBSVM label.  A CSV target may
-    hold strings (class labels) unless ``numeric_target`` (a regressor's)."""
+    hold strings (class labels) unless ``numeric_target`` (a regressor's).  ``target=False``: the file has
+    no target (every CSV column is a feature; LIBSVM labels are dropped).  A first row is a header as
+    :func:`_header_by_target` or :func:`refimpl.datasets.read_csv_table` says, unless ``header`` says."""
     from refimpl.datasets import labels_from_text
 
     fmt = fmt or sniff_format(path)
     if fmt == "libsvm":
         X, y = read_libsvm(path, n_features)
-        return Data(X, y, fmt)
+        return Data(X, y if target else None, fmt)
     if n_features is not None:
         raise CLIError("--n-features applies to LIBSVM files only (a CSV file has its columns)")
+    if not target:
+        t = _table(path, header)
+        return Data(t.values, None, fmt, t.names)
+    if header is None:
+        header = _header_by_target(path, lambda n: n - 1 if n >= 2 else None)
 
     def last(names, n):
         if n < 2:
@@ -175,6 +233,8 @@ def read_prediction_data(path, n_features, fmt=None, header=None, names=None, ta
 
     fmt = fmt or sniff_format(path)
     named = names is not None and not by_position
+    if fmt != "libsvm" and header is None:  # a target column is the last of n_features + 1
+        header = _header_by_target(path, lambda n: n - 1 if n == n_features + 1 else None)
     listed = ", ".join(names[:5]) + (", ..." if names is not None and len(names) > 5 else "") if names else ""
     if fmt == "libsvm":
         if named:
