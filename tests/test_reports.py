@@ -85,6 +85,63 @@ def test_cvr_experiment(tiny_report):
     assert (cvr["core_set_size"] >= cvr["n_sv"]).all()
 
 
+def _opt_bool(v):
+    """A mark read back from CSV: None (not applicable), True or False."""
+    return None if pd.isna(v) else v in (True, "True")
+
+
+def test_regression_experiment(tiny_report):
+    """The panel's marks follow from the numbers of their row (recomputed here), the Friedman summary from its
+    fits, and every trainer without a wheel problem is measured."""
+    from reports import regression as reg
+    t = pd.read_csv(tiny_report / "regression_targets.csv")
+    assert set(reg.MARKS) <= set(t.columns) and set(t["set"]) == set(reg.PANEL_SETS["tiny"])
+    panel = pd.read_csv(tiny_report / "regression_panel.csv")
+    core = panel[panel["method"].isin(["cvr", "sparse_svr", "svr"])]
+    assert core["error"].isna().all(), core["error"].dropna().tolist()
+    assert ((core["r2"] > 0.1) & (core["r2"] <= 1) & (core["r2_min"] <= core["r2"])).all()
+    assert (core["r2_folds"].str.split().map(len) == reg.FOLDS).all() and (core["fit_time"] > 0).all()
+    for r in t.itertuples():
+        assert r.n == reg.ROW_CAP["tiny"] and r.role == ("choose" if r.set in reg.CHOOSE_ON else "confirm")
+        assert _opt_bool(r.cvr_r2_ok) == (r.r2_cvr >= r.r2_svr - 0.01)
+        assert _opt_bool(r.cvr_time_ok) == (r.wall_cvr <= r.wall_svr or r.wall_cvr < 0.05)  # n < 5,000
+        assert _opt_bool(r.sparse_r2_ok) == (r.r2_sparse_svr >= r.r2_svr - 0.01)
+        assert _opt_bool(r.cvr_peer_ok) is None  # below 10,000 rows
+        assert np.isclose(r.cvr_over_svr, r.wall_cvr / r.wall_svr)
+    fr = pd.read_csv(tiny_report / "regression_friedman.csv")
+    assert fr["error"].isna().all(), fr["error"].dropna().tolist()
+    assert {"cvr", "svr", "cvr_fixed_mu", "cvr_papers", "svr_papers"} <= set(fr["method"])
+    cvr = fr[(fr["method"] == "cvr") & (fr["m"] == 500)]
+    fixed = fr[fr["method"] == "cvr_fixed_mu"].set_index("draw")
+    assert np.allclose(fixed["mu_given"], cvr.set_index("draw").loc[fixed.index, "mu_"])
+    # the fit given the mu that 'auto' chose is the same model (the pilot has its own random stream)
+    assert np.allclose(fixed["rmse"], cvr.set_index("draw").loc[fixed.index, "rmse"], rtol=1e-6)
+    s = pd.read_csv(tiny_report / "regression_friedman_summary.csv").iloc[0]
+    assert s["cvr_draws"] == len(cvr) == reg.DRAWS["tiny"]["draws"]
+    assert np.isclose(s["worst_over_median"], cvr["fit_time"].max() / cvr["fit_time"].median())
+    assert _opt_bool(s["spread_ok"]) == (s["worst_over_median"] <= 3) and _opt_bool(s["ratio_ok"]) is None
+    assert (tiny_report / "regression.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_regression_marks_count_only_the_peers_that_fit_as_well():
+    """From 10,000 rows CVR is measured against the fastest SVR within 0.01 of LIBSVM's R^2, not a faster one that
+    fits worse; below 5,000 rows 50 ms passes; missing numbers leave a mark empty."""
+    from reports.regression import set_marks
+    row = dict(n=20_000, r2_cvr=0.90, r2_sparse_svr=0.85, r2_svr=0.905, r2_sklearnex=0.905, r2_thundersvm=0.80,
+               wall_cvr=1.0, wall_sparse_svr=0.1, wall_svr=10.0, wall_sklearnex=1.5, wall_thundersvm=0.2)
+    marks = set_marks(row)
+    assert marks["fastest_peer"] == "sklearnex" and np.isclose(marks["cvr_over_fastest"], 1 / 1.5)
+    assert marks["cvr_peer_ok"] is False and marks["cvr_time_ok"] is True and marks["cvr_r2_ok"] is True
+    assert marks["sparse_r2_ok"] is False
+    assert set_marks(dict(row, wall_sklearnex=3.0))["cvr_peer_ok"] is True
+    assert set_marks(dict(row, wall_sklearnex=3.0, r2_cvr=0.89))["cvr_peer_ok"] is False  # R^2 not within 0.01
+    small = dict(row, n=4_000, wall_cvr=0.04, wall_svr=0.01)
+    assert set_marks(small)["cvr_time_ok"] is True and set_marks(small)["cvr_peer_ok"] is None
+    assert set_marks(dict(small, wall_cvr=0.06))["cvr_time_ok"] is False
+    assert set_marks(dict(row, n=6_000, wall_cvr=5.01))["cvr_time_ok"] is False  # from 5,000 rows: 0.5x
+    assert set_marks(dict(row, r2_svr=float("nan")))["cvr_r2_ok"] is None
+
+
 def test_loosli_canu_experiment(tiny_report):
     df = pd.read_csv(tiny_report / "loosli_canu.csv")
     assert df["error"].isna().all(), df["error"].dropna().tolist()
