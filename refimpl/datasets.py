@@ -53,7 +53,7 @@ def checkerboard(m, random_state=None, n_cells=4):
 
 
 def overlapping_gaussians(m, random_state=None):
-    """Two overlapping Gaussian classes (issue 12's noisy benchmark): y ~ Bernoulli(1/2) in {0, 1} and
+    """Two overlapping Gaussian classes (the noisy classification benchmark): y ~ Bernoulli(1/2) in {0, 1} and
     x ~ N(2 y (1, 1), I_2); the Bayes rule sign(x_1 + x_2 - 2) is right with probability Phi(sqrt 2)
     ~ 92.1%, so an SVM's support grows in proportion to m."""
     rng = np.random.default_rng(random_state)
@@ -63,7 +63,7 @@ def overlapping_gaussians(m, random_state=None):
 
 def sparse_planted(m, d=5000, density=0.01, random_state=0):
     """(X, y): random CSR rows (scipy.sparse.random, uniform values at rate ``density``) labelled +-1 by a
-    planted sparse linear rule, y = sign(X w - median) with w nonzero on 10% of the features (issue 15's
+    planted sparse linear rule, y = sign(X w - median) with w nonzero on 10% of the features (the
     sparse high-dimensional benchmark).  X is never dense."""
     import scipy.sparse as sp
 
