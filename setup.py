@@ -71,8 +71,10 @@ def extension(pyx):
         extra_compile_args=extra_compile + compile_omp + [f for f in simd_compile if f not in compile_omp],
         extra_link_args=link_omp + simd_link,
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")] + simd_macros,
-        # every header and include file (the engine's units: _cache.pxi, _scans.pxi, ...; _simd*.h)
-        depends=sorted(glob.glob(os.path.join("fastimpl", "_*.h")) + glob.glob(os.path.join("fastimpl", "_*.pxi"))),
+        # every header, include and declaration file (the engine's units: _cache.pxi, _scans.pxi, ...; _simd*.h;
+        # the kernel-row layer _krows.pxd, which the engine, _ssvr and _mmda cimport)
+        depends=sorted(glob.glob(os.path.join("fastimpl", "_*.h")) + glob.glob(os.path.join("fastimpl", "_*.pxi"))
+                       + glob.glob(os.path.join("fastimpl", "_*.pxd"))),
     )
 
 

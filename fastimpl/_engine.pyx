@@ -81,8 +81,15 @@ cdef int BLAS_SERIAL = 0
 cdef Py_ssize_t NEW_ROWS_STEP = 512
 
 
-include "_kernels.pxi"
-include "_rows.pxi"
+from fastimpl._krows cimport (
+    BLAS_MIN_D, Kern, Queries, RowSink, _PointStore, make_kern, k_is_radial, k_is_gaussian, k_is_laplacian,
+    k_is_dot, k_is_normalized, k_raw, k_eval, k_diag, point_sq, point_rawdiag, rawdiag_from_sq, csr_scatter,
+    csr_clear, csr_dot_dense, csr_row_sq, dots_to_kernel, dense_queries, rows_scratch, kernel_rows,
+    weighted_rows, cv_simd_level, cv_dot4, cv_radial_row, cv_radial_dot, cv_radial_dot_screen,
+    cv_screen_available, CV_SCREEN_TERM_ERR)
+
+SIMD_LEVEL = cv_simd_level()
+
 include "_owned.pxi"
 
 
@@ -155,6 +162,7 @@ cdef class FastMEBOps:
     cdef double* Xsq                # ||x_q||^2 of every input row (sparse input)
     cdef double* Xrd                # k_raw(x_q, x_q) of every input row (sparse input)
     cdef double* xd                 # a zeroed dense d-vector for serial scatters (sparse input)
+    cdef Queries Q                  # the inputs as the candidates of kernel rows (_krows.pxd: kernel_rows)
     cdef Py_ssize_t m, d
     cdef bint mirror, signed_, lconst
     cdef const signed char* sign
@@ -226,6 +234,8 @@ cdef class FastMEBOps:
             self._setup_csr(problem.X, keep)
         else:
             self.X = problem.X
+            self.Q = dense_queries(&self.X[0, 0] if self.m > 0 else NULL, self.m, self.d)
+        self.Q.wrap = self.m if self.mirror else 0
         self.sign = NULL
         if problem.sign is not None:
             arr = np.ascontiguousarray(problem.sign, dtype=np.int8)
@@ -280,6 +290,12 @@ cdef class FastMEBOps:
             for q in range(self.m):
                 self.Xsq[q] = csr_row_sq(self.Xval, self.Xptr[q], self.Xptr[q + 1])
                 self.Xrd[q] = rawdiag_from_sq(&self.K, self.Xsq[q])
+        self.Q.d = self.d
+        self.Q.ptr = self.Xptr
+        self.Q.ind = self.Xind
+        self.Q.val = self.Xval
+        self.Q.sq = self.Xsq
+        self.Q.rd = self.Xrd
 
     cdef void _grow(self, Py_ssize_t newcap) except *:
         """Room for ``newcap`` core vectors: the core set's arrays, the cache's, the core store."""

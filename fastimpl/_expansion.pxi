@@ -1,18 +1,36 @@
 # Prediction: kernel expansions f(x) = sum_t coef_t k(sv_t, x) over many x (fastimpl._engine), the same
-# values as refimpl.kernels.kernel_expansion.  The support vectors go into a _PointStore (_rows.pxi) and each
-# x's sum runs through its rows: SIMD on coordinates (radial kernels fused, no row written), BLAS GEMM in
-# blocks of GEMM_BLOCK points from d = 16 on, sparse-dense products for CSR input; in parallel over x from
-# PARALLEL_MIN_WORK kernel evaluations on.  Independent of the core-set loop (MMDA's transform uses it too).
+# values as refimpl.kernels.kernel_expansion.  The support vectors go into a _PointStore and each x's sum is
+# a weighted row of it (_krows.pyx: weighted_rows): SIMD on coordinates (radial kernels fused, no row
+# written), BLAS GEMM in blocks of GEMM_BLOCK points from d = 16 on, sparse-dense products for CSR input; in
+# parallel over blocks of x from PARALLEL_MIN_WORK kernel evaluations on.  Independent of the core-set loop
+# (MMDA's transform and SparseSVR's predictions use it too).
 # screened_expansion: the same sums through the scans' screens, within a stated bound (the chunked fits'
-# block scans, corevector._chunked_scans).
+# block scans, corevector.chunked.scans).
 
-cdef double _expansion_row(_PointStore store, const double* x, const Kern* K, const double* c,
-                           Py_ssize_t ns) noexcept nogil:
-    """sum_t c_t k(sv_t, x) for a dot-product kernel on the coordinate layout (scratch row malloc'd)."""
-    cdef double* buf = <double*> malloc(ns * sizeof(double))
-    cdef double v = store.weighted(x, 0.0, point_rawdiag(K, x), c, buf)
-    free(buf)
-    return v
+cdef object _expand(_PointStore store, const Queries* Q, const double* c, Py_ssize_t nx, bint parallel):
+    """f(x_i) = sum_t c_t k(sv_t, x_i) for the nx query rows, GEMM_BLOCK rows a chunk.  On the BLAS path
+    outside a fit, BLAS threads by itself, so the chunks go one at a time; inside one (fit_meb: BLAS
+    single-threaded, e.g. a chunked fit's full scans of a block) they are split over OpenMP threads -- the
+    same sums, bit for bit.  (Threaded BLAS there ran one small GEMM at a time on two threads that spin
+    between calls.)"""
+    cdef cnp.ndarray[double, ndim=1, mode="c"] out = np.zeros(nx)
+    cdef double* o = &out[0] if nx > 0 else NULL
+    cdef Py_ssize_t nchunk = (nx + GEMM_BLOCK - 1) // GEMM_BLOCK, ch, lo, hi, failed = 0
+    cdef Py_ssize_t bufsize = rows_scratch(store, Q, store.n, GEMM_BLOCK)
+    cdef double* buf
+    with nogil:
+        for ch in prange(nchunk, schedule="static", use_threads_if=parallel and (not store.blas or BLAS_SERIAL > 0)):
+            lo = ch * GEMM_BLOCK
+            hi = min(lo + GEMM_BLOCK, nx)
+            buf = <double*> malloc(bufsize * sizeof(double))
+            if buf == NULL:
+                failed += 1
+            else:
+                weighted_rows(store, Q, NULL, lo, hi, 0, c, False, True, &o[lo], GEMM_BLOCK, buf)
+            free(buf)
+    if failed:
+        raise MemoryError("kernel_expansion: scratch of a block of rows")
+    return out
 
 
 def kernel_expansion(spec, SV, coef, X, Py_ssize_t min_parallel_work=-1):
@@ -26,63 +44,26 @@ def kernel_expansion(spec, SV, coef, X, Py_ssize_t min_parallel_work=-1):
     cdef const double[:, ::1] sv = np.ascontiguousarray(SV, dtype=np.float64)
     cdef const double[::1] c = np.ascontiguousarray(coef, dtype=np.float64)
     cdef const double[:, ::1] x = np.ascontiguousarray(X, dtype=np.float64)
-    cdef Py_ssize_t nx = x.shape[0], ns = sv.shape[0], d = x.shape[1], i, t, blk, nblk, failed = 0
-    cdef cnp.ndarray[double, ndim=1, mode="c"] out = np.zeros(nx)
-    cdef double[::1] o = out
+    cdef Py_ssize_t nx = x.shape[0], ns = sv.shape[0], d = x.shape[1], t
     cdef Kern K = make_kern(spec, d)
     cdef _PointStore store
+    cdef Queries Q
     if nx == 0 or ns == 0:
-        return out
+        return np.zeros(nx)
     store = _PointStore()
     store.setup(K, ns)
     for t in range(ns):
         store.put(t, &sv[t, 0])
+    Q = dense_queries(&x[0, 0], nx, d)
     # small expansions (e.g. a 59-point sample) run serially: starting threads would cost more,
     # and far more on a loaded machine, where spin-waiting threads compete for the cores
-    cdef bint parallel = nx * ns >= (PARALLEL_MIN_WORK if min_parallel_work < 0 else min_parallel_work)
-    nblk = (nx + GEMM_BLOCK - 1) // GEMM_BLOCK
-    with nogil:
-        if not store.blas:
-            for i in prange(nx, schedule="static", use_threads_if=parallel):
-                o[i] = store.weighted(&x[i, 0], 0.0, point_rawdiag(&K, &x[i, 0]), &c[0], NULL) \
-                    if k_is_radial(&K) else _expansion_row(store, &x[i, 0], &K, &c[0], ns)
-        else:
-            # one GEMM per block of test points.  Outside a fit BLAS threads by itself, so the blocks go one
-            # at a time; inside one (fit_meb: BLAS single-threaded, e.g. a chunked fit's full scans of a block)
-            # they are split over OpenMP threads -- the same sums, bit for bit.  (Threaded BLAS there ran one
-            # small GEMM at a time on two threads that spin between calls.)
-            for blk in prange(nblk, schedule="dynamic", use_threads_if=parallel and BLAS_SERIAL > 0):
-                failed += _expansion_block(store, &x[0, 0], nx, d, blk, &K, &c[0], ns, &o[0])
-    if failed:
-        raise MemoryError("kernel_expansion: scratch of a block of rows")
-    return out
-
-
-cdef int _expansion_block(_PointStore store, const double* x, Py_ssize_t nx, Py_ssize_t d, Py_ssize_t blk,
-                          Kern* K, const double* c, Py_ssize_t ns, double* o) noexcept nogil:
-    """o[i] = sum_t c_t k(sv_t, x_i) for the rows i of block ``blk`` (GEMM_BLOCK rows): one GEMM.  Returns 1
-    when out of memory, else 0."""
-    cdef Py_ssize_t i, nb = min(GEMM_BLOCK, nx - blk * GEMM_BLOCK), r0 = blk * GEMM_BLOCK
-    cdef double* buf = <double*> malloc((GEMM_BLOCK * ns + 2 * GEMM_BLOCK) * sizeof(double))
-    cdef double* xsq
-    cdef double* xrd
-    if buf == NULL:
-        return 1
-    xsq = &buf[GEMM_BLOCK * ns]
-    xrd = &xsq[GEMM_BLOCK]
-    for i in range(nb):
-        xsq[i] = point_sq(&x[(r0 + i) * d], d)
-        xrd[i] = point_rawdiag(K, &x[(r0 + i) * d])
-    store.block(&x[r0 * d], nb, d, xsq, xrd, 0, ns, buf, ns)
-    for i in range(nb):
-        o[r0 + i] = cv_dot4(c, &buf[i * ns], ns)
-    free(buf)
-    return 0
+    return _expand(store, &Q, &c[0], nx,
+                   nx * ns >= (PARALLEL_MIN_WORK if min_parallel_work < 0 else min_parallel_work))
 
 
 def _kernel_expansion_csr(spec, SV, coef, X, Py_ssize_t min_parallel_work=-1):
     """kernel_expansion of CSR rows X against CSR support vectors: the support vectors in a CSR point
-    store, each row of X scattered into a per-thread dense d-vector (``_rows.pxi``), in nogil loops."""
+    store, each row of X scattered into a per-thread dense d-vector (_krows.pyx), in nogil loops."""
     if X.shape[1] != SV.shape[1]:
         raise ValueError(f"X has {X.shape[1]} features, the support vectors {SV.shape[1]}")
     cdef const long long[::1] sp_ = np.ascontiguousarray(SV.indptr, dtype=np.int64)
@@ -91,47 +72,39 @@ def _kernel_expansion_csr(spec, SV, coef, X, Py_ssize_t min_parallel_work=-1):
     cdef const long long[::1] xp = np.ascontiguousarray(X.indptr, dtype=np.int64)
     xi_a = np.ascontiguousarray(X.indices, dtype=np.int32)
     xv_a = np.ascontiguousarray(X.data, dtype=np.float64)
-    cdef const int* xi = NULL
-    cdef const double* xv = NULL
     cdef const int[::1] xi_m
     cdef const double[::1] xv_m
-    if xi_a.shape[0] > 0:
-        xi_m = xi_a
-        xv_m = xv_a
-        xi = &xi_m[0]
-        xv = &xv_m[0]
     cdef const double[::1] c = np.ascontiguousarray(coef, dtype=np.float64)
-    cdef Py_ssize_t nx = X.shape[0], ns = SV.shape[0], d = X.shape[1], i, t, chunk = 64, nchunk, ch, lo, hi
-    cdef cnp.ndarray[double, ndim=1, mode="c"] out = np.zeros(nx)
-    cdef double[::1] o = out
+    cdef Py_ssize_t nx = X.shape[0], ns = SV.shape[0], d = X.shape[1], i, t
     cdef Kern K = make_kern(spec, d)
     cdef _PointStore store
-    cdef double* buf
     cdef double xsq
+    cdef Queries Q
     if nx == 0 or ns == 0:
-        return out
+        return np.zeros(nx)
     store = _PointStore()
     store.setup_csr(K, ns)
     for t in range(ns):
         xsq = csr_row_sq(&sv_[0], sp_[t], sp_[t + 1]) if sv_.shape[0] > 0 else 0.0
         store.put_csr(t, &si[sp_[t]] if si.shape[0] > 0 else NULL, &sv_[sp_[t]] if sv_.shape[0] > 0 else NULL,
                       sp_[t + 1] - sp_[t], xsq, rawdiag_from_sq(&K, xsq))
-    cdef bint parallel = nx * ns >= (PARALLEL_MIN_WORK if min_parallel_work < 0 else min_parallel_work)
-    nchunk = (nx + chunk - 1) // chunk
+    norms = np.empty((2, nx))
+    cdef double[:, ::1] nv = norms
+    memset(&Q, 0, sizeof(Queries))
+    Q.d = d
+    Q.ptr = &xp[0]
+    if xi_a.shape[0] > 0:
+        xi_m = xi_a
+        xv_m = xv_a
+        Q.ind = &xi_m[0]
+        Q.val = &xv_m[0]
     with nogil:
-        for ch in prange(nchunk, schedule="static", use_threads_if=parallel):
-            lo = ch * chunk
-            hi = min(lo + chunk, nx)
-            # ns kernel values, then a zeroed d-vector for the scattered rows
-            buf = <double*> calloc(ns + d + 1, sizeof(double))
-            for i in range(lo, hi):
-                csr_scatter(&buf[ns + 1], xi, xv, xp[i], xp[i + 1])
-                xsq = csr_row_sq(xv, xp[i], xp[i + 1])
-                store.row(0, ns, &buf[ns + 1], xsq, rawdiag_from_sq(&K, xsq), buf)
-                o[i] = cv_dot4(&c[0], buf, ns)
-                csr_clear(&buf[ns + 1], xi, xp[i], xp[i + 1])
-            free(buf)
-    return out
+        for i in range(nx):
+            nv[0, i] = csr_row_sq(Q.val, xp[i], xp[i + 1])
+            nv[1, i] = rawdiag_from_sq(&K, nv[0, i])
+    Q.sq = &nv[0, 0]
+    Q.rd = &nv[1, 0]
+    return _expand(store, &Q, &c[0], nx, nx * ns >= (PARALLEL_MIN_WORK if min_parallel_work < 0 else min_parallel_work))
 
 
 def screened_expansion(spec, SV, coef, X, lo=None, hi=None):

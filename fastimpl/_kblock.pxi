@@ -305,28 +305,18 @@ cdef void kb_weights(FastMEBOps ops) noexcept nogil:
 
 cdef inline Py_ssize_t _kb_bufsize(FastMEBOps ops) noexcept nogil:
     """Scratch of kb_exact: GEMM_BLOCK kernel rows over the core set and GEMM_BLOCK gathered inputs."""
-    return GEMM_BLOCK * (ops.size + ops.d + 1) + 1
+    return rows_scratch(ops.core, &ops.Q, ops.size, GEMM_BLOCK)
 
 
 cdef void kb_exact(FastMEBOps ops, const Py_ssize_t* rows, Py_ssize_t n, Py_ssize_t lo, double* out,
                    double* buf) noexcept nogil:
-    """out[i] += sum_{lo <= t < size} coef_t k(x_q, c_t) in double for the inputs q = rows[i]: GEMM of
-    the gathered inputs against the core store, GEMM_BLOCK at a time."""
-    cdef Py_ssize_t i, b, nb, w = ops.size - lo, d = ops.d
-    cdef double* xs = &buf[GEMM_BLOCK * w]
-    cdef double* xsq = &xs[GEMM_BLOCK * d]
-    if w <= 0:
+    """out[i] += sum_{lo <= t < size} coef_t k(x_q, c_t) in double for the inputs q = rows[i]: the core store's
+    weighted rows from column lo (GEMM of GEMM_BLOCK gathered inputs at a time against the core store)."""
+    cdef Queries Q = ops.Q
+    if ops.size - lo <= 0:
         return
-    i = 0
-    while i < n:
-        nb = min(GEMM_BLOCK, n - i)
-        for b in range(nb):
-            memcpy(&xs[b * d], &ops.X[rows[i + b], 0], d * sizeof(double))
-            xsq[b] = ops.kb.xsq[rows[i + b]]
-        ops.core.block(xs, nb, d, xsq, xsq, lo, ops.size, buf, w)
-        for b in range(nb):
-            out[i + b] += cv_dot4(&ops.kb.coef[lo], &buf[b * w], w)
-        i += nb
+    Q.sq = ops.kb.xsq   # (the inputs' squared norms, kept by the block)
+    weighted_rows(ops.core, &Q, rows, 0, n, lo, &ops.kb.coef[lo], True, False, out, GEMM_BLOCK, buf)
 
 
 cdef bint _kb_screen_sums(FastMEBOps ops, const Py_ssize_t* rows, Py_ssize_t n, double* s0, double* s1,

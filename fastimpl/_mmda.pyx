@@ -4,13 +4,14 @@
 * :func:`sor_solve` is Algorithm 3 of [004] (``refimpl.sor.sor_solve``) with
   the same arithmetic in the same order and the same tie rule, so its steps match the reference;
 * :func:`constrained_gx` and :func:`constrained_furthest` are the (G x)_l scans of eqs. (23), (40)
-  (``ConstrainedOps.gx`` / ``furthest``) in one pass over the candidates: rows of X read in place,
-  the support packed by coordinate, the Gaussian/Laplacian kernel rows vectorised
-  (``cv_radial_row_krow`` of ``_simd.h``, with an AVX2 copy chosen at run time), the projection term
-  from the per-fit table ``ConstrainedOps.proj_table``;
+  (``ConstrainedOps.gx`` / ``furthest``) in one pass over the candidates: the weighted rows of the
+  kernel-row layer (``_krows.pxd``: ``weighted_rows``) against the support in a store with the scalar
+  kernels' arithmetic (Gaussian/Laplacian: by coordinate, the rows vectorised over the support vectors,
+  ``ROWS_KROW``; others: by row, ``ROWS_SCALAR``), rows of X read in place, the projection term from the
+  per-fit table ``ConstrainedOps.proj_table``;
 * :func:`kernel_matrix` fills |A| x |B| kernel blocks row by row under ``nogil`` with OpenMP
-  ``prange`` (the dense matrices of the baselines and the ``transform`` of new data), the radial
-  kernels by the same ``cv_radial_row_krow``;
+  ``prange`` (the dense matrices of the baselines and the ``transform`` of new data), from the same
+  stores of B;
 * :func:`kernel_expansion` is the engine's expansion with this module's parallel threshold;
 * :class:`FastConstrainedOps` plugs them (and SOR) into the constrained core-set loop of
   ``refimpl.constrained_meb`` (the loop itself is shared, so both implementations make the same
@@ -34,15 +35,8 @@ cdef Py_ssize_t PARALLEL_MIN_WORK = 1000000
 # columns per packed block of kernel_matrix's radial rows (16 coordinates: 128 KB)
 cdef Py_ssize_t RADIAL_BLOCK = 1024
 
-include "_kernels.pxi"
-
-cdef extern from "_simd.h":
-    int cv_simd_level() noexcept nogil
-    double cv_dot4(const double* c, const double* b, Py_ssize_t n) noexcept nogil
-    # buf[j] = k(sv_j, x) for the Gaussian / Laplacian kernel (mg = -gamma), svT packed by coordinate
-    # (svT[e * n + j]): the values of k_row, vectorised over j
-    void cv_radial_row_krow(const double* svT, Py_ssize_t n, Py_ssize_t d, const double* x, double mg,
-                            int laplace, double* buf) noexcept nogil
+from fastimpl._krows cimport (Kern, Queries, _PointStore, ROWS_KROW, ROWS_SCALAR, make_kern, k_is_radial,
+                              k_is_normalized, k_raw, dense_queries, rows_scratch, weighted_rows, cv_simd_level)
 
 #: 1 when the radial kernel rows run the AVX2 copy (see cv_radial_row_krow in _simd.h)
 RADIAL_AVX2 = 1 if cv_simd_level() > 0 else 0
@@ -114,41 +108,31 @@ def kernel_matrix(spec, A, B):
     cdef cnp.ndarray[double, ndim=2, mode="c"] out = np.empty((na, nb))
     cdef double[:, ::1] o = out
     cdef Kern K = make_kern(spec, d)
-    cdef double* bda
-    cdef double dai
-    cdef double* bT
-    cdef Py_ssize_t j0, nbk, e
+    cdef _PointStore store = _PointStore()
+    cdef Py_ssize_t j0, nbk
     if na == 0 or nb == 0:
         return out
     if k_is_radial(&K):
-        # Gaussian / Laplacian: the rows by cv_radial_row_krow (same values as k_row, vectorised), over
-        # blocks of RADIAL_BLOCK columns packed by coordinate (a block stays in cache for all rows)
-        bT = <double*> malloc(d * min(nb, RADIAL_BLOCK) * sizeof(double))
+        # Gaussian / Laplacian: B by coordinate (ROWS_KROW: k_row's sums vectorised over the columns), in
+        # blocks of RADIAL_BLOCK columns (a block stays in cache for all rows)
+        store.setup_kind(K, min(nb, RADIAL_BLOCK), ROWS_KROW)
         with nogil:
             j0 = 0
             while j0 < nb:
                 nbk = min(RADIAL_BLOCK, nb - j0)
-                for e in range(d):
-                    for t in range(nbk):
-                        bT[e * nbk + t] = b[j0 + t, e]
+                store.n = 0
+                for t in range(nbk):
+                    store.put(t, &b[j0 + t, 0])
                 for i in prange(na, schedule="static", use_threads_if=na * nb >= PARALLEL_MIN_WORK):
-                    cv_radial_row_krow(bT, nbk, d, &a[i, 0], -K.gamma, k_is_laplacian(&K), &o[i, j0])
+                    store.row(0, nbk, &a[i, 0], 0.0, 1.0, &o[i, j0])
                 j0 += nbk
-        free(bT)
         return out
-    bda = <double*> malloc(nb * sizeof(double))
+    # the dot-product kernels: B read in place by k_row (ROWS_SCALAR)
+    store.view(K, &b[0, 0], nb, ROWS_SCALAR)
     with nogil:
-        for t in range(nb):
-            bda[t] = k_raw(&K, &b[t, 0], &b[t, 0]) if k_is_normalized(&K) else 1.0
-        if na * nb >= PARALLEL_MIN_WORK:
-            for i in prange(na, schedule="static"):
-                dai = k_raw(&K, &a[i, 0], &a[i, 0]) if k_is_normalized(&K) else 1.0
-                k_row(&K, &b[0, 0], bda, nb, &a[i, 0], dai, &o[i, 0])
-        else:
-            for i in range(na):
-                dai = k_raw(&K, &a[i, 0], &a[i, 0]) if k_is_normalized(&K) else 1.0
-                k_row(&K, &b[0, 0], bda, nb, &a[i, 0], dai, &o[i, 0])
-    free(bda)
+        for i in prange(na, schedule="static", use_threads_if=na * nb >= PARALLEL_MIN_WORK):
+            store.row(0, nb, &a[i, 0], 0.0, k_raw(&K, &a[i, 0], &a[i, 0]) if k_is_normalized(&K) else 1.0,
+                      &o[i, 0])
     return out
 
 
@@ -164,16 +148,14 @@ cdef Py_ssize_t _gx_core(Kern* K, const double[:, ::1] X, const signed char[::1]
                          const double[::1] gamma, Py_ssize_t[::1] pos, double* out) except -1:
     """Fills out[i] = (G x)_{idx[i]} (see :func:`constrained_gx`); returns the support size."""
     cdef Py_ssize_t m = X.shape[0], d = X.shape[1], nq = idx.shape[0], nt = S.shape[0]
-    cdef Py_ssize_t ns = gamma.shape[0], i, j, e, t, l, q, nsv = 0
+    cdef Py_ssize_t ns = gamma.shape[0], i, j, t, l, q, nsv = 0, bufsize
     cdef bint has_sign = sign.shape[0] > 0
-    cdef bint radial = k_is_radial(K)
-    cdef double* svx          # packed support: (d, nsv) for radial kernels, else (nsv, d)
+    cdef _PointStore sv = _PointStore()     # the support: by coordinate (radial kernels) or by row
+    cdef Queries Q = dense_queries(&X[0, 0] if m > 0 else NULL, m, d)
     cdef double* coef
     cdef double* sva
-    cdef double* sda
     cdef double* buf
-    cdef const double* xl
-    cdef double asum = 0.0, v, dax, mg = -K.gamma
+    cdef double asum = 0.0, v
     if nt != alpha.shape[0] or (has_sign and sign.shape[0] != m) or pos.shape[0] != m \
             or (ns and (proj.shape[0] != m or proj.shape[1] != ns)):
         raise ValueError("constrained_gx: inconsistent shapes")
@@ -185,10 +167,10 @@ cdef Py_ssize_t _gx_core(Kern* K, const double[:, ::1] X, const signed char[::1]
             raise IndexError("constrained_gx: core index out of range")
         if alpha[t] > 0:
             nsv += 1
-    svx = <double*> malloc((nsv * d + 1) * sizeof(double))
+    sv.setup_kind(K[0], nsv, ROWS_KROW if k_is_radial(K) else ROWS_SCALAR)
     coef = <double*> malloc((nsv + 1) * sizeof(double))
     sva = <double*> malloc((nsv + 1) * sizeof(double))
-    sda = <double*> malloc((nsv + 1) * sizeof(double))
+    bufsize = rows_scratch(sv, &Q, nsv, 1)
     cdef bint parallel = nq * nsv >= PARALLEL_MIN_WORK
     with nogil:
         j = 0
@@ -199,24 +181,13 @@ cdef Py_ssize_t _gx_core(Kern* K, const double[:, ::1] X, const signed char[::1]
                 coef[j] = alpha[t] * (<double> sign[l] if has_sign else 1.0)
                 asum += coef[j]
                 pos[l] = j
-                if radial:
-                    for e in range(d):
-                        svx[e * nsv + j] = X[l, e]
-                else:
-                    for e in range(d):
-                        svx[j * d + e] = X[l, e]
-                sda[j] = k_raw(K, &X[l, 0], &X[l, 0]) if k_is_normalized(K) else 1.0
+                sv.put(j, &X[l, 0])
                 j += 1
         for i in prange(nq, schedule="static", use_threads_if=parallel):
             l = idx[i]
-            xl = &X[l, 0]
-            buf = <double*> malloc((nsv + 1) * sizeof(double))
-            if radial:
-                cv_radial_row_krow(svx, nsv, d, xl, mg, k_is_laplacian(K), buf)
-            else:
-                dax = k_raw(K, xl, xl) if k_is_normalized(K) else 1.0
-                k_row(K, svx, sda, nsv, xl, dax, buf)
-            v = cv_dot4(coef, buf, nsv) + label_bias * asum
+            buf = <double*> malloc(bufsize * sizeof(double))
+            weighted_rows(sv, &Q, &idx[0], i, i + 1, 0, coef, False, False, &out[i], 1, buf)
+            v = out[i] + label_bias * asum
             if has_sign:
                 v = v * <double> sign[l]
             if diag_add != 0.0 and pos[l] >= 0:
@@ -227,10 +198,8 @@ cdef Py_ssize_t _gx_core(Kern* K, const double[:, ::1] X, const signed char[::1]
             free(buf)
         for t in range(nt):
             pos[S[t]] = -1
-    free(svx)
     free(coef)
     free(sva)
-    free(sda)
     return nsv
 
 
@@ -245,8 +214,8 @@ def constrained_gx(spec, const double[:, ::1] X, const signed char[::1] sign, co
     (the position of each support vector in the packed support, for the c alpha_l [l in S] term).
 
     Per candidate: y_l [sum_j a_j y_j k(x_j, x_l) + beta_b sum_j a_j y_j] + c alpha_l + proj_l'gamma.
-    For the Gaussian and Laplacian kernels the support is packed by coordinate (d x n_sv), so that
-    the squared distances of one candidate to all support vectors accumulate coordinate by
+    For the Gaussian and Laplacian kernels the support is stored by coordinate (d x n_sv, ``ROWS_KROW``), so
+    that the squared distances of one candidate to all support vectors accumulate coordinate by
     coordinate in a vectorised loop (``cv_radial_row_krow``: each distance summed in the same order as
     ``k_row``), then one vector exp.  Returns ``(out, n_sv)``.
     """

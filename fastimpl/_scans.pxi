@@ -8,8 +8,8 @@
 #   input's kernel row.
 #
 # Each candidate costs sum_t alpha_t s_t k(x_t, x) over the support, packed by pack_support into
-# _Support (its store, _rows.pxi, computes the sums: SIMD on coordinates, BLAS GEMM in blocks of
-# GEMM_BLOCK candidates from d = 16 on, sparse-dense for CSR input), then _finish_d2 turns it into
+# _Support (its store's weighted rows, _krows.pyx, compute the sums: SIMD on coordinates, BLAS GEMM in
+# blocks of GEMM_BLOCK candidates from d = 16 on, sparse-dense for CSR input), then _finish_d2 turns it into
 # d^2 - c0.  On the coordinate path the sums may run through a screen first (_screens.pxi).  Scans run
 # under nogil, in parallel over chunks of candidates (OpenMP prange) where the work pays for the threads.
 
@@ -129,49 +129,13 @@ cdef inline double _finish_d2(FastMEBOps ops, Py_ssize_t z, double ka, double ma
     return marg - 2.0 * kal + ops.point_ldiag(z, ops.rawdiag(z))
 
 
-cdef void _kalpha(FastMEBOps ops, Py_ssize_t lo, Py_ssize_t hi, const Py_ssize_t* idx, double* out,
-                  double* buf) noexcept nogil:
+cdef inline void _kalpha(FastMEBOps ops, Py_ssize_t lo, Py_ssize_t hi, const Py_ssize_t* idx, double* out,
+                         double* buf) noexcept nogil:
     """out[p - lo] = sum_t alpha_t s_t k(x_t, x_p(z)) for the candidates z = idx[p] (idx NULL: the
-    input rows p themselves), p in [lo, hi).  ``buf`` holds GEMM_BLOCK x nsv (BLAS path) or nsv
-    values, plus GEMM_BLOCK x (d + 2) for gathered candidates."""
-    cdef Py_ssize_t p, q, b, nb, e, d = ops.d, nsv = ops.sup.n
-    cdef double* xs
-    cdef double* xsq
-    cdef double* xrd
-    cdef const double* x
-    cdef double* xd
-    if ops.sparse:
-        # buf: nsv kernel values, then a d-vector for the candidates' scattered rows
-        xd = &buf[nsv + 1]
-        memset(xd, 0, d * sizeof(double))
-        for p in range(lo, hi):
-            q = ops.pz(idx[p]) if idx != NULL else p
-            x = ops._dense_input(q, xd)
-            ops.sup.store.row(0, nsv, x, ops.Xsq[q], ops.Xrd[q], buf)
-            out[p - lo] = cv_dot4(ops.sup.coef, buf, nsv)
-            ops._release_input(q, xd)
-        return
-    if ops.sup.store.blas:
-        xs = &buf[GEMM_BLOCK * nsv]
-        xsq = &xs[GEMM_BLOCK * d]
-        xrd = &xsq[GEMM_BLOCK]
-        p = lo
-        while p < hi:
-            nb = min(GEMM_BLOCK, hi - p)
-            for b in range(nb):
-                q = ops.pz(idx[p + b]) if idx != NULL else p + b
-                memcpy(&xs[b * d], &ops.X[q, 0], d * sizeof(double))
-                xsq[b] = point_sq(&xs[b * d], d)
-                xrd[b] = point_rawdiag(&ops.K, &xs[b * d])
-            ops.sup.store.block(xs, nb, d, xsq, xrd, 0, nsv, buf, nsv)
-            for b in range(nb):
-                out[p + b - lo] = cv_dot4(ops.sup.coef, &buf[b * nsv], nsv)
-            p += nb
-        return
-    for p in range(lo, hi):
-        q = ops.pz(idx[p]) if idx != NULL else p
-        x = &ops.X[q, 0]
-        out[p - lo] = ops.sup.store.weighted(x, 0.0, point_rawdiag(&ops.K, x), ops.sup.coef, buf)
+    input rows p themselves), p in [lo, hi): the support store's weighted rows (_krows.pyx: the SIMD rows
+    fused with the sum, GEMM_BLOCK candidates a GEMM on the BLAS path, scattered CSR rows).  ``buf``:
+    _bufsize(ops) doubles."""
+    weighted_rows(ops.sup.store, &ops.Q, idx, lo, hi, 0, ops.sup.coef, False, True, out, GEMM_BLOCK, buf)
 
 
 cdef inline void _kalpha_any(FastMEBOps ops, Py_ssize_t lo, Py_ssize_t hi, const Py_ssize_t* idx, double* out,
@@ -203,12 +167,8 @@ cdef inline double _exact_ka(FastMEBOps ops, Py_ssize_t q) noexcept nogil:
     return ops.sup.store.weighted(x, 0.0, point_rawdiag(&ops.K, x), ops.sup.coef, NULL)
 
 
-cdef Py_ssize_t _bufsize(FastMEBOps ops) noexcept nogil:
-    if ops.sparse:
-        return ops.sup.n + 1 + ops.d
-    if ops.sup.store.blas:
-        return GEMM_BLOCK * ops.sup.n + GEMM_BLOCK * (ops.d + 2) + 1
-    return ops.sup.n + 1
+cdef inline Py_ssize_t _bufsize(FastMEBOps ops) noexcept nogil:
+    return rows_scratch(ops.sup.store, &ops.Q, ops.sup.n, GEMM_BLOCK)
 
 
 cdef object scan_sample(FastMEBOps ops, cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] idx, double d2_over):

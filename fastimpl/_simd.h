@@ -6,10 +6,10 @@
  * time.  With glibc's libmvec (setup.py defines COREVECTOR_LIBMVEC) exp is declared as an OpenMP SIMD
  * function, so the vectorised loops call its 2-, 4- or 8-wide exp (_ZGV{b,d,e}N*v_exp).
  *
- * Results differ from the scalar kernels of _kernels.pxi only by rounding (FMA contraction and the
+ * Results differ from the scalar kernels of _krows.pxd only by rounding (FMA contraction and the
  * vector exp); every copy gives the same values on a given machine and thread count, because each
  * value is computed by one thread in one fixed order.  Two families keep other values on purpose:
- * cv_radial_row_krow (fastimpl/_mmda.pyx) has exactly k_row's values (no FMA), and cv_radial_sums
+ * cv_radial_row_krow (ROWS_KROW, fastimpl/_mmda.pyx) has k_row's sums (no FMA), and cv_radial_sums
  * (fastimpl/_ssvr.pyx) uses libmvec's exp rather than cv_exp4/cv_exp8.
  *
  * Where the AVX-512 and AVX2 copies share their structure, one macro template (CV_DEFINE_*) defines
@@ -93,16 +93,18 @@ CV_DEFINE(avx2, __attribute__((target("avx2,fma"))))
 CV_DEFINE(avx512, __attribute__((target("avx512f,avx2,fma"))))
 #endif
 
-/* Gaussian / Laplacian kernel values with exactly the values of k_row (_kernels.pxi), for fastimpl/_mmda.pyx:
- * buf[j] = exp(mg * r_j) against n points packed by coordinate (svT[e * n + j]), r_j = ||sv_j - x||^2
- * (laplace: its root) summed over the coordinates in order, as k_row does; the loop over j vectorises
- * (4 coordinates per pass over buf).  The AVX2 copy has no FMA (target "avx2" alone: the same IEEE
- * results) and libmvec's 4-wide exp. */
+/* Gaussian / Laplacian kernel values with k_row's arithmetic (_krows.pyx), for the ROWS_KROW stores of
+ * _krows.pyx (fastimpl/_mmda.pyx): buf[j] = exp(mg * r_j) against n points packed by coordinate
+ * (svT[e * ld + j]), r_j = ||sv_j - x||^2 (laplace: its root) summed over the coordinates in order, as
+ * k_row does; the loop over j vectorises (4 coordinates per pass over buf).  The AVX2 copy has no FMA
+ * (target "avx2" alone: the same IEEE distances) but libmvec's 4-wide exp, which differs from the 2-wide
+ * exp of k_row's cv_vexp in the last bit of a few values in 10^4 (measured on AVX2 with glibc's libmvec):
+ * the same values as k_row on the portable path, within an ulp of them on the vector one. */
 #define CV_RADIAL_ROW_KROW_BODY                                                     \
     ptrdiff_t e = 0, j;                                                             \
     for (j = 0; j < n; j++) buf[j] = 0.0;                                           \
     for (; e + 4 <= d; e += 4) {                                                    \
-        const double *c0 = svT + e * n, *c1 = c0 + n, *c2 = c1 + n, *c3 = c2 + n;   \
+        const double *c0 = svT + e * ld, *c1 = c0 + ld, *c2 = c1 + ld, *c3 = c2 + ld; \
         const double x0 = x[e], x1 = x[e + 1], x2 = x[e + 2], x3 = x[e + 3];        \
         for (j = 0; j < n; j++) {                                                   \
             double a = buf[j], u;                                                   \
@@ -114,7 +116,7 @@ CV_DEFINE(avx512, __attribute__((target("avx512f,avx2,fma"))))
         }                                                                           \
     }                                                                               \
     for (; e < d; e++) {                                                            \
-        const double *c0 = svT + e * n;                                             \
+        const double *c0 = svT + e * ld;                                            \
         const double x0 = x[e];                                                     \
         for (j = 0; j < n; j++) { double u = c0[j] - x0; buf[j] += u * u; }         \
     }                                                                               \
@@ -123,8 +125,8 @@ CV_DEFINE(avx512, __attribute__((target("avx512f,avx2,fma"))))
     cv_vexp(buf, n);
 
 #define CV_DEFINE_KROW(SUFFIX, ATTR)                                                                  \
-    ATTR static void cv_radial_row_krow_##SUFFIX(const double *restrict svT, ptrdiff_t n, ptrdiff_t d, \
-            const double *restrict x, double mg, int laplace, double *restrict buf)                   \
+    ATTR static void cv_radial_row_krow_##SUFFIX(const double *restrict svT, ptrdiff_t ld, ptrdiff_t n,  \
+            ptrdiff_t d, const double *restrict x, double mg, int laplace, double *restrict buf)      \
     { CV_RADIAL_ROW_KROW_BODY }
 
 CV_DEFINE_KROW(base, )
@@ -162,13 +164,13 @@ CV_API void cv_radial_row(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t 
 }
 
 /* cv_radial_row_krow_avx2 where there is a vector unit (cv_simd_level() > 0), else _base */
-CV_API void cv_radial_row_krow(const double *svT, ptrdiff_t n, ptrdiff_t d, const double *x, double mg,
-                               int laplace, double *buf)
+CV_API void cv_radial_row_krow(const double *svT, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x,
+                               double mg, int laplace, double *buf)
 {
 #ifdef CV_X86_DISPATCH
-    if (cv_simd_level() > 0) { cv_radial_row_krow_avx2(svT, n, d, x, mg, laplace, buf); return; }
+    if (cv_simd_level() > 0) { cv_radial_row_krow_avx2(svT, ld, n, d, x, mg, laplace, buf); return; }
 #endif
-    cv_radial_row_krow_base(svT, n, d, x, mg, laplace, buf);
+    cv_radial_row_krow_base(svT, ld, n, d, x, mg, laplace, buf);
 }
 
 CV_API void cv_dot_row(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x, double *out)

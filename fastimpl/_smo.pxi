@@ -4,6 +4,13 @@
 # O(|S|) passes are the vectorised loops of _simd_smo.h.  grad_stats and most_violating are shared with
 # the active set (_active_set.pxi), whose stopping gap is SMO's.
 
+cdef extern from "_simd.h":
+    void cv_grad_update(double* g, const double* Qi, const double* Qj, const double* alpha, double two_t,
+                        Py_ssize_t n, double* gmin, double* gmax, double* gabs) noexcept nogil
+    Py_ssize_t cv_wss2(const double* g, const double* Qi, const double* Qd, const double* alpha, double gi,
+                       double Qii, double tau, double tie, Py_ssize_t n, double* best_out) noexcept nogil
+    Py_ssize_t cv_first_le(const double* g, Py_ssize_t n, double thr) noexcept nogil
+
 cdef void grad_stats(FastMEBOps ops, double* gmin, double* gmax, double* gabs) noexcept nogil:
     """min g, max_{alpha>0} g and max |g| over the core set (SMO fuses this pass into its update)."""
     cdef Py_ssize_t t

@@ -6,10 +6,17 @@ warnings -- is written once, in :mod:`refimpl.ssvr`; :func:`ssvr_srs` here runs 
 ``ops_class=FastSSVROps``, which has the methods of :class:`refimpl.ssvr.SSVROps` and computes them
 differently only in *how*:
 
-* candidate scoring (eq. (16)) computes each candidate's kernel column point by point in C (Gaussian /
-  Laplacian: ``cv_radial_sums`` of ``_simd.h``; others: ``k_row`` of ``_kernels.pxi``), fused with the
-  two dot products it needs, in parallel over the
-  candidates (OpenMP ``prange``); no n x |O| block is stored;
+* the inputs sit in a point store of the kernel-row layer (``_krows.pxd``): dense ones read in place,
+  by BLAS GEMV/GEMM against cached squared norms from ``BLAS_MIN_D`` coordinates on, else by the scalar
+  kernels (``k_row``); sparse (CSR) ones as CSR rows (sparse-dense products), never densified.  A basis
+  column (:meth:`FastSSVROps.cholesky_row`) is one kernel row of that store; on the BLAS and CSR paths
+  its own entry k(x_s, x_s) is set to the kernel's diagonal (the dot-product form leaves it a rounding
+  away, which the Laplacian's root would make ~1e-8: see ``refimpl.ssvr.kernel_columns``);
+* candidate scoring (eq. (16)) is the layer's full-scan skeleton (``kernel_rows``): each candidate's
+  kernel row (on the BLAS path SCORE_BLOCK candidates a GEMM) reduced to the two dot products it needs,
+  in parallel over chunks of candidates (OpenMP ``prange``); no n x |O| block is stored.  Below
+  ``BLAS_MIN_D`` the Gaussian / Laplacian rows are fused with the sums instead (``cv_radial_sums`` of
+  ``_simd.h`` on the inputs stored by coordinate);
 * the gradient (22) is computed as in the reference, K_P'l'(r) + 2 lam K_PP beta (BLAS dgemv), so a
   Newton iteration makes two passes over the n x m block (this and u = K_P d).  (It was once
   H beta - 2 K_P'q with a maintained q = W y + eps s - (Delta - eps) s_bar, saving a pass: but H beta
@@ -26,6 +33,7 @@ Since the random draws, the selection rule, the dependency test and the refactor
 loop's, the same ``random_state`` selects the same basis as the reference.
 """
 import numpy as np
+import scipy.sparse as sp
 cimport numpy as cnp
 from cython.parallel cimport prange, parallel
 from libc.math cimport exp, sqrt, fabs, INFINITY
@@ -38,23 +46,23 @@ from refimpl.ssvr import JITTER_RTOL
 
 cnp.import_array()
 
-include "_kernels.pxi"
+from fastimpl._krows cimport (
+    BLAS_MIN_D, Kern, Queries, _PointStore, ROWS_BLAS, ROWS_CSR, ROWS_KROW, ROWS_SCALAR, make_kern, k_is_radial,
+    k_is_laplacian, k_diag, csr_row_sq, csr_scatter, csr_clear, rawdiag_from_sq, dense_queries, rows_scratch,
+    kernel_rows, cv_radial_sums_available, cv_radial_sums)
 
-cdef extern from "_simd.h":
-    # sw = sum_i w_i k(x_i, x), sk = sum_i k(x_i, x)^2 for the Gaussian / Laplacian kernel (mg = -gamma),
-    # the points stored by coordinate (C[e * ld + i]): one fused SIMD pass with glibc's vector exp
-    int cv_radial_sums_available() noexcept nogil
-    void cv_radial_sums(const double* C, Py_ssize_t ld, Py_ssize_t n, Py_ssize_t d, const double* x, double mg,
-                        int laplace, const double* w, double* sw, double* sk) noexcept nogil
-
-#: 1 when the candidate scoring of the radial kernels runs cv_radial_sums of _simd.h (AVX2 or AVX-512
-#: with libmvec); 0: the portable path (score_candidates)
+#: 1 when the candidate scoring of the radial kernels below BLAS_MIN_D coordinates runs cv_radial_sums of
+#: _simd.h (AVX2 or AVX-512 with libmvec); 0: the layer's rows (score_candidates)
 cdef int SIMD_OK = cv_radial_sums_available()
 
 # rows gathered per dsyrk call when W changes
 cdef Py_ssize_t GATHER = 256
 # below this many kernel-coordinate operations the candidate scoring runs on one thread
 cdef Py_ssize_t PARALLEL_MIN_WORK = 2_000_000
+# candidates per GEMM of the scoring on the BLAS path (and per chunk of the threads), and at most this many
+# doubles of kernel rows per thread (a block's rows are n values each)
+cdef Py_ssize_t SCORE_BLOCK = 32
+cdef Py_ssize_t SCORE_ROWS_MAX = 2 ** 21
 cdef double C_JITTER_RTOL = JITTER_RTOL
 
 
@@ -99,41 +107,66 @@ cdef inline signed char zone_bf(double r, double eps, double delta) noexcept nog
     return <signed char> ((r > eps) + (r >= delta) - (r < -eps) - (r <= -delta))
 
 
-cdef void score_candidates(const Kern* K, const double* X, const double* sda, Py_ssize_t n,
-                           const Py_ssize_t* O, Py_ssize_t nO, const double* g, const double* beta,
-                           const Py_ssize_t* P, Py_ssize_t m, double lam,
-                           double* num, double* knorm2, int nthreads) noexcept nogil:
-    """num_j = g_bar'K_bar_j and knorm2_j = |K_bar_j|^2 of eq. (16) for the candidates O, in parallel
-    over the candidates (each candidate's sums run serially, so results do not depend on nthreads)."""
-    cdef Py_ssize_t j, i, p, o
-    cdef double* buf
-    cdef double sg, sk, sp, sq, v
+cdef struct _Scoring:
+    # what the reduction of a candidate's kernel row reads (shared by the threads; each writes its own j)
+    const double* g
+    const double* beta
+    const Py_ssize_t* P
+    const Py_ssize_t* O
+    Py_ssize_t n, m
+    double lam
+    double* num
+    double* knorm2
+    const Kern* K
+    const double* rd         # k_raw(x_i, x_i), for the candidate's own entry
+    bint fix_self            # set the candidate's own entry k(x_o, x_o) to k_diag (BLAS and CSR rows)
+
+
+cdef void _score_sink(void* ctx, Py_ssize_t j, double* row) noexcept nogil:
+    """num_j = g_bar'K_bar_j and knorm2_j = |K_bar_j|^2 of eq. (16) from candidate j's kernel row."""
+    cdef _Scoring* c = <_Scoring*> ctx
+    cdef Py_ssize_t i, p
+    cdef double sg = 0.0, sk = 0.0, sp = 0.0, sq = 0.0, v
+    if c.fix_self:
+        row[c.O[j]] = k_diag(c.K, c.rd[c.O[j]])
+    for i in range(c.n):
+        sg = sg + c.g[i] * row[i]
+        sk = sk + row[i] * row[i]
+    for p in range(c.m):
+        v = row[c.P[p]]
+        sp = sp + c.beta[p] * v
+        sq = sq + v * v
+    c.num[j] = sg + 2.0 * c.lam * sp
+    c.knorm2[j] = sk + sq
+
+
+cdef int score_candidates(_PointStore rows, const Queries* Q, Py_ssize_t nO, _Scoring* ctx, Py_ssize_t block,
+                          int nthreads) noexcept nogil:
+    """_score_sink over the candidates ctx.O[:nO]: the layer's kernel_rows in parallel over chunks of ``block``
+    candidates (each chunk's rows, and so each candidate's sums, do not depend on nthreads).  Returns -1 when
+    out of memory."""
+    cdef Py_ssize_t nchunk = (nO + block - 1) // block, c, lo, hi, failed = 0
+    cdef Py_ssize_t bufsize = rows_scratch(rows, Q, rows.n, block)
+    cdef double* buf = NULL
     with parallel(num_threads=nthreads):
-        buf = <double*> malloc(n * sizeof(double))
-        for j in prange(nO, schedule="dynamic"):
-            o = O[j]
-            k_row(K, X, sda, n, &X[o * K.d], sda[o], buf)
-            sg = 0.0
-            sk = 0.0
-            for i in range(n):
-                sg = sg + g[i] * buf[i]
-                sk = sk + buf[i] * buf[i]
-            sp = 0.0
-            sq = 0.0
-            for p in range(m):
-                v = buf[P[p]]
-                sp = sp + beta[p] * v
-                sq = sq + v * v
-            num[j] = sg + 2.0 * lam * sp
-            knorm2[j] = sk + sq
+        buf = <double*> malloc(bufsize * sizeof(double))
+        for c in prange(nchunk, schedule="dynamic"):
+            lo = c * block
+            hi = min(lo + block, nO)
+            if buf == NULL:
+                failed += 1
+            else:
+                kernel_rows(rows, Q, ctx.O, lo, hi, 0, rows.n, block, _score_sink, ctx, buf)
         free(buf)
+    return -1 if failed else 0
 
 
-cdef void score_candidates_simd(const Kern* K, const double* X, const double* Xt, Py_ssize_t n,
+cdef void score_candidates_simd(const Kern* K, const double* X, const double* Xt, Py_ssize_t ldt, Py_ssize_t n,
                                 const Py_ssize_t* O, Py_ssize_t nO, const double* g, const double* beta,
                                 const double* KP, Py_ssize_t m, double lam,
                                 double* num, double* knorm2, int nthreads) noexcept nogil:
-    """score_candidates for the Gaussian / Laplacian kernel on the SIMD path (cv_radial_sums of _simd.h):
+    """score_candidates for the Gaussian / Laplacian kernel below BLAS_MIN_D (cv_radial_sums of _simd.h, Xt the
+    inputs by coordinate with leading dimension ldt):
     the sums over the n points in one fused SIMD pass per candidate (no buffer), the basis entries K_Pj read from row j
     of K_P (k(x_j, x_p) = k(x_p, x_j) exactly: the squared differences are symmetric)."""
     cdef Py_ssize_t j, p, o
@@ -145,7 +178,7 @@ cdef void score_candidates_simd(const Kern* K, const double* X, const double* Xt
         # would leave them shared between the threads (a data race that changed the selected basis)
         sg = 0.0
         sk = 0.0
-        cv_radial_sums(Xt, n, n, K.d, &X[o * K.d], -K.gamma, lap, g, &sg, &sk)
+        cv_radial_sums(Xt, ldt, n, K.d, &X[o * K.d], -K.gamma, lap, g, &sg, &sk)
         sp = 0.0
         sq = 0.0
         for p in range(m):
@@ -164,11 +197,12 @@ cdef class FastSSVROps:
     cdef readonly Py_ssize_t m       # basis functions so far
     cdef double lam, eps, delta, loss
     cdef int nthreads                # OpenMP threads of the candidate scoring
-    cdef const double* X
+    cdef const double* X  # the dense inputs (NULL for CSR input)
     cdef const double* y
-    cdef double* sda
-    cdef const double* Xt  # d x n: the inputs feature by feature (SIMD candidate scoring)
-    cdef bint simd
+    cdef _PointStore rows # the inputs in the layer's store: BLAS (d >= BLAS_MIN_D), k_row (below) or CSR rows
+    cdef _PointStore coords  # the inputs by coordinate, for the fused radial sums (score_candidates_simd), or None
+    cdef Queries Q        # the inputs as candidates of kernel rows
+    cdef double* xd       # a zeroed d-vector: the CSR row of cholesky_row's candidate, scattered
     cdef double* KP       # n x nb, column j (basis j) at KP + j n
     cdef double* KPP      # nb x nb column-major (full)
     cdef double* H        # nb x nb column-major, lower triangle
@@ -191,28 +225,24 @@ cdef class FastSSVROps:
     cdef double new_kss, new_hss, new_piv2
 
     def __init__(self, X, y, spec, Py_ssize_t nb, double lam, double eps, double delta, n_jobs=None):
+        """X: dense, or CSR (scipy.sparse; read as CSR rows, never densified)."""
         cdef Py_ssize_t i, n
         self.n, self.d = X.shape[0], X.shape[1]
         self.nb, self.m = nb, 0
         self.lam, self.eps, self.delta = lam, eps, delta
         self.nthreads = _threads(n_jobs)
         self.K = make_kern(spec, self.d)
-        Xc = np.ascontiguousarray(X, dtype=np.float64)
         yc = np.ascontiguousarray(y, dtype=np.float64)
         n = self.n
-        self.simd = SIMD_OK and k_is_radial(&self.K)
-        Xt = np.ascontiguousarray(Xc.T) if self.simd else np.zeros(1)
-        arrays = dict(X=Xc, y=yc, Xt=Xt, sda=np.ones(n), KP=np.zeros(n * nb), KPP=np.zeros(nb * nb),
+        arrays = dict(y=yc, KP=np.zeros(n * nb), KPP=np.zeros(nb * nb),
                       H=np.zeros(nb * nb), L=np.zeros(nb * nb), beta=np.zeros(nb),
                       r=-yc, u=np.zeros(n), work=np.zeros(n), vm=np.zeros(4 * nb + 4),
                       gather=np.zeros(GATHER * nb), bps=np.zeros(2 * (4 * n + 1)),
                       changed=np.zeros(n + 1, dtype=np.intp), zone=np.zeros(n, dtype=np.int8),
-                      P=np.zeros(nb, dtype=np.intp))
+                      P=np.zeros(nb, dtype=np.intp), xd=np.zeros(max(self.d, 1)))
         self.keep = arrays
-        self.X = <const double*> cnp.PyArray_DATA(Xc)
+        self._store_inputs(X, arrays)
         self.y = <const double*> cnp.PyArray_DATA(yc)
-        self.sda = <double*> cnp.PyArray_DATA(arrays["sda"])
-        self.Xt = <const double*> cnp.PyArray_DATA(Xt)
         self.KP = <double*> cnp.PyArray_DATA(arrays["KP"])
         self.KPP = <double*> cnp.PyArray_DATA(arrays["KPP"])
         self.H = <double*> cnp.PyArray_DATA(arrays["H"])
@@ -227,15 +257,57 @@ cdef class FastSSVROps:
         self.changed = <Py_ssize_t*> cnp.PyArray_DATA(arrays["changed"])
         self.zone = <signed char*> cnp.PyArray_DATA(arrays["zone"])
         self.P = <Py_ssize_t*> cnp.PyArray_DATA(arrays["P"])
+        self.xd = <double*> cnp.PyArray_DATA(arrays["xd"])
         self.nch = 0
         with nogil:
-            if k_is_normalized(&self.K):
-                for i in range(n):
-                    self.sda[i] = k_raw(&self.K, &self.X[i * self.d], &self.X[i * self.d])
             self.loss = 0.0
             for i in range(n):
                 self.zone[i] = zone_bf(self.r[i], eps, delta)
                 self.loss += hloss_bf(self.r[i], eps, delta)
+
+    cdef void _store_inputs(self, X, dict keep) except *:
+        """The inputs in the layer's store (rows, Q) and, for the fused radial sums, by coordinate (coords)."""
+        cdef Py_ssize_t i, n = self.n, d = self.d
+        cdef const long long[::1] xp
+        cdef const int[::1] xi
+        cdef const double[::1] xv
+        cdef double xsq
+        self.rows = _PointStore()
+        self.coords = None
+        if sp.issparse(X):
+            if d >= 2**31:
+                raise ValueError("X: sparse input needs fewer than 2**31 columns")
+            X = sp.csr_matrix(X)
+            keep.update(indptr=np.ascontiguousarray(X.indptr, dtype=np.int64),
+                        indices=np.ascontiguousarray(X.indices, dtype=np.int32),
+                        data=np.ascontiguousarray(X.data, dtype=np.float64))
+            xp, xi, xv = keep["indptr"], keep["indices"], keep["data"]
+            self.X = NULL
+            self.rows.setup_csr(self.K, n)
+            self.Q = dense_queries(NULL, n, d)
+            self.Q.ptr = &xp[0]
+            if xi.shape[0] > 0:
+                self.Q.ind = &xi[0]
+                self.Q.val = &xv[0]
+            for i in range(n):
+                xsq = csr_row_sq(self.Q.val, xp[i], xp[i + 1])
+                self.rows.put_csr(i, &self.Q.ind[xp[i]] if xi.shape[0] > 0 else NULL,
+                                  &self.Q.val[xp[i]] if xi.shape[0] > 0 else NULL, xp[i + 1] - xp[i], xsq,
+                                  rawdiag_from_sq(&self.K, xsq))
+        else:
+            Xc = np.ascontiguousarray(X, dtype=np.float64)
+            keep["X"] = Xc
+            self.X = <const double*> cnp.PyArray_DATA(Xc)
+            self.rows.view(self.K, self.X, n, ROWS_BLAS if d >= BLAS_MIN_D else ROWS_SCALAR)
+            self.Q = dense_queries(self.X, n, d)
+            if SIMD_OK and k_is_radial(&self.K) and d < BLAS_MIN_D:
+                self.coords = _PointStore()
+                self.coords.setup_kind(self.K, n, ROWS_KROW)
+                with nogil:
+                    for i in range(n):
+                        self.coords.put(i, &self.X[i * d])
+        self.Q.sq = self.rows.sq
+        self.Q.rd = self.rows.rd
 
     # ---------------------------------------------------------------- the state
     def loss_derivative(self):
@@ -278,20 +350,39 @@ cdef class FastSSVROps:
 
     def scores(self, Py_ssize_t[::1] O, double[::1] g, int nthreads):
         """(g_bar'K_bar_j, |K_bar_j|^2) of eq. (16) for the candidates O, on ``nthreads`` threads."""
-        cdef Py_ssize_t nO = O.shape[0]
+        cdef Py_ssize_t nO = O.shape[0], block = 1
+        cdef int rc = 0
+        cdef _Scoring ctx
         if nO * self.n * self.d < PARALLEL_MIN_WORK:
             nthreads = 1
         num = np.empty(nO)
         kn = np.empty(nO)
         cdef double[::1] numv = num, knv = kn
-        cdef double* bptr = self.beta_
+        if nO == 0:
+            return num, kn
+        if self.coords is not None:
+            with nogil:
+                score_candidates_simd(&self.K, self.X, self.coords.data, self.coords.cap, self.n, &O[0], nO, &g[0],
+                                      self.beta_, self.KP, self.m, self.lam, &numv[0], &knv[0], nthreads)
+            return num, kn
+        if self.rows.blas:
+            block = max(1, min(SCORE_BLOCK, SCORE_ROWS_MAX // max(self.n, 1)))
+        ctx.g = &g[0]
+        ctx.beta = self.beta_
+        ctx.P = self.P
+        ctx.O = &O[0]
+        ctx.n = self.n
+        ctx.m = self.m
+        ctx.lam = self.lam
+        ctx.num = &numv[0]
+        ctx.knorm2 = &knv[0]
+        ctx.K = &self.K
+        ctx.rd = self.rows.rd
+        ctx.fix_self = self.rows.kind == ROWS_BLAS or self.rows.kind == ROWS_CSR
         with nogil:
-            if self.simd:
-                score_candidates_simd(&self.K, self.X, self.Xt, self.n, &O[0], nO, &g[0], bptr, self.KP, self.m,
-                                      self.lam, &numv[0], &knv[0], nthreads)
-            else:
-                score_candidates(&self.K, self.X, self.sda, self.n, &O[0], nO, &g[0], bptr, self.P, self.m,
-                                 self.lam, &numv[0], &knv[0], nthreads)
+            rc = score_candidates(self.rows, &self.Q, nO, &ctx, block, nthreads)
+        if rc != 0:
+            raise MemoryError("SSVR candidate scoring: kernel rows")
         return num, kn
 
     def cholesky_row(self, Py_ssize_t j):
@@ -307,8 +398,10 @@ cdef class FastSSVROps:
         cdef double zero = 0.0, two = 2.0
         cdef char trans = b'T', uplo = b'L', notrans = b'N', diag = b'N'
         with nogil:
-            k_row(&self.K, self.X, self.sda, n, &self.X[s * self.d], self.sda[s], k)
-            k_ss = k_diag(&self.K, k_rawdiag(&self.K, &self.X[s * self.d]))
+            self._column(s, k)
+            k_ss = k_diag(&self.K, self.rows.rd[s])
+            if self.rows.kind == ROWS_BLAS or self.rows.kind == ROWS_CSR:
+                k[s] = k_ss
             for i in range(n):
                 if self.zone[i] == 1 or self.zone[i] == -1:
                     self.work[i] = k[i]
@@ -327,6 +420,15 @@ cdef class FastSSVROps:
                 piv2 -= l[jj] * l[jj]
         self.new_s, self.new_kss, self.new_hss, self.new_piv2 = s, k_ss, h_ss, piv2
         return piv2, h_ss
+
+    cdef void _column(self, Py_ssize_t s, double* k) noexcept nogil:
+        """k[i] = k(x_i, x_s) for every input i: one kernel row of the store (a CSR row scattered first)."""
+        if self.Q.ptr == NULL:
+            self.rows.row(0, self.n, &self.X[s * self.d], self.rows.sq[s], self.rows.rd[s], k)
+            return
+        csr_scatter(self.xd, self.Q.ind, self.Q.val, self.Q.ptr[s], self.Q.ptr[s + 1])
+        self.rows.row(0, self.n, self.xd, self.rows.sq[s], self.rows.rd[s], k)
+        csr_clear(self.xd, self.Q.ind, self.Q.ptr[s], self.Q.ptr[s + 1])
 
     def append(self):
         """Grow K_PP, H, L and beta_P (= 0) by the candidate of the last :meth:`cholesky_row`."""

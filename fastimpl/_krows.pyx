@@ -1,163 +1,71 @@
-# Kernel rows against a growable set of points, for fastimpl._engine (include after _kernels.pxi).
-#
-# Low-dimensional points are stored by coordinate (d x cap, "SoA") and a row runs through the SIMD
-# loops of _simd.h: one vectorised pass per coordinate, then a vector exp.  From BLAS_MIN_D
-# coordinates on, points are stored by row (cap x d) and a row is one BLAS GEMV (a block of rows one
-# GEMM) against cached squared norms: a kernel evaluation then costs what a dot product costs.
-#
-# Sparse (CSR) input: the store keeps its points as CSR rows (``setup_csr``, ``put_csr``; memory in
-# proportion to their nonzeros, never d per point), and a row against a query x is the sparse-dense product
-# of each stored row with x scattered into a dense d-vector (``csr_scatter``: O(nnz(x)) to build and to
-# clear), then the kernel from the dots and the cached squared norms, as on the BLAS path.
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The kernel-row layer of fastimpl (declared in ``_krows.pxd``, which the engine, ``_ssvr`` and ``_mmda``
+``cimport``): kernel rows against a set of points, and the one loop that computes them for many candidates.
+
+* :class:`_PointStore`: a growable set of points in the layout its kernel rows want, of one of five kinds
+  (``RowKind`` in the .pxd).  The engine's stores: low-dimensional points by coordinate ("SoA", d x cap),
+  a row through the SIMD loops of ``_simd.h`` (one vectorised pass per coordinate, then a vector exp);
+  from ``BLAS_MIN_D`` coordinates on by row (cap x d), a row one BLAS GEMV (a block of rows one GEMM)
+  against cached squared norms, so that a kernel evaluation costs what a dot product costs; sparse (CSR)
+  input as CSR rows (memory in proportion to their nonzeros), a row the sparse-dense products of each
+  stored row with the query scattered into a dense d-vector (O(nnz(x)) to build and to clear), then the
+  kernel from the dots and the cached squared norms.  Two kinds keep the arithmetic of the scalar kernels
+  (:func:`k_row`) for the results that follow it: by row (``ROWS_SCALAR``) and, for the radial kernels,
+  by coordinate with the distances vectorised over the points (``ROWS_KROW``, MMDA).  A store may also
+  read its points in place (``view``: SSVR's training inputs).
+* :func:`kernel_rows`, the full-scan skeleton: for every candidate row, its kernel row against a store (the
+  candidates' CSR rows scattered, blocks of them gathered for one GEMM on the BLAS path), handed to a
+  reduction; :func:`weighted_rows` with the weighted sum as the reduction (fused with the row on the SIMD
+  radial path: no row is written).  The engine's scans and kernel expansions, SSVR's candidate scoring and
+  MMDA's (G x)_l scans are this loop with their own reductions, in parallel over chunks of candidates.
+* the kernels point by point (``Kern``, ``k_raw``, ``k_eval``, inline in the .pxd) and :func:`k_row`.
+"""
+from libc.float cimport DBL_EPSILON
+from libc.stdlib cimport malloc, free, realloc
+from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport dgemv, dgemm
 
-cdef extern from "_simd.h":
-    int cv_simd_level() noexcept nogil
-    void cv_radial_row(const double* C, Py_ssize_t ld, Py_ssize_t n, Py_ssize_t d, const double* x,
-                       double mg, int laplace, double* out) noexcept nogil
-    void cv_dot_row(const double* C, Py_ssize_t ld, Py_ssize_t n, Py_ssize_t d, const double* x,
-                    double* out) noexcept nogil
-    void cv_radial_from_dots(double* out, Py_ssize_t n, double xsq, const double* csq, double mg,
-                             int laplace) noexcept nogil
-    double cv_dot4(const double* w, const double* v, Py_ssize_t n) noexcept nogil
-    void cv_grad_update(double* g, const double* Qi, const double* Qj, const double* alpha, double two_t,
-                        Py_ssize_t n, double* gmin, double* gmax, double* gabs) noexcept nogil
-    Py_ssize_t cv_wss2(const double* g, const double* Qi, const double* Qd, const double* alpha, double gi,
-                       double Qii, double tau, double tie, Py_ssize_t n, double* best_out) noexcept nogil
-    Py_ssize_t cv_first_le(const double* g, Py_ssize_t n, double thr) noexcept nogil
-    double cv_radial_dot(const double* C, Py_ssize_t ld, Py_ssize_t n, Py_ssize_t d, const double* x,
-                         double mg, int laplace, const double* w) noexcept nogil
-    double cv_radial_dot_screen(const double* C, Py_ssize_t ld, Py_ssize_t n, Py_ssize_t d, const double* x,
-                                double mg, int laplace, const double* w) noexcept nogil
-    int cv_screen_available() noexcept nogil
-    double CV_SCREEN_TERM_ERR
-    double cv_rbf_dot_screen_f32(const float* C, Py_ssize_t ld, Py_ssize_t n, Py_ssize_t d, const float* x,
-                                 float mg, const double* w) noexcept nogil
-
-cdef extern from "_taylor.h":
-    Py_ssize_t cv_taylor_nterms(int d, int p) noexcept nogil
-    Py_ssize_t cv_taylor_work(int d, int p) noexcept nogil
-    void cv_taylor_build(const double* C, Py_ssize_t ld, Py_ssize_t n, int d, const double* mu, double gamma,
-                         int p, const double* w, double* coef, double* work) noexcept nogil
-    void cv_taylor_eval(const double* coef, int d, int p, double gamma, const double* mu, const double* X,
-                        Py_ssize_t ldx, const Py_ssize_t* rows, Py_ssize_t n, double* out) noexcept nogil
-
-#: from this many coordinates on, kernel rows go through BLAS (dot products against squared norms)
-cdef Py_ssize_t BLAS_MIN_D = 16
 #: the Taylor screen (_taylor.h) truncates where each term is off by at most this (2^-40, about the
 #: rounding of a sum of a few thousand terms), in at most TAYLOR_MAX_NTERMS moments of degree <= TAYLOR_MAX_P
 cdef double TAYLOR_TRUNC = 2.0 ** -40
 cdef int TAYLOR_MAX_P = 48
 cdef Py_ssize_t TAYLOR_MAX_NTERMS = 4096
 
-SIMD_LEVEL = cv_simd_level()
+
+cdef Kern make_kern(spec, Py_ssize_t d):
+    cdef Kern K
+    K.code = spec.code
+    K.gamma = spec.gamma
+    K.degree = spec.degree
+    K.coef0 = spec.coef0
+    K.normalize = 1 if spec.normalize else 0
+    K.d = d
+    return K
 
 
-cdef inline double point_sq(const double* x, Py_ssize_t d) noexcept nogil:
-    cdef Py_ssize_t e
-    cdef double s = 0.0
-    for e in range(d):
-        s += x[e] * x[e]
-    return s
-
-
-cdef inline double rawdiag_from_sq(const Kern* K, double sq) noexcept nogil:
-    """k_raw(x, x) from ||x||^2 (what normalisation divides by); 1 for the radial kernels."""
+cdef void k_row(const Kern* K, const double* SVX, const double* sda, Py_ssize_t ns,
+                const double* x, double dax, double* out) noexcept nogil:
+    """out[t] = k(sv_t, x) for the ns packed rows of SVX (sda: their k_raw(sv, sv), read by normalised kernels
+    only); exp runs over the whole row at once (vectorised by _vexp.h)."""
+    cdef Py_ssize_t t, e
+    cdef double s, u
+    cdef const double* a
     if k_is_radial(K):
-        return 1.0
-    if k_is_linear(K):
-        return K.gamma * sq
-    return ipow(K.gamma * sq + K.coef0, K.degree)
-
-
-cdef inline void csr_scatter(double* xd, const int* ind, const double* val, Py_ssize_t lo,
-                             Py_ssize_t hi) noexcept nogil:
-    """xd[ind[e]] = val[e] for e in [lo, hi): a CSR row into a zeroed dense vector."""
-    cdef Py_ssize_t e
-    for e in range(lo, hi):
-        xd[ind[e]] = val[e]
-
-
-cdef inline void csr_clear(double* xd, const int* ind, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
-    """Undo csr_scatter: the dense vector is zero again."""
-    cdef Py_ssize_t e
-    for e in range(lo, hi):
-        xd[ind[e]] = 0.0
-
-
-cdef inline double csr_dot_dense(const double* xd, const int* ind, const double* val, Py_ssize_t lo,
-                                 Py_ssize_t hi) noexcept nogil:
-    """sum_e val[e] xd[ind[e]] for e in [lo, hi): a CSR row against a dense (scattered) vector."""
-    cdef Py_ssize_t e
-    cdef double acc = 0.0
-    for e in range(lo, hi):
-        acc = acc + val[e] * xd[ind[e]]
-    return acc
-
-
-cdef inline double csr_row_sq(const double* val, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
-    cdef Py_ssize_t e
-    cdef double s = 0.0
-    for e in range(lo, hi):
-        s += val[e] * val[e]
-    return s
-
-
-cdef inline double point_rawdiag(const Kern* K, const double* x) noexcept nogil:
-    """k_raw(x, x) for the dot-product kernels (what normalisation divides by); 1 for radial ones."""
-    if k_is_radial(K):
-        return 1.0
-    return k_raw(K, x, x)
-
-
-cdef inline void dots_to_kernel(const Kern* K, double* out, Py_ssize_t n, double xsq, const double* csq,
-                                double xrd, const double* crd) noexcept nogil:
-    """Turn dot products x'c_j (radial: with the squared norms) into kernel values k(x, c_j)."""
-    cdef Py_ssize_t j
-    cdef double v
-    if k_is_radial(K):
-        cv_radial_from_dots(out, n, xsq, csq, -K.gamma, k_is_laplacian(K))
+        for t in range(ns):
+            a = &SVX[t * K.d]
+            s = 0.0
+            for e in range(K.d):
+                u = a[e] - x[e]
+                s += u * u
+            out[t] = -K.gamma * s if k_is_gaussian(K) else -K.gamma * sqrt(s)
+        cv_vexp(out, ns)
         return
-    for j in range(n):
-        v = out[j]
-        if k_is_poly(K):
-            v = ipow(K.gamma * v + K.coef0, K.degree)
-        else:
-            v = K.gamma * v
-        if K.normalize:
-            v = v / sqrt(xrd * crd[j]) if (xrd > 0 and crd[j] > 0) else 0.0
-        out[j] = v
+    for t in range(ns):
+        out[t] = k_eval(K, &SVX[t * K.d], x, sda[t], dax)
 
 
 cdef class _PointStore:
-    """A growable array of points in the layout its kernel rows want (see the top of this file)."""
-    cdef Kern K
-    cdef Py_ssize_t d, n, cap
-    cdef bint blas
-    cdef bint csr       # CSR rows (sparse input): ptr, ind, val instead of data
-    cdef Py_ssize_t* ptr
-    cdef int* ind
-    cdef double* val
-    cdef Py_ssize_t nzcap
-    cdef double* data   # blas: cap x d by row; else d x cap by coordinate
-    cdef double* sq     # squared norms (the BLAS path of radial kernels)
-    cdef double* rd     # k_raw(c, c) (normalised dot-product kernels)
-    # single-precision copy for the screening kernel (Gaussian kernel, coordinate layout): fl(c - fmu)
-    cdef float* fdata
-    cdef double fmu[16]      # the centre (d < BLAS_MIN_D = 16 on this layout)
-    cdef bint fmode
-    cdef double ferr         # the screening kernel's error bound per term (CV_SCREEN_TERM_ERR + its own)
-    # Taylor screen (Gaussian kernel, d <= 3, a kernel wide against the data's box; _taylor.h): the moments
-    # of the stored points with the weights last passed to taylor_build, valid until a point is stored
-    cdef bint tmode
-    cdef int tp                # degree p of the expansion
-    cdef Py_ssize_t tnt        # its C(p + d, d) moments
-    cdef double tmu[3]         # its centre (the box's)
-    cdef double tsig           # sqrt(2 gamma): the expansion runs in coordinates scaled by it (_taylor.h)
-    cdef double tgr2           # gamma R^2, R the box's half-diagonal (every point within R of tmu)
-    cdef double ttrunc         # the truncation's bound per term, (2 gamma R^2)^(p+1) / (p+1)!
-    cdef double* tcoef         # tnt moments, then cv_taylor_work doubles of work space
-    cdef bint tvalid
+    """A growable array of points in the layout its kernel rows want (see the module docstring)."""
 
     def __cinit__(self):
         self.data = NULL
@@ -174,6 +82,8 @@ cdef class _PointStore:
         self.val = NULL
         self.nzcap = 0
         self.csr = False
+        self.bycoord = False
+        self.borrowed = False
         self.n = 0
         self.cap = 0
 
@@ -181,28 +91,60 @@ cdef class _PointStore:
         free(self.ptr)
         free(self.ind)
         free(self.val)
-        free(self.data)
+        if not self.borrowed:
+            free(self.data)
         free(self.sq)
         free(self.rd)
         free(self.fdata)
         free(self.tcoef)
 
     cdef void setup(self, Kern K, Py_ssize_t cap) except *:
-        self.K = K
-        self.d = K.d
-        self.blas = K.d >= BLAS_MIN_D
-        self.reserve(max(cap, 4))
+        """The engine's store: SIMD rows by coordinate below BLAS_MIN_D coordinates, BLAS rows from there on."""
+        self.setup_kind(K, cap, ROWS_BLAS if K.d >= BLAS_MIN_D else ROWS_SIMD)
 
     cdef void setup_csr(self, Kern K, Py_ssize_t cap) except *:
         """A store of CSR rows (sparse input); points are appended with put_csr."""
-        self.K = K
-        self.d = K.d
-        self.blas = False
-        self.csr = True
-        self.reserve(max(cap, 4))
+        self.setup_kind(K, cap, ROWS_CSR)
         self.ptr[0] = 0
 
-    cdef inline Py_ssize_t nbytes(self) noexcept nogil:
+    cdef void setup_kind(self, Kern K, Py_ssize_t cap, int kind) except *:
+        """An empty store of rows of the given kind (RowKind; ROWS_KROW for the radial kernels only)."""
+        if kind == ROWS_KROW and not k_is_radial(&K):
+            raise ValueError("ROWS_KROW stores hold points of a radial kernel")
+        self.K = K
+        self.d = K.d
+        self.kind = kind
+        self.blas = kind == ROWS_BLAS
+        self.csr = kind == ROWS_CSR
+        self.bycoord = kind == ROWS_SIMD or kind == ROWS_KROW
+        self.reserve(max(cap, 4))
+
+    cdef void view(self, Kern K, const double* X, Py_ssize_t n, int kind) except *:
+        """A full store of the n points X[j d : (j + 1) d] (by row: ROWS_BLAS or ROWS_SCALAR) read in place: the
+        caller keeps X alive and unchanged while the store lives; only the norms are the store's."""
+        cdef Py_ssize_t j
+        if kind != ROWS_BLAS and kind != ROWS_SCALAR:
+            raise ValueError("a store views points by row only (ROWS_BLAS, ROWS_SCALAR)")
+        if self.cap > 0:
+            raise ValueError("a store views points from the start")
+        self.K = K
+        self.d = K.d
+        self.kind = kind
+        self.blas = kind == ROWS_BLAS
+        self.sq = <double*> malloc(max(n, 1) * sizeof(double))
+        self.rd = <double*> malloc(max(n, 1) * sizeof(double))
+        if self.sq == NULL or self.rd == NULL:
+            raise MemoryError("kernel row store")
+        self.data = <double*> X
+        self.borrowed = True
+        self.cap = n
+        with nogil:
+            for j in range(n):
+                self.sq[j] = point_sq(&X[j * self.d], self.d)
+                self.rd[j] = point_rawdiag(&self.K, &X[j * self.d])
+        self.n = n
+
+    cdef Py_ssize_t nbytes(self) noexcept nogil:
         """Bytes the store holds (its capacity): charged to the core-set cache's budget (_RowCache.held)."""
         cdef Py_ssize_t b = self.cap * 2 * sizeof(double)                     # sq, rd
         if self.csr:
@@ -244,6 +186,8 @@ cdef class _PointStore:
         cdef float* fd
         if cap <= self.cap:
             return
+        if self.borrowed:
+            raise ValueError("a store that views its points cannot grow")
         if self.csr:
             self.ptr = <Py_ssize_t*> realloc(self.ptr, (cap + 1) * sizeof(Py_ssize_t))
             self.sq = <double*> realloc(self.sq, cap * sizeof(double))
@@ -256,7 +200,7 @@ cdef class _PointStore:
         if nd == NULL:
             raise MemoryError("kernel row store")
         if self.data != NULL:
-            if self.blas:
+            if not self.bycoord:
                 memcpy(nd, self.data, self.n * d * sizeof(double))
             else:
                 for e in range(d):
@@ -278,10 +222,10 @@ cdef class _PointStore:
             self.fdata = fd
         self.cap = cap
 
-    cdef inline void put(self, Py_ssize_t j, const double* x) noexcept nogil:
+    cdef void put(self, Py_ssize_t j, const double* x) noexcept nogil:
         """Store x as point j (j < cap; n becomes max(n, j + 1))."""
         cdef Py_ssize_t e, d = self.d
-        if self.blas:
+        if not self.bycoord:
             memcpy(&self.data[j * d], x, d * sizeof(double))
         else:
             for e in range(d):
@@ -313,6 +257,11 @@ cdef class _PointStore:
             # row-major (hi - lo) x d is column-major d x (hi - lo): out = A' x
             dgemv(&trans, &d_, &n_, &one, &self.data[lo * self.d], &d_, <double*> x, &inc, &zero, out, &inc)
             dots_to_kernel(&self.K, out, hi - lo, xsq, &self.sq[lo], xrd, &self.rd[lo])
+        elif self.kind == ROWS_SCALAR:
+            k_row(&self.K, &self.data[lo * self.d], &self.rd[lo], hi - lo, x, xrd, out)
+        elif self.kind == ROWS_KROW:
+            cv_radial_row_krow(&self.data[lo], self.cap, hi - lo, self.d, x, -self.K.gamma, k_is_laplacian(&self.K),
+                               out)
         elif k_is_radial(&self.K):
             cv_radial_row(&self.data[lo], self.cap, hi - lo, self.d, x, -self.K.gamma, k_is_laplacian(&self.K), out)
         else:
@@ -323,17 +272,17 @@ cdef class _PointStore:
                          double* buf) noexcept nogil:
         """sum_j w[j] k(x, c_j) over all stored points (``buf``: n values of scratch, used off the fused
         radial path)."""
-        if not self.blas and not self.csr and k_is_radial(&self.K):
+        if self.kind == ROWS_SIMD and k_is_radial(&self.K):
             return cv_radial_dot(self.data, self.cap, self.n, self.d, x, -self.K.gamma, k_is_laplacian(&self.K), w)
         self.row(0, self.n, x, xsq, xrd, buf)
         return cv_dot4(w, buf, self.n)
 
-    cdef inline bint screens(self) noexcept nogil:
+    cdef bint screens(self) noexcept nogil:
         """True when weighted_screen is a single-precision screening kernel (coordinate storage, radial
         kernel, a vector unit); its error is then within CV_SCREEN_TERM_ERR sum_j |w_j|."""
-        return not self.blas and not self.csr and k_is_radial(&self.K) and cv_screen_available()
+        return self.kind == ROWS_SIMD and k_is_radial(&self.K) and cv_screen_available()
 
-    cdef inline double weighted_screen(self, const double* x, const double* w) noexcept nogil:
+    cdef double weighted_screen(self, const double* x, const double* w) noexcept nogil:
         """weighted() with exp in single precision (only where screens()): for ruling candidates out;
         within ``screen_term_err()`` sum_j |w_j| of it."""
         cdef float xf[16]
@@ -344,7 +293,7 @@ cdef class _PointStore:
             return cv_rbf_dot_screen_f32(self.fdata, self.cap, self.n, self.d, xf, <float> -self.K.gamma, w)
         return cv_radial_dot_screen(self.data, self.cap, self.n, self.d, x, -self.K.gamma, k_is_laplacian(&self.K), w)
 
-    cdef inline double screen_term_err(self) noexcept nogil:
+    cdef double screen_term_err(self) noexcept nogil:
         return self.ferr
 
     cdef void enable_f32(self, const double* lo, const double* hi) except *:
@@ -353,7 +302,8 @@ cdef class _PointStore:
         float distances stay within 1% of an e-fold (see cv_rbf_dot_screen_f32 in _simd.h for the bound)."""
         cdef Py_ssize_t e, d = self.d
         cdef double M = 0.0, u = 5.9604644775390625e-08, g = self.K.gamma
-        if self.n > 0 or self.blas or not k_is_gaussian(&self.K) or not cv_screen_available() or d < 1 or d > 16:
+        if self.n > 0 or self.kind != ROWS_SIMD or not k_is_gaussian(&self.K) or not cv_screen_available() \
+                or d < 1 or d > 16:
             return
         for e in range(d):
             self.fmu[e] = 0.5 * (lo[e] + hi[e])
@@ -379,7 +329,7 @@ cdef class _PointStore:
         cdef Py_ssize_t e, d = self.d
         cdef double R2 = 0.0, h, t, term
         cdef int p
-        if self.n > 0 or self.blas or self.csr or not k_is_gaussian(&self.K) or d < 1 or d > 3:
+        if self.n > 0 or self.kind != ROWS_SIMD or not k_is_gaussian(&self.K) or d < 1 or d > 3:
             return
         for e in range(d):
             # lo + (hi - lo)/2 cannot overflow where (lo + hi)/2 could; the half-width is taken from the
@@ -408,19 +358,19 @@ cdef class _PointStore:
             raise MemoryError("kernel row store")
         self.tmode = True
 
-    cdef inline void taylor_build(self, const double* w) noexcept nogil:
+    cdef void taylor_build(self, const double* w) noexcept nogil:
         """The moments of the stored points with the weights w (O(n C(p + d, d)))."""
         cv_taylor_build(self.data, self.cap, self.n, <int> self.d, self.tmu, self.tsig, self.tp, w,
                         self.tcoef, &self.tcoef[self.tnt])
         self.tvalid = True
 
-    cdef inline void taylor_sum(self, const double* X, Py_ssize_t ldx, const Py_ssize_t* rows, Py_ssize_t n,
+    cdef void taylor_sum(self, const double* X, Py_ssize_t ldx, const Py_ssize_t* rows, Py_ssize_t n,
                                 double* out) noexcept nogil:
         """out[i] ~ sum_j w_j k(x, c_j) for x = X[rows[i] * ldx :] (rows NULL: row i), within
         taylor_term_err() sum_j |w_j| (after taylor_build(w))."""
         cv_taylor_eval(self.tcoef, <int> self.d, self.tp, self.tsig, self.tmu, X, ldx, rows, n, out)
 
-    cdef inline double taylor_term_err(self) noexcept nogil:
+    cdef double taylor_term_err(self) noexcept nogil:
         """A bound per unit of sum |w| on |taylor_sum - weighted| (the exact path): the truncation, the
         roundings of the Taylor path (every one relative to sum |w|, _taylor.h: the n-term sums of the
         moments, 3 per degree in their powers and 2 per degree in the evaluation, the scaled distances to
@@ -448,3 +398,126 @@ cdef class _PointStore:
         else:
             for b in range(nb):
                 self.row(lo, hi, &xs[b * ldx], xsq[b], xrd[b], &out[b * ldo])
+
+
+# ---------------------------------------------------------------------------------- the full-scan skeleton
+cdef Queries dense_queries(const double* X, Py_ssize_t n, Py_ssize_t d) noexcept nogil:
+    """Queries over the n dense rows X[q d : (q + 1) d] (norms computed from the rows when needed)."""
+    cdef Queries Q
+    memset(&Q, 0, sizeof(Queries))
+    Q.d = d
+    Q.X = X
+    Q.ld = d
+    return Q
+
+
+cdef inline Py_ssize_t _qrow(const Queries* Q, const Py_ssize_t* idx, Py_ssize_t p) noexcept nogil:
+    """The query row of candidate p: idx[p] (idx NULL: p), a mirrored index mapped back by Q.wrap."""
+    cdef Py_ssize_t z = idx[p] if idx != NULL else p
+    return z - Q.wrap if (Q.wrap > 0 and z >= Q.wrap) else z
+
+
+cdef Py_ssize_t rows_scratch(_PointStore store, const Queries* Q, Py_ssize_t ncols, Py_ssize_t block) noexcept nogil:
+    """Doubles of scratch that kernel_rows and weighted_rows need for rows of ncols values (``block`` rows a
+    GEMM): the rows, then the scattered CSR row or the gathered block of candidates and their norms."""
+    if Q.ptr != NULL:
+        return ncols + 1 + Q.d
+    if store.blas:
+        return block * ncols + block * (Q.d + 2) + 1
+    return ncols + 1
+
+
+cdef void kernel_rows(_PointStore store, const Queries* Q, const Py_ssize_t* idx, Py_ssize_t lo, Py_ssize_t hi,
+                      Py_ssize_t c0, Py_ssize_t c1, Py_ssize_t block, RowSink sink, void* ctx,
+                      double* buf) noexcept nogil:
+    """For every candidate p in [lo, hi), its kernel row k(x_q, c_j) against the stored points j in [c0, c1)
+    (q = idx[p], or p when idx is NULL; Q.wrap maps mirrored indices), handed to sink(ctx, p, row) in order.
+    A CSR candidate is scattered into a zeroed d-vector and cleared after its row; on the BLAS path ``block``
+    candidates are one GEMM (gathered first unless they are consecutive rows in place); otherwise one row at a
+    time.  A row's values do not depend on the others in its block, so callers split candidates into
+    chunks (threads) of whole blocks from a fixed first row.  ``buf``: rows_scratch(store, Q, c1 - c0, block)."""
+    cdef Py_ssize_t p, q, b, nb, n = c1 - c0, d = Q.d
+    cdef double* xd
+    cdef double* xs
+    cdef double* xsq
+    cdef double* xrd
+    cdef const double* x
+    cdef bint gather
+    if Q.ptr != NULL:
+        xd = &buf[n + 1]
+        memset(xd, 0, d * sizeof(double))
+        for p in range(lo, hi):
+            q = _qrow(Q, idx, p)
+            csr_scatter(xd, Q.ind, Q.val, Q.ptr[q], Q.ptr[q + 1])
+            store.row(c0, c1, xd, Q.sq[q], Q.rd[q], buf)
+            sink(ctx, p, buf)
+            csr_clear(xd, Q.ind, Q.ptr[q], Q.ptr[q + 1])
+        return
+    if store.blas:
+        xs = &buf[block * n]
+        xsq = &xs[block * d]
+        xrd = &xsq[block]
+        gather = idx != NULL or Q.wrap > 0 or Q.ld != d
+        p = lo
+        while p < hi:
+            nb = min(block, hi - p)
+            for b in range(nb):
+                q = _qrow(Q, idx, p + b)
+                x = &Q.X[q * Q.ld]
+                if gather:
+                    memcpy(&xs[b * d], x, d * sizeof(double))
+                xsq[b] = Q.sq[q] if Q.sq != NULL else point_sq(x, d)
+                xrd[b] = Q.rd[q] if Q.rd != NULL else point_rawdiag(&store.K, x)
+            store.block(xs if gather else &Q.X[p * Q.ld], nb, d, xsq, xrd, c0, c1, buf, n)
+            for b in range(nb):
+                sink(ctx, p + b, &buf[b * n])
+            p += nb
+        return
+    for p in range(lo, hi):
+        q = _qrow(Q, idx, p)
+        x = &Q.X[q * Q.ld]
+        store.row(c0, c1, x, Q.sq[q] if Q.sq != NULL else (point_sq(x, d) if store.csr else 0.0),
+                  Q.rd[q] if Q.rd != NULL else point_rawdiag(&store.K, x), buf)
+        sink(ctx, p, buf)
+
+
+cdef struct _Weighted:
+    const double* w
+    double* out
+    Py_ssize_t lo, n
+    bint add
+
+
+cdef void _weighted_sink(void* ctx, Py_ssize_t p, double* row) noexcept nogil:
+    cdef _Weighted* c = <_Weighted*> ctx
+    cdef double v = cv_dot4(c.w, row, c.n)
+    if c.add:
+        c.out[p - c.lo] += v
+    else:
+        c.out[p - c.lo] = v
+
+
+cdef void weighted_rows(_PointStore store, const Queries* Q, const Py_ssize_t* idx, Py_ssize_t lo, Py_ssize_t hi,
+                        Py_ssize_t c0, const double* w, bint add, bint fuse, double* out, Py_ssize_t block,
+                        double* buf) noexcept nogil:
+    """out[p - lo] = sum_{c0 <= j < n} w[j - c0] k(x_q, c_j) for the candidates p in [lo, hi) (``add``: added to
+    out[p - lo]): kernel_rows with the dot product cv_dot4 as its reduction, except, with ``fuse``, on the
+    SIMD radial path from c0 = 0, where the row is fused into the sum (cv_radial_dot: no row written; its
+    tiles sum in another order, so the values differ from the unfused ones by rounding)."""
+    cdef _Weighted c
+    cdef Py_ssize_t p
+    cdef double v
+    if fuse and store.kind == ROWS_SIMD and k_is_radial(&store.K) and Q.ptr == NULL and c0 == 0:
+        for p in range(lo, hi):
+            v = store.weighted(&Q.X[_qrow(Q, idx, p) * Q.ld], 0.0, 1.0, w, buf)
+            if add:
+                out[p - lo] += v
+            else:
+                out[p - lo] = v
+        return
+    c.w = w
+    c.out = out
+    c.lo = lo
+    c.n = store.n - c0
+    c.add = add
+    kernel_rows(store, Q, idx, lo, hi, c0, store.n, block, _weighted_sink, &c, buf)
