@@ -5,8 +5,10 @@
 random draws, the same decisions (tie-breaking, stop rules, inner tolerances); only *how* the numbers are
 computed differs from :class:`refimpl.meb.MEBOps`:
 
-* kernel rows run through the SIMD loops of ``_simd.h`` (points stored by coordinate) or, from
-  ``BLAS_MIN_D`` coordinates on, through BLAS GEMV/GEMM against cached squared norms (``_rows.pxi``);
+* kernel rows come from the kernel-row layer ``_krows.pxd`` (cimported; shared with ``_ssvr`` and
+  ``_mmda``): its point stores run the SIMD loops of ``_simd.h`` (points stored by coordinate) or, from
+  ``BLAS_MIN_D`` coordinates on, BLAS GEMV/GEMM against cached squared norms, and the scans and kernel
+  expansions are its full-scan skeleton (``weighted_rows``: every candidate's kernel row and its sum);
 * rows of Q = K~[S, S] live in an LRU cache bounded by ``cache_size`` bytes (LIBSVM's design): a row is
   computed once, extended when the core set grows, and recomputed only after eviction; the active set's
   Cholesky factor and the stores of the core and support vectors (their coordinates, or CSR rows) are
@@ -18,7 +20,7 @@ computed differs from :class:`refimpl.meb.MEBOps`:
   scan of the 2m mirrored points of CVR computes each input's kernel row once for both signs;
 * sparse (CSR) input stays CSR: input rows are read from its arrays (squared norms and k(x, x) cached once,
   O(nnz)), the core and support stores hold CSR rows, and a kernel row is a sparse-dense product against
-  the query row scattered into a dense d-vector (``_rows.pxi``); nothing m x d is ever dense;
+  the query row scattered into a dense d-vector (``_krows.pyx``); nothing m x d is ever dense;
 * nothing is O(n) in sampling mode: only the initial pair, the samples and the final certificate touch
   the data, and a full scan keeps only its top-k candidates, never n values.
 
@@ -27,9 +29,13 @@ One concern per file, each ``include``d into this module (so every call between 
 * ``_engine.pyx``: FastMEBOps -- the problem, the core set, rows of Q over it (``qrow``), the driver's calls;
 * ``_cache.pxi``: _RowCache -- the LRU cache of Q rows and the memory budget of the core set;
 * ``_scans.pxi``: _Support and the scans -- initial pair, sampled and full scans, top-k, certificate;
-* ``_screens.pxi``: _Screens -- the single-precision and Taylor screens of the scans, when each runs;
+* ``_kblock.pxi``: _KBlock -- the scans' kernel block at large d (single-precision values, GEMM extensions;
+  its weighted sums in ``_kblock.h``);
+* ``_screens.pxi``: _Screens -- the single-precision and Taylor screens of the scans (``_taylor.h``), when
+  each runs;
 * ``_smo.pxi``, ``_active_set.pxi`` (_FreeSet): the two core-set QP solvers;
-* ``_owned.pxi``: the allocation table every unit registers its buffers in;
+* ``_owned.pxi``: the allocation table every unit registers its buffers in; ``_tolerances.pxi``: TAU, TIE,
+  PIVOT_RTOL of refimpl.simplex_qp;
 * ``_expansion.pxi``: kernel expansions (prediction); ``_hooks.pxi``: test hooks of the kernels and screens.
 
 A unit with state is a cdef class that FastMEBOps holds and that owns its buffers; the functions of a
@@ -131,8 +137,8 @@ cdef const double* _kept_doubles(object a, list keep) except? NULL:
 cdef class FastMEBOps
 include "_cache.pxi"        # _RowCache: the LRU of Q rows and the core set's memory budget
 include "_screens.pxi"      # _Screens: which screen a scan runs (float / Taylor), its bound; enable_screens
-include "_scans.pxi"        # _Support; furthest_point, scan_sample, scan_all (distances, top-k, certificate)
-include "_kblock.pxi"       # _KBlock: k(x_p, c_t) in single precision for the scans at large d; kb_scan_*
+include "_scans.pxi"        # _Support; furthest_point, scan_sample, full_scan (distances, top-k, certificate)
+include "_kblock.pxi"       # _KBlock: k(x_p, c_t) in single precision for the scans at large d; kb_scan_sample, kb_chunk
 include "_smo.pxi"          # smo_solve: SMO with second-order working-set selection
 include "_active_set.pxi"   # _FreeSet; active_set_solve: the active-set Newton method, updated Cholesky factor
 
@@ -655,13 +661,13 @@ cdef class FastMEBOps:
             if not (self.kb.full and self.count_support() < self.size - self.kb.filled):
                 if idx is not None:
                     return kb_scan_sample(self, np.ascontiguousarray(idx, dtype=np.intp), d2_over)
-                return kb_scan_all(self, k, d2_over)
+                return full_scan(self, k, d2_over, True)
             self.kb.n_support += 1
         if self.sup.dirty:
             pack_support(self)
         if idx is not None:
             return scan_sample(self, np.ascontiguousarray(idx, dtype=np.intp), d2_over)
-        return scan_all(self, k, d2_over)
+        return full_scan(self, k, d2_over, False)
 
     def memory_state(self):
         """MemoryState(cache, factor, stores, peak, budget) in bytes: the cache rows, the Cholesky factor, the

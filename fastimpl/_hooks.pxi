@@ -1,5 +1,5 @@
 # Test hooks of fastimpl._engine: the SIMD kernels of _simd.h and the support store's two screens
-# (_rows.pxi, _screens.pxi) called directly on given points, so that tests/test_kernels.py can check their
+# (_krows.pyx, _screens.pxi) called directly on given points, so that tests/test_kernels.py can check their
 # values and error bounds without a fit.  Nothing in the engine calls them.
 
 def _radial_kernels(double[:, ::1] C, double[::1] x, double gamma, bint laplace, double[::1] w):

@@ -443,81 +443,22 @@ cdef object kb_scan_sample(FastMEBOps ops, cnp.ndarray[Py_ssize_t, ndim=1, mode=
     return Scan(int(idx[p]), best + ops.c0, sample_d2=d2 + ops.c0)
 
 
-cdef void _kb_chunks(FastMEBOps ops, Py_ssize_t nchunk, Py_ssize_t k, Py_ssize_t kk, double marg, double err,
-                     double over, double* vals, double* cmax, double* tv, Py_ssize_t* tz, Py_ssize_t* tc) noexcept nogil:
-    """The chunks of a full scan through the block, in parallel: every input's d^2 - c0 into vals (exact
-    wherever it may reach its chunk's TIE band or ``over``), each chunk's maximum and top-k beyond ``over``."""
-    cdef Py_ssize_t c, p, lo, hi, bufsize = _kb_bufsize(ops), again = 0
-    cdef double v
-    cdef double* buf
-    cdef Py_ssize_t* rows
-    for c in prange(nchunk, schedule="dynamic",
-                    use_threads_if=ops.kb.m * ops.size >= KB_PARALLEL_MIN_WORK and nchunk > 1):
-        lo = c * SCAN_CHUNK
-        hi = min(lo + SCAN_CHUNK, ops.kb.m)
-        buf = <double*> malloc((bufsize + 2 * SCAN_CHUNK) * sizeof(double))
-        rows = <Py_ssize_t*> malloc(3 * SCAN_CHUNK * sizeof(Py_ssize_t))
-        tc[c] = -1  # (out of memory)
-        cmax[c] = -INFINITY
-        if buf != NULL and rows != NULL:
-            tc[c] = 0
-            for p in range(lo, hi):
-                rows[p - lo] = p
-            again += kb_decide(ops, rows, hi - lo, marg, err, over if k > 0 else INFINITY, True, &vals[lo], buf,
-                               &rows[SCAN_CHUNK], &buf[bufsize], False, False)
-            v = -INFINITY
-            for p in range(lo, hi):
-                v = max(v, vals[p])
-                if k > 0 and vals[p] > over:
-                    _topk_insert(&tv[c * kk], &tz[c * kk], &tc[c], k, vals[p], p)
-            cmax[c] = v
-        free(buf)
-        free(rows)
-    ops.kb.recomputed = again
-
-
-cdef object kb_scan_all(FastMEBOps ops, Py_ssize_t k, double d2_over):
-    """scan_all (_scans.pxi) through the block, the block first extended to the whole core set: the same
-    furthest point, maximum and top-k beyond d2_over."""
-    cdef _KBlock kb = ops.kb
-    cdef Py_ssize_t nchunk = (kb.m + SCAN_CHUNK - 1) // SCAN_CHUNK, c, p, kk = max(k, 1), first = 0
-    cdef double marg, err, best = -INFINITY, thr
-    cdef double* vals = <double*> malloc(kb.m * sizeof(double))
-    cdef double* cmax = <double*> malloc(nchunk * sizeof(double))
-    cdef double* tv = <double*> malloc(nchunk * kk * sizeof(double))
-    cdef Py_ssize_t* tz = <Py_ssize_t*> malloc(nchunk * kk * sizeof(Py_ssize_t))
-    cdef Py_ssize_t* tc = <Py_ssize_t*> malloc(nchunk * sizeof(Py_ssize_t))
-    cdef bint failed = False
-    if vals == NULL or cmax == NULL or tv == NULL or tz == NULL or tc == NULL:
-        free(vals); free(cmax); free(tv); free(tz); free(tc)
-        raise MemoryError("scan buffers")
-    with nogil:
-        kb_extend(ops, ops.size)
-        kb_weights(ops)
-        marg = ops.margin()
-        err = kb_fixed_err(ops, marg)
-        _kb_chunks(ops, nchunk, k, kk, marg, err, d2_over - ops.c0, vals, cmax, tv, tz, tc)
-        for c in range(nchunk):
-            failed = failed or tc[c] < 0
-            if cmax[c] > best:
-                best = cmax[c]
-        thr = best - TIE * (fabs(best) + fabs(ops.c0))
-        for p in range(kb.m):
-            if vals[p] >= thr:
-                first = p
-                break
-    # every input against the whole core set (the block's part and its tail), and the chunks' candidates
-    # computed again in double -- counted here, not by the threads: kernel_evaluations_ is exact
-    ops.n_eval += (kb.m + kb.recomputed) * ops.size
-    top_v, top_z = [], []
-    for c in range(nchunk if k > 0 else 0):
-        for p in range(tc[c]):
-            top_v.append(tv[c * kk + p])
-            top_z.append(tz[c * kk + p])
-    free(vals); free(cmax); free(tv); free(tz); free(tc)
-    if failed:
-        raise MemoryError("scan buffers")
-    tz_a = np.asarray(top_z, dtype=np.intp)
-    tv_a = np.asarray(top_v, dtype=np.float64)
-    order = np.lexsort((tz_a, -tv_a))[:k]
-    return Scan(int(first), best + ops.c0, top=tz_a[order], top_d2=tv_a[order] + ops.c0)
+cdef Py_ssize_t kb_chunk(FastMEBOps ops, _FullScan* fs, Py_ssize_t c, double marg, double err, Py_ssize_t bufsize,
+                         double* vals) noexcept nogil:
+    """Chunk c of a full scan through the block (full_scan, _scans.pxi): its inputs' d^2 - c0 into vals (exact
+    wherever they may reach the chunk's TIE band or fs.over), its maximum and top-k beyond fs.over.  Returns
+    how many were computed again in double (fs.tc[c] = -1 when out of memory)."""
+    cdef Py_ssize_t p, lo = c * SCAN_CHUNK, hi = min(lo + SCAN_CHUNK, ops.kb.m), again = 0
+    cdef double* buf = <double*> malloc((bufsize + 2 * SCAN_CHUNK) * sizeof(double))
+    cdef Py_ssize_t* rows = <Py_ssize_t*> malloc(3 * SCAN_CHUNK * sizeof(Py_ssize_t))
+    fs.tc[c] = -1  # (out of memory)
+    fs.cmax[c] = -INFINITY
+    if buf != NULL and rows != NULL:
+        for p in range(lo, hi):
+            rows[p - lo] = p
+        again = kb_decide(ops, rows, hi - lo, marg, err, fs.over if fs.k > 0 else INFINITY, True, &vals[lo], buf,
+                          &rows[SCAN_CHUNK], &buf[bufsize], False, False)
+        _chunk_top(fs, c, &vals[lo], 0, lo, hi)
+    free(buf)
+    free(rows)
+    return again

@@ -3,9 +3,10 @@
 #
 # * furthest_point: the initialisation's argmax of ||phi~(z) - phi~(z_l)||^2 + Delta_l over a sample;
 # * scan_sample: d^2 of a sample of candidates and its furthest one (the sampled iterations);
-# * scan_all: every augmented point in chunks of SCAN_CHUNK -- the furthest one, and the top-k beyond a
+# * full_scan: every augmented point in chunks of SCAN_CHUNK -- the furthest one, and the top-k beyond a
 #   threshold (the violators of the confirmations and the certificate); CVR's mirrored halves share each
-#   input's kernel row.
+#   input's kernel row.  One skeleton for both paths: the support's rows below, the kernel block's
+#   chunks (kb_chunk, _kblock.pxi) on high-dimensional data.
 #
 # Each candidate costs sum_t alpha_t s_t k(x_t, x) over the support, packed by pack_support into
 # _Support (its store's weighted rows, _krows.pyx, compute the sums: SIMD on coordinates, BLAS GEMM in
@@ -271,38 +272,60 @@ cdef Py_ssize_t _chunk_d2_screened(FastMEBOps ops, Py_ssize_t c, double marg, in
     return again
 
 
-cdef void _scan_chunks(FastMEBOps ops, Py_ssize_t nchunk, Py_ssize_t k, Py_ssize_t kk, double marg, int screen,
-                       double err, double over, Py_ssize_t bufsize, double* cmax, double* tv, Py_ssize_t* tz,
-                       Py_ssize_t* tc) noexcept nogil:
-    """The chunks of a full scan, in parallel: each one's maximum per half (cmax[h * nchunk + c]) and its
-    top-k beyond ``over`` (tv, tz: kk entries per chunk, tc[c] of them used)."""
-    cdef Py_ssize_t c, h, p, lo, hi, halves = 2 if ops.mirror else 1
-    cdef double v
-    cdef double* vals
-    cdef double* buf
-    for c in prange(nchunk, schedule="dynamic",
-                    use_threads_if=ops.m * ops.sup.n >= PARALLEL_MIN_WORK and nchunk > 1
-                    and (not ops.sup.store.blas or BLAS_SERIAL > 0)):
-        vals = <double*> malloc((2 * SCAN_CHUNK + bufsize) * sizeof(double))
-        buf = &vals[2 * SCAN_CHUNK]
-        lo = c * SCAN_CHUNK
-        hi = min(lo + SCAN_CHUNK, ops.m)
-        if screen != SCREEN_NONE and ops.screens.full_on:
-            if 2 * _chunk_d2_screened(ops, c, marg, screen, err, over if k > 0 else INFINITY, vals) > hi - lo:
-                ops.screens.full_on = 0
+cdef struct _FullScan:
+    # what every chunk of a full scan leaves: its maximum per half, its top-k beyond ``over``
+    Py_ssize_t nchunk, halves, k, kk, m
+    double over
+    double* cmax                    # cmax[h * nchunk + c]
+    double* tv                      # tv[c * kk : c * kk + tc[c]], tz likewise: the chunk's top-k
+    Py_ssize_t* tz
+    Py_ssize_t* tc                  # -1: the chunk ran out of memory
+
+
+cdef void _chunk_top(_FullScan* fs, Py_ssize_t c, const double* vals, Py_ssize_t stride, Py_ssize_t lo,
+                     Py_ssize_t hi) noexcept nogil:
+    """Chunk c's maximum per half and its top-k beyond fs.over, from its d^2 - c0 (vals[h stride + p - lo],
+    augmented point p + h m)."""
+    cdef Py_ssize_t h, p
+    cdef double v, x
+    fs.tc[c] = 0
+    for h in range(fs.halves):
+        v = -INFINITY
+        for p in range(lo, hi):
+            x = vals[h * stride + p - lo]
+            if x > v:
+                v = x
+            if fs.k > 0 and x > fs.over:
+                _topk_insert(&fs.tv[c * fs.kk], &fs.tz[c * fs.kk], &fs.tc[c], fs.k, x, p + h * fs.m)
+        fs.cmax[h * fs.nchunk + c] = v
+
+
+cdef void _support_chunk(FastMEBOps ops, _FullScan* fs, Py_ssize_t c, double marg, int screen, double err,
+                         Py_ssize_t bufsize) noexcept nogil:
+    """A chunk of a full scan through the support's rows (screened first where a screen runs)."""
+    cdef Py_ssize_t lo = c * SCAN_CHUNK, hi = min(lo + SCAN_CHUNK, ops.m)
+    cdef double* vals = <double*> malloc((2 * SCAN_CHUNK + bufsize) * sizeof(double))
+    if screen != SCREEN_NONE and ops.screens.full_on:
+        if 2 * _chunk_d2_screened(ops, c, marg, screen, err, fs.over if fs.k > 0 else INFINITY, vals) > hi - lo:
+            ops.screens.full_on = 0
+    else:
+        _chunk_d2(ops, c, marg, vals, &vals[2 * SCAN_CHUNK])
+    _chunk_top(fs, c, vals, SCAN_CHUNK, lo, hi)
+    free(vals)
+
+
+cdef Py_ssize_t _scan_chunks(FastMEBOps ops, _FullScan* fs, bint block, double marg, int screen, double err,
+                             Py_ssize_t bufsize, double* vals, bint par) noexcept nogil:
+    """The chunks of a full scan, in parallel (``par``): through the kernel block (``block``: every input's
+    d^2 - c0 into vals, kb_chunk) or the support's rows.  Returns the candidates the block's chunks computed
+    again in double."""
+    cdef Py_ssize_t c, again = 0
+    for c in prange(fs.nchunk, schedule="dynamic", use_threads_if=par):
+        if block:
+            again += kb_chunk(ops, fs, c, marg, err, bufsize, vals)
         else:
-            _chunk_d2(ops, c, marg, vals, buf)
-        tc[c] = 0
-        for h in range(halves):
-            v = -INFINITY
-            for p in range(lo, hi):
-                if vals[h * SCAN_CHUNK + p - lo] > v:
-                    v = vals[h * SCAN_CHUNK + p - lo]
-                if k > 0 and vals[h * SCAN_CHUNK + p - lo] > over:
-                    _topk_insert(&tv[c * kk], &tz[c * kk], &tc[c], k, vals[h * SCAN_CHUNK + p - lo],
-                                 p + h * ops.m)
-            cmax[h * nchunk + c] = v
-        free(vals)
+            _support_chunk(ops, fs, c, marg, screen, err, bufsize)
+    return again
 
 
 cdef Py_ssize_t _first_within(FastMEBOps ops, Py_ssize_t nchunk, const double* cmax, double thr, double marg,
@@ -330,40 +353,78 @@ cdef Py_ssize_t _first_within(FastMEBOps ops, Py_ssize_t nchunk, const double* c
     return first
 
 
-cdef object scan_all(FastMEBOps ops, Py_ssize_t k, double d2_over):
-    """A full scan: the furthest augmented point (the first within a relative TIE of the maximum) and the
-    top-k beyond d2_over (refimpl.meb.MEBOps.scan with idx None)."""
-    cdef Py_ssize_t nchunk = (ops.m + SCAN_CHUNK - 1) // SCAN_CHUNK, halves = 2 if ops.mirror else 1
-    cdef Py_ssize_t c, p, kk = max(k, 1), first = -1
-    cdef double marg = ops.margin(), best = -INFINITY, thr, over = d2_over - ops.c0
-    cdef int screen = ops.screens.choose(ops.sup.store, ops.sup.n, ops.m, False)
-    cdef double err = ops.screens.err(screen, marg, ops.sup.store, ops.sup.n, ops.sup.cabs, ops.label_bias)
-    cdef Py_ssize_t bufsize = _bufsize(ops)
-    ops.screens.full_on = 1  # every full scan tries screening again
-    cdef double* cmax = <double*> malloc(nchunk * halves * sizeof(double))
-    cdef double* tv = <double*> malloc(nchunk * kk * sizeof(double))
-    cdef Py_ssize_t* tz = <Py_ssize_t*> malloc(nchunk * kk * sizeof(Py_ssize_t))
-    cdef Py_ssize_t* tc = <Py_ssize_t*> malloc(nchunk * sizeof(Py_ssize_t))
-    if cmax == NULL or tv == NULL or tz == NULL or tc == NULL:
-        free(cmax); free(tv); free(tz); free(tc)
+cdef object full_scan(FastMEBOps ops, Py_ssize_t k, double d2_over, bint block):
+    """A full scan, the one skeleton of both paths: the furthest augmented point (the first within a relative
+    TIE of the maximum) and the top-k beyond d2_over (refimpl.meb.MEBOps.scan with idx None), every input in
+    chunks of SCAN_CHUNK, in parallel where the work pays for the threads.  ``block``: through the kernel
+    block (_kblock.pxi, first extended to the whole core set; no mirrored points), which keeps every
+    input's value; else through the support's rows (its screens first where one runs), a mirrored input's
+    kernel row serving both halves."""
+    cdef _FullScan fs
+    cdef Py_ssize_t c, p, first = -1, bufsize = 0
+    cdef double marg = ops.margin(), best = -INFINITY, thr, err = 0.0
+    cdef int screen = SCREEN_NONE
+    cdef bint par, failed = False
+    cdef double* vals = NULL
+    fs.m = ops.m
+    fs.nchunk = (ops.m + SCAN_CHUNK - 1) // SCAN_CHUNK
+    fs.halves = 2 if ops.mirror else 1
+    fs.k = k
+    fs.kk = max(k, 1)
+    fs.over = d2_over - ops.c0
+    if not block:
+        screen = ops.screens.choose(ops.sup.store, ops.sup.n, ops.m, False)
+        err = ops.screens.err(screen, marg, ops.sup.store, ops.sup.n, ops.sup.cabs, ops.label_bias)
+        bufsize = _bufsize(ops)
+        ops.screens.full_on = 1  # every full scan tries screening again
+    else:
+        vals = <double*> malloc(ops.m * sizeof(double))
+    fs.cmax = <double*> malloc(fs.nchunk * fs.halves * sizeof(double))
+    fs.tv = <double*> malloc(fs.nchunk * fs.kk * sizeof(double))
+    fs.tz = <Py_ssize_t*> malloc(fs.nchunk * fs.kk * sizeof(Py_ssize_t))
+    fs.tc = <Py_ssize_t*> malloc(fs.nchunk * sizeof(Py_ssize_t))
+    if fs.cmax == NULL or fs.tv == NULL or fs.tz == NULL or fs.tc == NULL or (block and vals == NULL):
+        free(vals); free(fs.cmax); free(fs.tv); free(fs.tz); free(fs.tc)
         raise MemoryError("scan buffers")
     with nogil:
-        ops.screens.prepare(screen, ops.sup.store, ops.sup.coef)
-        _scan_chunks(ops, nchunk, k, kk, marg, screen, err, over, bufsize, cmax, tv, tz, tc)
-        for c in range(nchunk * halves):
-            if cmax[c] > best:
-                best = cmax[c]
+        if block:
+            kb_extend(ops, ops.size)
+            kb_weights(ops)
+            marg = ops.margin()
+            err = kb_fixed_err(ops, marg)
+            bufsize = _kb_bufsize(ops)
+            par = ops.kb.m * ops.size >= KB_PARALLEL_MIN_WORK and fs.nchunk > 1
+        else:
+            ops.screens.prepare(screen, ops.sup.store, ops.sup.coef)
+            par = ops.m * ops.sup.n >= PARALLEL_MIN_WORK and fs.nchunk > 1 \
+                and (not ops.sup.store.blas or BLAS_SERIAL > 0)
+        c = _scan_chunks(ops, &fs, block, marg, screen, err, bufsize, vals, par)
+        if block:
+            ops.kb.recomputed = c
+        for c in range(fs.nchunk * fs.halves):
+            failed = failed or (c < fs.nchunk and fs.tc[c] < 0)
+            if fs.cmax[c] > best:
+                best = fs.cmax[c]
         thr = best - TIE * (fabs(best) + fabs(ops.c0))
-        first = _first_within(ops, nchunk, cmax, thr, marg, bufsize)
-    ops.n_eval += ops.m * ops.sup.n
-    top_v = []
-    top_z = []
-    if k > 0:
-        for c in range(nchunk):
-            for p in range(tc[c]):
-                top_v.append(tv[c * kk + p])
-                top_z.append(tz[c * kk + p])
-    free(cmax); free(tv); free(tz); free(tc)
+        if block:
+            first = 0
+            for p in range(ops.m):
+                if vals[p] >= thr:
+                    first = p
+                    break
+        else:
+            first = _first_within(ops, fs.nchunk, fs.cmax, thr, marg, bufsize)
+    # kernel evaluations: through the block, every input against the whole core set (the block's part and its
+    # tail) and the candidates computed again in double -- counted here, not by the threads
+    ops.n_eval += (ops.m + ops.kb.recomputed) * ops.size if block else ops.m * ops.sup.n
+    top_v, top_z = [], []
+    for c in range(fs.nchunk if k > 0 else 0):
+        for p in range(fs.tc[c]):
+            top_v.append(fs.tv[c * fs.kk + p])
+            top_z.append(fs.tz[c * fs.kk + p])
+    free(vals); free(fs.cmax); free(fs.tv); free(fs.tz); free(fs.tc)
+    if failed:
+        raise MemoryError("scan buffers")
     tz_a = np.asarray(top_z, dtype=np.intp)
     tv_a = np.asarray(top_v, dtype=np.float64)
     order = np.lexsort((tz_a, -tv_a))[:k]

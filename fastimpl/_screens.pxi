@@ -7,7 +7,7 @@
 # double, only the candidates whose d^2 may reach either; the others keep values that are certainly
 # below both.  Every decision, and every value it reads, is the exact path's, so results do not change.
 #
-# The screens themselves live in the support's store (_PointStore in _rows.pxi: enable_f32,
+# The screens themselves live in the support's store (_PointStore in _krows.pyx: enable_f32,
 # enable_taylor, weighted_screen, taylor_sum); this unit owns the choice of screen per scan, its error
 # bound and the screened values' floor, and the state behind them (_Screens), plus enabling them on the
 # bounding box of the inputs (enable_screens).  The scans (_scans.pxi) call it.
