@@ -3,13 +3,14 @@
 A thin scikit-learn estimator over the SSVR-SRS loop :func:`refimpl.ssvr.ssvr_srs`, run with the
 NumPy numerics (``impl='ref'``) or with the C numerics of :func:`fastimpl._ssvr.ssvr_srs`
 (``impl='fast'``): the same draws and rules, so the same basis.  ``selection='random'`` gives RSVM
-(a random basis refitted by the same primal solver).
+(a random basis refitted by the same primal solver).  Sparse (CSR) inputs stay sparse in both.
 """
 from __future__ import annotations
 
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -106,7 +107,7 @@ class SparseSVR(RegressorMixin, BaseEstimator):
     basis_indices_ : ndarray of shape (`n_basis_`,)
         Training indices of the basis functions, in order of selection.
     basis_vectors_ : ndarray of shape (`n_basis_`, n_features)
-        Their inputs.
+        Their inputs (dense, also when X was sparse).
     coef_ : ndarray of shape (`n_basis_`,)
         The expansion coefficients ``beta_P``.
     intercept_ : float
@@ -205,6 +206,11 @@ class SparseSVR(RegressorMixin, BaseEstimator):
         "verbose": ["verbose"],
     }
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # CSR input for fit and predict; other formats become CSR
+        return tags
+
     def __init__(self, *, n_basis=None, lam=1e-2, epsilon=0.0, delta="auto", kernel="rbf", gamma="beta", degree=3,
                  coef0=0.0, normalize=False, n_candidates=100, selection="srs", fit_intercept=True, tol=0.0,
                  max_newton=50, random_state=None, impl="fast", n_jobs=None, verbose=False):
@@ -216,8 +222,8 @@ class SparseSVR(RegressorMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Training inputs (dense).
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training inputs; sparse ones are read as CSR rows, never densified.
         y : array-like of shape (n_samples,)
             Targets (not all equal).
         callback : callable, default=None
@@ -229,7 +235,8 @@ class SparseSVR(RegressorMixin, BaseEstimator):
         SparseSVR
             The fitted estimator (``self``).
         """
-        X, y = validate_data(self, X, y, dtype=np.float64, order="C", ensure_min_samples=2, y_numeric=True)
+        X, y = validate_data(self, X, y, dtype=np.float64, order="C", accept_sparse="csr", ensure_min_samples=2,
+                             y_numeric=True)
         if np.ptp(y) == 0:
             raise ValueError(f"y is constant ({plain(y[0])!r}): nothing to regress")
         n = X.shape[0]
@@ -255,7 +262,7 @@ class SparseSVR(RegressorMixin, BaseEstimator):
                         max_newton=self.max_newton, random_state=self.random_state, callback=count,
                         n_jobs=_n_jobs(self.n_jobs))
         self.basis_indices_ = res.basis
-        self.basis_vectors_ = X[res.basis]
+        self.basis_vectors_ = X[res.basis].toarray() if sp.issparse(X) else X[res.basis]
         self.coef_ = res.beta
         self.intercept_ = b
         self.delta_ = delta
@@ -271,8 +278,8 @@ class SparseSVR(RegressorMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Points to evaluate (dense).
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Points to evaluate.
 
         Returns
         -------
@@ -280,7 +287,7 @@ class SparseSVR(RegressorMixin, BaseEstimator):
             ``f(x) = sum_j coef_[j] k(basis_vectors_[j], x) + intercept_``.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
+        X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", reset=False)
         if self.n_basis_ == 0:
             return np.full(X.shape[0], self.intercept_)
         _, expansion = get_solver(self.impl)

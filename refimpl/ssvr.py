@@ -23,7 +23,9 @@ RSVM (Lee & Mangasarian, the paper's ref. [5]) is the same loop with ``selection
 next basis function is a uniformly random unused point (the first of the random draw O that is not
 numerically dependent on the basis) and the same primal solver refits beta_P.
 
-No n x n matrix is formed: the state is the n x m block K_P of basis columns, K_PP, H and L.
+No n x n matrix is formed: the state is the n x m block K_P of basis columns, K_PP, H and L.  Sparse
+(CSR) inputs are kept sparse; only the candidates' kernel columns, KERNEL_BLOCK rows at a time, see
+dense rows (:func:`kernel_columns`).
 
 The loop and its numerics
 -------------------------
@@ -51,6 +53,7 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.linalg import solve_triangular
 from sklearn.exceptions import ConvergenceWarning
 
@@ -271,9 +274,14 @@ def cholesky(H):
 # ----------------------------------------------------------------------------------------------
 # kernel columns
 # ----------------------------------------------------------------------------------------------
+#: input rows per dense block when the kernel columns of sparse (CSR) inputs are computed
+KERNEL_BLOCK = 4096
+
+
 def kernel_columns(spec, X, XO):
     """The n x |O| kernel columns [k(x_i, o_j)] of the candidates, with the distances of the Gaussian
-    and Laplacian kernels summed from coordinate differences.
+    and Laplacian kernels summed from coordinate differences.  Sparse (CSR) X or XO: the same columns
+    from dense blocks of KERNEL_BLOCK rows of X (so the values are the dense inputs' own).
 
     :func:`refimpl.kernels.kernel_block` expands ||a - b||^2 = ||a||^2 + ||b||^2 - 2 a'b, whose
     cancellation leaves an absolute error ~ 1e-16 (||a||^2 + ||b||^2) in the squared distance.  For
@@ -284,6 +292,11 @@ def kernel_columns(spec, X, XO):
     differences directly).  Summing (x_it - o_jt)^2 feature by feature is exact at zero distance,
     accurate to rounding elsewhere, and keeps memory at n x |O|.
     """
+    if sp.issparse(XO):
+        XO = XO.toarray()
+    if sp.issparse(X):
+        return np.vstack([kernel_columns(spec, X[i:i + KERNEL_BLOCK].toarray(), XO)
+                          for i in range(0, X.shape[0], KERNEL_BLOCK)])
     if not spec.radial:          # (normalize is a no-op for the radial kernels)
         return kernel_block(spec, X, XO)
     sq = np.zeros((X.shape[0], XO.shape[0]))
@@ -565,11 +578,11 @@ def ssvr_srs(X, y, spec, n_basis, lam=1e-2, epsilon=0.1, delta=0.3, n_candidates
     functions, when the relative decrease of L from the last function is <= ``tol``, or when no
     usable candidate is left.  ``callback(P, beta_P)`` is called after every addition.
     ``ops_class`` implements the numerics (:class:`SSVROps`, or ``fastimpl._ssvr.FastSSVROps``);
-    ``n_jobs`` is passed to it (the NumPy ops ignore it).
+    ``n_jobs`` is passed to it (the NumPy ops ignore it).  X may be dense or sparse (kept CSR).
     """
     from .meb import make_rng
 
-    X = np.ascontiguousarray(X, dtype=np.float64)
+    X = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else np.ascontiguousarray(X, dtype=np.float64)
     y = np.ascontiguousarray(y, dtype=np.float64)
     n = X.shape[0]
     n_basis, lam, epsilon, delta, n_candidates, tol, max_newton = validate_ssvr_params(

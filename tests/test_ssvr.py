@@ -26,6 +26,7 @@ import os
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -618,20 +619,24 @@ def _grow(ops, points, max_newton=50):
         ref.finite_newton(ops, max_newton)
 
 
-def test_fast_scores_match_the_reference_criterion():
-    """The fused (SIMD) candidate scoring gives eq. (16)'s numerator and |K_bar_j|^2 to rounding."""
-    X, y, spec = _problem(n=301, d=4, seed=7)
-    fit = fast.FastSSVROps(X, y, spec, 10, 1e-2, 0.1, 0.3)
+@pytest.mark.parametrize("d, layout", [(4, "dense"), (20, "dense"), (20, "csr")])
+def test_fast_scores_match_the_reference_criterion(d, layout):
+    """The candidate scoring gives eq. (16)'s numerator and |K_bar_j|^2 to rounding on each of the kernel-row
+    layer's paths: fused (SIMD) sums below d = 16, BLAS rows (GEMM blocks) from there on, CSR rows."""
+    X, y, spec = _problem(n=301, d=d, seed=7, gamma=12.0 / d)
+    Xin = sp.csr_matrix(X) if layout == "csr" else X
+    fit = fast.FastSSVROps(Xin, y, spec, 10, 1e-2, 0.1, 0.3)
     _grow(fit, (5, 17, 40))
     g = fit.loss_derivative()
     beta = fit.beta()
     O = np.arange(0, 301, 7, dtype=np.intp)
-    for nthreads in (1, 2):
-        num, kn = fit.scores(O, g, nthreads)
-        K_O = kernel_block(spec, X, X[O])
-        K_PO = K_O[[5, 17, 40]]
+    runs = [fit.scores(O, g, nthreads) for nthreads in (1, 2)]
+    K_O = kernel_block(spec, X, X[O])
+    K_PO = K_O[[5, 17, 40]]
+    for num, kn in runs:
         np.testing.assert_allclose(num, g @ K_O + 2e-2 * (beta @ K_PO), rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(kn, (K_O ** 2).sum(0) + (K_PO ** 2).sum(0), rtol=1e-12)
+    assert all(np.array_equal(a, b) for a, b in zip(*runs))   # the threads change no bit
 
 
 @pytest.mark.parametrize("kernel", ["rbf", "laplacian", "poly"])
