@@ -44,9 +44,9 @@ from scipy.spatial.distance import cdist
 
 #: The kernels, listed once: the estimators' constraints, the command line's --kernel choices and the
 #: tests read this tuple.  A new kernel adds its name here, its code below, its values in _raw_block and
-#: _raw_diag, and the same formula in C (fastimpl/_kernels.pxi).
+#: _raw_diag, and the same formula in C (fastimpl/_krows.pxd).
 KERNELS = ("rbf", "laplacian", "poly", "linear")
-#: integer codes shared with the Cython implementation (fastimpl/_kernels.pxi)
+#: integer codes shared with the Cython implementation (fastimpl/_krows.pxd)
 KERNEL_CODES = {"rbf": 0, "laplacian": 1, "poly": 2, "linear": 3}
 #: the kernels that are functions of ||x - y|| (k(x, x) = 1; computed from distances, not dot products)
 RADIAL_KERNELS = ("rbf", "laplacian")

@@ -1,7 +1,7 @@
 """House rules for the sources of ``fastimpl/`` and ``corevector/``: no file over 700 lines, no function over
 80, imports that point down only and close no circle.
 
-Checked: the committed Cython and C sources (``.pyx``, ``.pxi``, ``.h``, ``.c``; generated ``.c`` files
+Checked: the committed Cython and C sources (``.pyx``, ``.pxd``, ``.pxi``, ``.h``, ``.c``; generated ``.c`` files
 are not committed and not checked) and the Python files of both packages.
 
 Function lengths count every line from the definition to the last line of its body (docstring, comments
@@ -20,7 +20,7 @@ PACKAGE = ROOT / "fastimpl"
 PACKAGES = ("fastimpl", "corevector")
 MAX_FILE_LINES = 700
 MAX_FUNCTION_LINES = 80
-COMPILED_SUFFIXES = (".pyx", ".pxi", ".h", ".c")
+COMPILED_SUFFIXES = (".pyx", ".pxd", ".pxi", ".h", ".c")
 
 
 def sources(suffixes, packages=PACKAGES):
@@ -51,7 +51,7 @@ def _logical_header(lines, i):
 
 
 def cython_functions(path):
-    """(name, first line, number of lines) of every function and method of a .pyx/.pxi file."""
+    """(name, first line, number of lines) of every function and method of a .pyx/.pxd/.pxi file."""
     lines = path.read_text().splitlines()
     found = []
     i = 0
@@ -121,7 +121,7 @@ def c_functions(path):
 
 
 def functions(path):
-    if path.suffix in (".pyx", ".pxi"):
+    if path.suffix in (".pyx", ".pxd", ".pxi"):
         return cython_functions(path)
     if path.suffix == ".py":
         return python_functions(path)
@@ -144,14 +144,15 @@ def test_the_checks_see_the_sources():
     """The counters find what they should (guards against a checker that silently counts nothing)."""
     files = sources(COMPILED_SUFFIXES)
     names = {p.name for p in files}
-    assert {"_engine.pyx", "_rows.pxi", "_simd.h"} <= names
-    cython = {name for p in files if p.suffix in (".pyx", ".pxi") for name, _, _ in cython_functions(p)}
-    assert {"__init__", "solve", "qrow", "kernel_expansion", "smo_solve", "active_set_solve"} <= cython
+    assert {"_engine.pyx", "_krows.pyx", "_krows.pxd", "_scans.pxi", "_simd.h"} <= names
+    cython = {name for p in files if p.suffix in (".pyx", ".pxd", ".pxi") for name, _, _ in cython_functions(p)}
+    assert {"__init__", "solve", "qrow", "kernel_expansion", "smo_solve", "active_set_solve", "kernel_rows",
+            "k_raw"} <= cython
     assert "cv_simd_level" in {name for name, _, _ in c_functions(PACKAGE / "_simd.h")}
 
 
 def test_compiled_sources_keep_to_the_house_limits():
-    """No .pyx/.pxi/.h/.c file of fastimpl/ over 700 lines and no function in them over 80 lines."""
+    """No .pyx/.pxd/.pxi/.h/.c file of fastimpl/ over 700 lines and no function in them over 80 lines."""
     bad = violations(sources(COMPILED_SUFFIXES))
     assert not bad, "\n".join(bad)
 
@@ -330,8 +331,8 @@ def test_the_layout_page_lists_every_source_file():
     """docs/layout.md names every source file of refimpl/, fastimpl/ and corevector/ by its path, and every
     such path it names exists."""
     page = (ROOT / "docs" / "layout.md").read_text()
-    named = set(re.findall(r"`((?:refimpl|fastimpl|corevector)/[\w/]+\.(?:py|pyx|pxi|h))`", page))
-    files = {str(p.relative_to(ROOT)) for p in sources((".py", ".pyx", ".pxi", ".h"), ("refimpl", *PACKAGES))}
+    named = set(re.findall(r"`((?:refimpl|fastimpl|corevector)/[\w/]+\.(?:py|pyx|pxd|pxi|h))`", page))
+    files = {str(p.relative_to(ROOT)) for p in sources((".py", ".pyx", ".pxd", ".pxi", ".h"), ("refimpl", *PACKAGES))}
     assert len(files) > 60 and "corevector/chunked/fit.py" in files
     assert not files - named, f"not on docs/layout.md: {sorted(files - named)}"
     assert not named - files, f"on docs/layout.md but not in the tree: {sorted(named - files)}"
