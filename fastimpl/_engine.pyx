@@ -35,7 +35,7 @@ One concern per file, each ``include``d into this module (so every call between 
   each runs;
 * ``_smo.pxi``, ``_active_set.pxi`` (_FreeSet): the two core-set QP solvers;
 * ``_owned.pxi``: the allocation table every unit registers its buffers in; ``_tolerances.pxi``: TAU, TIE,
-  PIVOT_RTOL of refimpl.simplex_qp;
+  PIVOT_RTOL of refimpl.simplex_qp; ``_search.pxi``: binary search in the core set's sorted index;
 * ``_expansion.pxi``: kernel expansions (prediction); ``_hooks.pxi``: test hooks of the kernels and screens.
 
 A unit with state is a cdef class that FastMEBOps holds and that owns its buffers; the functions of a
@@ -99,22 +99,7 @@ SIMD_LEVEL = cv_simd_level()
 include "_owned.pxi"
 
 
-cdef inline Py_ssize_t _lower_bound(const Py_ssize_t* a, Py_ssize_t n, Py_ssize_t z) noexcept nogil:
-    """The first position in the sorted a[0:n] whose value is >= z (n if none)."""
-    cdef Py_ssize_t lo = 0, hi = n, mid
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if a[mid] < z:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-cdef inline Py_ssize_t _bsearch(const Py_ssize_t* a, Py_ssize_t n, Py_ssize_t z) noexcept nogil:
-    """Position of z in the sorted a[0:n], or -1."""
-    cdef Py_ssize_t lo = _lower_bound(a, n, z)
-    return lo if (lo < n and a[lo] == z) else -1
+include "_search.pxi"      # _lower_bound, _bsearch: the sorted index of the core set
 
 
 cdef const double* _kept_doubles(object a, list keep) except? NULL:
