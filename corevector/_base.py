@@ -139,7 +139,7 @@ _DOC = """
     solver : {{'auto', 'active_set', 'smo'}}, default='auto'
         'auto': the batched loop (every violator of a sample joins the core set, the core-set QP solved
         as far as the outer gap asks, finished before the loop may stop), with the exact active-set
-        method while the support is small and SMO beyond (``refimpl.meb.auto_max_free``).  'smo' is
+        method while the support is small and SMO beyond (``corevector.engine_policy.auto_max_free``).  'smo' is
         the paper's algorithm (one core vector per iteration, warm-started SMO, [001] Sec. 4.1.4);
         'active_set' the same loop with the exact active-set Newton method.
     stop : {{'hybrid', 'margin', 'radius', 'gap'}}, default='{stop}'
@@ -339,8 +339,9 @@ class CoreVectorBase(BaseEstimator):
 
     def _check_fit_params(self, n_samples):
         check_eps(self, self.eps, self.stop)
+        # (solver is checked by the parameter constraints: 'auto' is corevector.engine_policy's, not refimpl's)
         validate_engine_params(self.eps, self.sample_size, self.max_iter, self.tol, max(n_samples, 2),
-                               self.n_confirm, self.solver, self.stop)
+                               self.n_confirm, stop=self.stop)
 
     def _kernel_spec(self, X):
         check = chunked.kernel_spec if isinstance(X, chunked.ChunkedRows) else checked_kernel_spec

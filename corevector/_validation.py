@@ -23,7 +23,7 @@ from sklearn.utils._param_validation import Interval, InvalidParameterError, Str
 
 from refimpl.driver import STOPS
 from refimpl.kernels import KERNELS, checked_kernel_spec  # noqa: F401  (re-exported: every estimator uses it)
-from refimpl.meb import SOLVERS
+from .engine_policy import SOLVERS
 
 from .numerics import IMPLS
 
@@ -53,7 +53,7 @@ EPS = Interval(Real, 0, 1, closed="neither")
 
 #: The constraints of the options every core-set estimator has (kernel, core-set loop, implementation):
 #: the lists of kernels (refimpl.kernels.KERNELS), stop rules (refimpl.driver.STOPS), solvers
-#: (refimpl.meb.SOLVERS) and implementations (corevector.numerics.IMPLS) are read, never repeated.
+#: (corevector.engine_policy.SOLVERS) and implementations (corevector.numerics.IMPLS) are read, never repeated.
 CORE_CONSTRAINTS = {
     "eps": [EPS],
     "kernel": [StrOptions(set(KERNELS))],

@@ -5,7 +5,8 @@ fits (:mod:`corevector.chunked`): they ask :func:`numerics` for the functions of
 all with the reference's signatures (refimpl never imports fastimpl; the compiled modules are imported only
 when 'fast' is asked for).
 
-* ``fit_meb(problem, eps, **options)`` -- the core-set loop of ``refimpl.driver`` on the MEB numerics;
+* ``fit_meb(problem, eps, **options)`` -- the core-set loop of ``refimpl.driver`` on the MEB numerics, with the
+  estimators' ``solver`` ('auto' by default: :mod:`corevector.engine_policy`);
 * ``meb_ops`` -- those numerics' class (``refimpl.meb.MEBOps`` or ``fastimpl._engine.FastMEBOps``), which a
   chunked fit runs in memory on the rows it holds;
 * ``kernel_expansion(spec, SV, coef, X)`` -- f(x) = sum_t coef_t k(sv_t, x) (prediction, full scans);
@@ -19,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
+
+from .engine_policy import with_policy
 
 IMPLS = ("fast", "ref")
 
@@ -40,12 +43,12 @@ def numerics(impl: str) -> Numerics:
     """The functions of implementation ``impl``; a clear ValueError for anything else."""
     if impl == "fast":
         from fastimpl import _engine, _mmda, _ssvr
-        return Numerics("fast", _engine.fit_meb, _engine.FastMEBOps, _engine.kernel_expansion,
+        return Numerics("fast", with_policy(_engine.fit_meb), _engine.FastMEBOps, _engine.kernel_expansion,
                         _engine.screened_expansion, _mmda.FastConstrainedOps, _mmda.kernel_matrix, _ssvr.ssvr_srs)
     if impl == "ref":
         from refimpl.constrained_meb import ConstrainedOps
         from refimpl.kernels import kernel_block, kernel_expansion
         from refimpl.meb import MEBOps, fit_meb
         from refimpl.ssvr import ssvr_srs
-        return Numerics("ref", fit_meb, MEBOps, kernel_expansion, None, ConstrainedOps, kernel_block, ssvr_srs)
+        return Numerics("ref", with_policy(fit_meb), MEBOps, kernel_expansion, None, ConstrainedOps, kernel_block, ssvr_srs)
     raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")

@@ -4,7 +4,7 @@ The command line's ``--estimator`` choices and per-estimator options (:mod:`core
 files' class table (:mod:`corevector.io.model_files`) and the documentation read :data:`ESTIMATORS`.  The
 other lists live where their members are defined and are read, never repeated: kernels
 (:data:`refimpl.kernels.KERNELS`), stop rules (:data:`refimpl.driver.STOPS`), inner solvers
-(:data:`refimpl.meb.SOLVERS`) and implementations (:data:`corevector.numerics.IMPLS`).
+(:data:`corevector.engine_policy.SOLVERS`) and implementations (:data:`corevector.numerics.IMPLS`).
 """
 from __future__ import annotations
 

@@ -41,6 +41,7 @@ Two update strategies share this loop:
 """
 from __future__ import annotations
 
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -108,6 +109,16 @@ def next_growth(growth: int, n_new: int, max_add: int = MAX_ADD) -> int:
         return max(growth // 2, 1)
     return growth
 # --- end wide samples ------------------------------------------------------------------------------
+
+
+def caller_stacklevel(level: int) -> int:
+    """``stacklevel`` for a warning issued ``level`` frames below the code to blame, past the wrappers on the
+    way: a module whose globals set ``_WARNINGS_PASS_THROUGH = True`` (corevector.engine_policy's ``with_policy``)
+    is not the caller a warning should name."""
+    frame = sys._getframe(level)
+    while frame is not None and frame.f_globals.get("_WARNINGS_PASS_THROUGH"):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 @dataclass
@@ -467,10 +478,11 @@ def run_core_set_loop(ops, eps, *, stop="radius", sample_size=59, n_confirm=30, 
                 break
         if n_iter >= max_iter:
             warnings.warn(f"the core-set loop stopped at max_iter={max_iter} before the stop={stop!r} test held; "
-                          "the certified ratio reports what was reached", ConvergenceWarning, stacklevel=3)
+                          "the certified ratio reports what was reached", ConvergenceWarning,
+                          stacklevel=caller_stacklevel(3))
             break
         if stall.stuck(ops.n_core(), ball):
-            warnings.warn(stall.message(ball, stop, stall_hint), ConvergenceWarning, stacklevel=3)
+            warnings.warn(stall.message(ball, stop, stall_hint), ConvergenceWarning, stacklevel=caller_stacklevel(3))
             break
         loop.update(ball, scan, idx, thr)                                                 # steps 3-4
         n_iter += 1

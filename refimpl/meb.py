@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .driver import (HYBRID_NU, STOPS, Ball, Scan, d2_threshold, inner_tolerance, initial_pair, kkt_gap, make_rng,
-                     margin_scale, run_core_set_loop, stop_accepts, warn_if_radius_too_coarse)
+from .driver import (HYBRID_NU, STOPS, Ball, Scan, caller_stacklevel, d2_threshold, inner_tolerance, initial_pair,
+                     kkt_gap, make_rng, margin_scale, run_core_set_loop, stop_accepts, warn_if_radius_too_coarse)
 from .problem import MEBProblem
 from .simplex_qp import TIE, active_set_simplex, smo_simplex
 
@@ -87,38 +87,11 @@ class MEBResult:
     stop: str = "radius"
 
 
-#: solver='smo' and 'active_set' run the papers' loop (one core vector per iteration, the core-set QP
-#: solved to its final tolerance each time) with that inner solver; solver='auto' (default) runs the
-#: batched loop of refimpl.driver (every violator of the sample at once, the inner QP to a fraction of
-#: the outer gap) with the active set while the support is small and SMO beyond (AUTO_MAX_FREE).
-SOLVERS = ("auto", "active_set", "smo")
-#: solver='auto' uses the active-set method while at most this many core vectors carry weight, then
-#: SMO.  An exact Newton step costs O(|F|^2) per change of the free set, an SMO step O(|S|) from cached
-#: rows, and SMO needs few steps per core vector when K~ is well-conditioned: on two overlapping
-#: Gaussians (C = 1, 2,000 support vectors) the active set took 10.9 s of a fit that SMO does in 0.5 s.
-AUTO_MAX_FREE = 1000
-#: ... but SMO crawls when K~ is ill-conditioned, i.e. when its ridge c (1/C for the L2-SVMs, mu m/C for
-#: CVR) is small against the diagonal: on the checkerboard at C = 1e4 (ridge 5e-5 of the diagonal) it hit
-#: its step bound of 3.5e5 steps on every core-set QP after the switch.  Below SMO_MIN_RIDGE the active set
-#: is kept up to AUTO_MAX_FREE_TIGHT free vectors (its factor takes 8 |F|^2 bytes: 512 MB at 8,000).
-SMO_MIN_RIDGE = 1e-3
-AUTO_MAX_FREE_TIGHT = 8000
-
-
-#: ... and for CVR's mirrored problems while at most this many: its ridge mu m / C_paper = 1 / (2 C)
-#: is ~1% of the diagonal, where SMO needs ~20-50 steps of O(|S|) per core vector and an active-set step costs
-#: O(|F|^2) whatever the conditioning.  Friedman #1, 10,000 points, C = 25, mu = 0.01 std y (1,072 SVs): the
-#: active set held the support near 1,000 free vectors for 240 solves, 5.8 of the fit's 6.2 s CPU; SMO from
-#: 200 free vectors on: 0.62 s for the same model (RMSE 1.13 / 1.14)
-AUTO_MAX_FREE_MIRROR = 200
-
-
-def auto_max_free(problem) -> int:
-    """solver='auto': the support size beyond which the fit switches to SMO, for this problem."""
-    ridge = problem.min_ridge / max(float(problem.eta), np.finfo(float).tiny)
-    if getattr(problem, "mirror", False) and ridge >= SMO_MIN_RIDGE:
-        return AUTO_MAX_FREE_MIRROR
-    return AUTO_MAX_FREE if ridge >= SMO_MIN_RIDGE else AUTO_MAX_FREE_TIGHT
+#: the inner solvers of the core-set QP: 'smo' the paper's (001 Sec. 4.1.4, warm-started SMO), 'active_set' the
+#: exact active-set Newton method (``simplex_qp.active_set_simplex``; SMO where Q_FF is singular).  The
+#: estimators' solver='auto' (the batched loop, switching from the active set to SMO) is their engine's
+#: policy, :mod:`corevector.engine_policy`, which passes fit_meb a solver function and the loop's settings.
+SOLVERS = ("active_set", "smo")
 
 
 def validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm=0, solver="smo", stop="radius",
@@ -132,8 +105,8 @@ def validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm=0, solv
             raise ValueError(f"sample_size must be a positive integer or None, got {sample_size!r}")
     if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
         raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
-    if solver not in SOLVERS:
-        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
+    if not (callable(solver) or solver in SOLVERS):
+        raise ValueError(f"solver must be one of {SOLVERS} or a function of the numerics, got {solver!r}")
     if isinstance(n_confirm, bool) or not isinstance(n_confirm, (int, np.integer)) or n_confirm < 0:
         raise ValueError(f"n_confirm must be a non-negative integer, got {n_confirm!r}")
     if tol is not None and (not np.isfinite(tol) or tol <= 0):
@@ -145,56 +118,6 @@ def validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm=0, solv
         raise ValueError(f"hybrid_nu must be a positive finite number, got {hybrid_nu!r}")
     if n < 2:
         raise ValueError(f"the MEB engine needs at least 2 points, got {n}")
-
-
-#: solver='auto' widens the samples of its iterations (refimpl.driver.WIDE_MAX) for a Gaussian kernel from
-#: this many coordinates on (CVR's mirrored points excepted): where the fast engine scans dense rows through
-#: its kernel block (fastimpl/_kblock.pxi), a candidate costs |S| multiply-adds, not |S| d.  The decision
-#: reads the problem's shape, never how its rows are stored: CSR, chunked and dense rows of the same data
-#: make the same draws and so give the same model (the sparse input's contract, tests/test_sparse.py), though only
-#: dense rows run the block
-WIDE_MIN_D = 16
-#: ... and from this many points on.  Below it a sample of up to WIDE_MAX x sample_size rows is a large part
-#: of the problem and the wider scans cost more than the iterations they save: measured (fit wall s, wide /
-#: not, fresh processes) on the one-vs-one pairs of letter (0.73 / 0.45 for 5,000 points, 26 classes),
-#: optdigits, pendigits and satimage (+25-45%), pendigits one-vs-rest at 7,694 (+25%), Fashion-MNIST
-#: T-shirt/shirt at 2,000 (0.18 / 0.15); it pays from ~5,000 points of a hard problem (T-shirt/shirt: 0.70 /
-#: 0.82 at 5,000, 2.25 / 3.65 at 10,000) and is neutral on letter one-vs-rest at 14,000 (0.078 / 0.077).
-#: Confirmed on Fashion T-shirt/shirt pooled to d = 49 and 196 at 10,000 (0.84 / 1.21, 0.99 / 1.36).
-WIDE_MIN_N = 8192
-
-
-#: CVR's mirrored problems widen their samples from this many augmented points (2m) on, at any d:
-#: there the iteration's fixed cost is the core-set QP (SMO over thousands of core vectors, ill-conditioned
-#: at C = 25), not the scan.  Friedman #1 (d = 10), 10,000 points, CVR() with SMO from 200 free vectors:
-#: 770 solves and 284,000 SMO steps (3.95 s CPU) -> 90 solves and 97,000 steps (1.86 s), the same RMSE;
-#: 30,000 points at the same mu: 3.8 s
-WIDE_MIN_N_MIRROR = 8192
-
-
-def wide_samples(solver: str, problem) -> bool:
-    """Does the loop widen its samples on this problem (see :data:`WIDE_MIN_D` and :data:`WIDE_MIN_N`)?
-    Both engines ask this, so both make the same draws, whatever the layout of X."""
-    if solver == "auto" and problem.mirror:
-        return problem.n >= WIDE_MIN_N_MIRROR
-    return (solver == "auto" and problem.kernel.name == "rbf" and not problem.mirror
-            and problem.X.shape[1] >= WIDE_MIN_D and problem.X.shape[0] >= WIDE_MIN_N)
-
-
-def solver_policy(solver: str, problem):
-    """``method_for(ops)`` of the driver: the inner solver of the next core-set QP.  'auto' switches
-    from the active set to SMO once more than :func:`auto_max_free` core vectors carry weight, for good
-    (switching back would need a new O(|F|^3) factorisation)."""
-    if solver != "auto":
-        return lambda ops: solver
-    limit = auto_max_free(problem)
-    state = {"smo": False}
-
-    def method_for(ops):
-        if not state["smo"] and ops.n_support() > limit:
-            state["smo"] = True
-        return "smo" if state["smo"] else "active_set"
-    return method_for
 
 
 class MEBOps:
@@ -347,8 +270,8 @@ class MEBOps:
 
 def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000, tol=None,
             random_state=None, cache_size=200 * 2**20, certify=True, verbose=False,
-            n_confirm=30, solver="auto", stop="radius", label=None, ops_class=MEBOps,
-            hybrid_nu=HYBRID_NU, stall_hint="") -> MEBResult:
+            n_confirm=0, solver="smo", stop="radius", label=None, ops_class=MEBOps,
+            hybrid_nu=HYBRID_NU, stall_hint="", batch=False, wide=False, prune=False) -> MEBResult:
     """Approximate the MEB of the augmented points of ``problem`` to within (1+eps) (001 Sec. 4).
 
     Parameters
@@ -365,15 +288,13 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
     cache_size : int -- bytes for the core-set kernel cache (the reference keeps Q dense; kept for API parity).
     certify : bool -- run the final full scan that gives ``r_cert2`` and ``certified_ratio``.
     verbose : bool -- show a progress bar (core-set size and R) while fitting; ``label`` names it.
-    n_confirm : int -- (beyond the paper) with sampling, stop only after 1 + n_confirm consecutive
-        samples find no point outside the (1+eps) ball.  One clean sample of 59 only says that,
-        with probability 0.95, fewer than 5% of the points lie outside; 31 clean samples (1829
+    n_confirm : int -- (beyond the paper; 0, the paper's, by default) with sampling, stop only after
+        1 + n_confirm consecutive samples find no point outside the (1+eps) ball.  One clean sample of 59 only
+        says that, with probability 0.95, fewer than 5% of the points lie outside; 31 clean samples (1829
         points) bound the violating fraction near 0.16%.  Ignored by full scans, which are exact.
-    solver : 'auto', 'active_set' or 'smo' -- see :data:`SOLVERS`: 'smo' is the paper's algorithm (one
-        core vector per iteration, warm-started SMO, 001 Sec. 4.1.4), 'active_set' the same loop with the
-        exact active-set Newton method (``simplex_qp.active_set_simplex``; falls back to SMO when Q_FF is
-        singular), 'auto' (default) the batched loop of ``refimpl.driver`` with the active set while at
-        most :func:`auto_max_free` core vectors carry weight and SMO beyond.
+    solver : 'smo' (the paper's, 001 Sec. 4.1.4: warm-started SMO), 'active_set' (the exact active-set Newton
+        method, ``simplex_qp.active_set_simplex``; SMO where Q_FF is singular), or a function ``method_for(ops)``
+        naming the inner solver of each core-set QP (``corevector.engine_policy`` switches by support size).
     stop : 'radius', 'margin', 'gap' or 'hybrid' -- the test of step 2 (see ``refimpl.driver.STOPS``);
         'radius' is the paper's.
     hybrid_nu : float > 0 -- the cap of stop='hybrid': d^2 - R^2 <= 2 hybrid_nu tau (``refimpl.driver``;
@@ -381,6 +302,10 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
     ops_class : the numerics: :class:`MEBOps` (NumPy) or ``fastimpl._engine.FastMEBOps`` (Cython).
     stall_hint : str -- appended to the warning of a stalled loop (``refimpl.driver.STALL_ITERATIONS``): what
         the caller's user can change (e.g. "lower C").
+    batch, wide, prune : (beyond the paper) the batched loop of ``refimpl.driver`` (every violator of a sample at
+        once, the inner QP to a fraction of the outer gap), with samples that grow while violators are rare
+        (``wide``) and weightless core vectors pruned (``prune``, CVR's mirrored problems).  False: the paper's
+        loop, one core vector per iteration.  The estimators choose them (``corevector.engine_policy``).
     """
     n = problem.n
     validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm, solver, stop, hybrid_nu)
@@ -388,15 +313,14 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
     out = run_core_set_loop(ops, float(eps), stop=stop, sample_size=sample_size, n_confirm=n_confirm,
                             max_iter=max_iter, tol=tol, random_state=random_state, certify=certify,
                             verbose=verbose, label=label or f"MEB ({ops_class.__name__})",
-                            batch=solver == "auto", method_for=solver_policy(solver, problem),
-                            hybrid_nu=float(hybrid_nu), wide=wide_samples(solver, problem),
-                            stall_hint=stall_hint, prune=solver == "auto" and bool(problem.mirror))
+                            batch=bool(batch), method_for=solver if callable(solver) else (lambda ops: solver),
+                            hybrid_nu=float(hybrid_nu), wide=bool(wide), stall_hint=stall_hint, prune=bool(prune))
     if out.last_capped:
         # Intermediate QPs stopped by the bound are harmless (the next one warm-starts from them); the
         # final one defines the model, so its inexactness is worth a warning.
         warnings.warn(f"the final core-set QP stopped at its step bound before reaching tol "
                       f"({out.n_capped} of {out.n_solves} QPs did); the certified ratio reports the result",
-                      ConvergenceWarning, stacklevel=2)
+                      ConvergenceWarning, stacklevel=caller_stacklevel(2))
     ball = out.ball
     warn_if_radius_too_coarse(stop, eps, ball)
     return MEBResult(core_set=ops.core_set(), alpha=np.asarray(ops.weights(), dtype=np.float64),

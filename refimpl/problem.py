@@ -161,7 +161,7 @@ class MEBProblem:
 
     @property
     def min_ridge(self) -> float:
-        """The smallest c_z (what conditions K~, see refimpl.meb.auto_max_free)."""
+        """The smallest c_z (what conditions K~, see corevector.engine_policy.auto_max_free)."""
         return float(self.diag_add) if self.point_diag is None else float(self.point_diag.min(initial=np.inf))
 
     def _s(self, idx):

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import fastimpl._engine as E
+from corevector.engine_policy import with_policy
 from refimpl import cvr, meb
 from refimpl.kernels import KernelSpec
 
@@ -37,7 +38,7 @@ class _CheckedOps(E.FastMEBOps):
 
 def test_prune_keeps_the_fast_engine_consistent():
     _CheckedOps.pruned = 0
-    out = meb.fit_meb(_problem(), 1e-2, stop="hybrid", solver="auto", random_state=0, ops_class=_CheckedOps,
+    out = with_policy(meb.fit_meb)(_problem(), 1e-2, stop="hybrid", solver="auto", random_state=0, ops_class=_CheckedOps,
                       n_confirm=100)
     assert _CheckedOps.pruned > 0
     assert out.converged
@@ -46,8 +47,8 @@ def test_prune_keeps_the_fast_engine_consistent():
 @pytest.mark.parametrize("C_paper", [2e3, 2e5])
 def test_fast_and_ref_prune_alike(C_paper):
     kw = dict(stop="hybrid", solver="auto", random_state=0, n_confirm=100)
-    a = E.fit_meb(_problem(C_paper=C_paper), 1e-2, **kw)
-    b = meb.fit_meb(_problem(C_paper=C_paper), 1e-2, **kw)
+    a = with_policy(E.fit_meb)(_problem(C_paper=C_paper), 1e-2, **kw)
+    b = with_policy(meb.fit_meb)(_problem(C_paper=C_paper), 1e-2, **kw)
     np.testing.assert_array_equal(a.core_set, b.core_set)
     np.testing.assert_allclose(a.alpha, b.alpha, atol=1e-9)
     assert a.n_iter == b.n_iter

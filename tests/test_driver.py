@@ -528,7 +528,9 @@ def test_the_max_iter_warning_points_at_the_callers_line():
     """stacklevel: the ConvergenceWarning of the loop names the code that called fit_meb (here, this
     file), not refimpl.meb or the driver."""
     from helpers import random_problem
-    from refimpl.meb import fit_meb
+    from refimpl.meb import fit_meb as _papers_fit_meb
+    from corevector.engine_policy import with_policy
+    fit_meb = with_policy(_papers_fit_meb)  # the estimators' solver='auto' by default
     problem = random_problem("two_class", "rbf", m=60, seed=0, gamma=0.5)
     with pytest.warns(ConvergenceWarning, match="max_iter=1") as rec:
         fit_meb(problem, 1e-6, sample_size=None, max_iter=1, random_state=0, stop="margin")
@@ -570,7 +572,9 @@ def test_the_engines_defaults_are_the_papers():
     import inspect
 
     from refimpl.constrained_meb import fit_constrained_meb
-    from refimpl.meb import fit_meb
+    from refimpl.meb import fit_meb as _papers_fit_meb
+    from corevector.engine_policy import with_policy
+    fit_meb = with_policy(_papers_fit_meb)  # the estimators' solver='auto' by default
     for f in (fit_meb, fit_constrained_meb, run_core_set_loop):
         p = inspect.signature(f).parameters
         assert (p["sample_size"].default, p["n_confirm"].default, p["max_iter"].default) == (59, 30, 10_000)
@@ -598,7 +602,9 @@ def test_the_step_bound_warning_points_at_the_callers_line():
     from refimpl import cvm
     from refimpl.datasets import checkerboard
     from refimpl.kernels import make_kernel_spec
-    from refimpl.meb import fit_meb
+    from refimpl.meb import fit_meb as _papers_fit_meb
+    from corevector.engine_policy import with_policy
+    fit_meb = with_policy(_papers_fit_meb)  # the estimators' solver='auto' by default
     X, y = checkerboard(400, random_state=0)
     problem = cvm.two_class_problem(X, np.where(y == y[0], 1.0, -1.0), make_kernel_spec(X, "rbf", gamma=1.0), 1e4)
     with pytest.warns(ConvergenceWarning) as rec:
@@ -634,7 +640,7 @@ def test_solver_auto_switches_to_smo_past_the_documented_support_sizes():
     other solvers are used throughout.  Two-class rbf: eta = 2 + 1/C, so the ridge is below 1e-3 from
     C ~ 500 on."""
     from helpers import random_problem
-    from refimpl.meb import solver_policy
+    from corevector.engine_policy import solver_policy
     for C, limit in ((1.0, 1000), (400.0, 1000), (600.0, 8000), (1e4, 8000)):
         problem = random_problem("two_class", "rbf", m=20, C=C, seed=0, gamma=0.5)
         pick = solver_policy("auto", problem)
@@ -685,7 +691,9 @@ def test_the_engines_take_their_options_by_keyword_only():
     import inspect
 
     from refimpl.constrained_meb import fit_constrained_meb
-    from refimpl.meb import fit_meb
+    from refimpl.meb import fit_meb as _papers_fit_meb
+    from corevector.engine_policy import with_policy
+    fit_meb = with_policy(_papers_fit_meb)  # the estimators' solver='auto' by default
     for f in (fit_meb, fit_constrained_meb, run_core_set_loop):
         kinds = [p.kind for p in inspect.signature(f).parameters.values()]
         assert kinds[:2] == [inspect.Parameter.POSITIONAL_OR_KEYWORD] * 2, f
@@ -757,7 +765,9 @@ def test_kernel_evaluations_count_the_entries_the_reference_computes(monkeypatch
     """MEBResult.kernel_evaluations is the number of entries of K~ the reference evaluated (each counted
     here as its block is computed)."""
     from helpers import random_problem
-    from refimpl.meb import fit_meb
+    from refimpl.meb import fit_meb as _papers_fit_meb
+    from corevector.engine_policy import with_policy
+    fit_meb = with_policy(_papers_fit_meb)  # the estimators' solver='auto' by default
     problem = random_problem("two_class", "rbf", m=150, C=10.0, seed=4, gamma=0.5)
     count = _count_kernel_entries(monkeypatch, problem)
     res = fit_meb(problem, 1e-3, sample_size=sample_size, random_state=0, solver=solver, stop="margin")
@@ -769,7 +779,9 @@ def test_the_progress_bar_carries_the_label(capsys):
     """verbose=True shows a bar named by ``label``, or "MEB (<numerics>)" without one; verbose=False
     prints nothing."""
     from helpers import random_problem
-    from refimpl.meb import fit_meb
+    from refimpl.meb import fit_meb as _papers_fit_meb
+    from corevector.engine_policy import with_policy
+    fit_meb = with_policy(_papers_fit_meb)  # the estimators' solver='auto' by default
     problem = random_problem("two_class", "rbf", m=60, C=10.0, seed=4, gamma=0.5)
     fit_meb(problem, 1e-2, sample_size=None, random_state=0, stop="margin")
     assert capsys.readouterr().err == ""

@@ -11,9 +11,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from fastimpl._engine import fit_meb as fit_fast, kernel_expansion as expand_fast
+from fastimpl._engine import fit_meb as _papers_fit_fast, kernel_expansion as expand_fast
+from corevector.engine_policy import with_policy
+fit_fast = with_policy(_papers_fit_fast)  # the estimators' solver='auto' by default
 from refimpl.kernels import KERNELS, kernel_expansion as expand_ref, make_kernel_spec
-from refimpl.meb import fit_meb as fit_ref
+from refimpl.meb import fit_meb as _papers_fit_ref
+from corevector.engine_policy import with_policy
+fit_ref = with_policy(_papers_fit_ref)  # the estimators' solver='auto' by default
 from helpers import random_problem
 
 # random problems run every stop rule at coarse eps; the 'radius' accuracy warning is tested in test_bound

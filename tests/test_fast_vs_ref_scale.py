@@ -23,8 +23,12 @@ pytestmark = [pytest.mark.timeout(600), pytest.mark.filterwarnings("ignore:stop=
 @pytest.mark.parametrize("formulation,kernel", [("meb", "rbf"), ("one_class", "poly"), ("two_class", "rbf"),
                                                 ("two_class", "laplacian"), ("cvr", "rbf")])
 def test_engines_agree_past_the_block_sizes(formulation, kernel):
-    from fastimpl._engine import fit_meb as fit_fast
-    from refimpl.meb import fit_meb as fit_ref
+    from fastimpl._engine import fit_meb as _papers_fit_fast
+    from corevector.engine_policy import with_policy
+    fit_fast = with_policy(_papers_fit_fast)  # the estimators' solver='auto' by default
+    from refimpl.meb import fit_meb as _papers_fit_ref
+    from corevector.engine_policy import with_policy
+    fit_ref = with_policy(_papers_fit_ref)  # the estimators' solver='auto' by default
 
     opts = {"gamma": 0.3} if kernel != "poly" else {"gamma": 0.3, "coef0": 1.0, "degree": 2}
     problem = random_problem(formulation, kernel, m=N, d=3, C=10.0, seed=11, **opts)
@@ -49,9 +53,13 @@ def test_full_scans_agree_past_the_block_sizes(formulation, solver):
     """sample_size=None: every iteration scans all n > 4,096 points.  solver='smo' adds the furthest point
     (the reference finds the block of the first tied maximum, then the point in it); 'auto' adds the
     MAX_ADD furthest violators, merged across the blocks.  Some core vectors lie past the first block."""
-    from fastimpl._engine import fit_meb as fit_fast
+    from fastimpl._engine import fit_meb as _papers_fit_fast
+    from corevector.engine_policy import with_policy
+    fit_fast = with_policy(_papers_fit_fast)  # the estimators' solver='auto' by default
     from refimpl.driver import MAX_ADD
-    from refimpl.meb import fit_meb as fit_ref
+    from refimpl.meb import fit_meb as _papers_fit_ref
+    from corevector.engine_policy import with_policy
+    fit_ref = with_policy(_papers_fit_ref)  # the estimators' solver='auto' by default
 
     problem = random_problem(formulation, "rbf", m=N, d=3, C=10.0, seed=11, gamma=0.3)
     kw = dict(sample_size=None, random_state=11, stop="radius", solver=solver)
@@ -106,8 +114,12 @@ def test_screening_falls_back_to_exact_scans_where_it_cannot_decide(gamma, C, po
     the engines pick the same core vectors with the same weights, past the compiled engine's 2,048-point
     chunks."""
     from fastimpl._engine import FastMEBOps
-    from fastimpl._engine import fit_meb as fit_fast
-    from refimpl.meb import fit_meb as fit_ref
+    from fastimpl._engine import fit_meb as _papers_fit_fast
+    from corevector.engine_policy import with_policy
+    fit_fast = with_policy(_papers_fit_fast)  # the estimators' solver='auto' by default
+    from refimpl.meb import fit_meb as _papers_fit_ref
+    from corevector.engine_policy import with_policy
+    fit_ref = with_policy(_papers_fit_ref)  # the estimators' solver='auto' by default
 
     taylor_policy(policy)
     problem = random_problem("two_class", "rbf", m=2500, d=2, C=C, seed=5, gamma=gamma)
@@ -137,8 +149,12 @@ def test_taylor_screen_leaves_every_fit_as_the_reference_makes_it(formulation, w
     _taylor.h (forced here even where the kernel sums would cost less).  Its error bound is proved, and
     every value a decision reads is computed again in double, so the fits are the reference's."""
     from fastimpl._engine import FastMEBOps
-    from fastimpl._engine import fit_meb as fit_fast
-    from refimpl.meb import fit_meb as fit_ref
+    from fastimpl._engine import fit_meb as _papers_fit_fast
+    from corevector.engine_policy import with_policy
+    fit_fast = with_policy(_papers_fit_fast)  # the estimators' solver='auto' by default
+    from refimpl.meb import fit_meb as _papers_fit_ref
+    from corevector.engine_policy import with_policy
+    fit_ref = with_policy(_papers_fit_ref)  # the estimators' solver='auto' by default
 
     taylor_policy(1)
     problem = random_problem(formulation, "rbf", m=2100, d=3, C=10.0, seed=7, gamma=0.02, weighted=weighted)
@@ -170,7 +186,9 @@ def test_cache_size_bounds_cache_rows_cholesky_factor_and_stores_together():
     cache_size (plus the two rows a step holds at once) where the same fit with room for everything
     held more.  The fit is the same, bit for bit, with a budget that holds every row."""
     from fastimpl._engine import FastMEBOps
-    from fastimpl._engine import fit_meb as fit_fast
+    from fastimpl._engine import fit_meb as _papers_fit_fast
+    from corevector.engine_policy import with_policy
+    fit_fast = with_policy(_papers_fit_fast)  # the estimators' solver='auto' by default
 
     problem = random_problem("two_class", "rbf", m=1200, d=2, C=1.0, seed=3, gamma=1.0)
     kw = dict(solver="active_set", stop="margin", sample_size=59, random_state=0)

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from helpers import exact_meb, random_problem
-from refimpl.meb import WIDE_MIN_N as DEFAULT_WIDE_MIN_N  # before any fixture lowers it
+import corevector.engine_policy as policy
+from corevector.engine_policy import WIDE_MIN_N as DEFAULT_WIDE_MIN_N  # before any fixture lowers it
+from corevector.engine_policy import with_policy
 
 
 def _default_block_min_work():
@@ -34,8 +36,12 @@ def block_everywhere():
 
 def _fit_both(problem, eps, cache_size=200 * 2**20, **kw):
     from fastimpl._engine import FastMEBOps
-    from fastimpl._engine import fit_meb as fit_fast
-    from refimpl.meb import fit_meb as fit_ref
+    from fastimpl._engine import fit_meb as _papers_fit_fast
+    from corevector.engine_policy import with_policy
+    fit_fast = with_policy(_papers_fit_fast)  # the estimators' solver='auto' by default
+    from refimpl.meb import fit_meb as _papers_fit_ref
+    from corevector.engine_policy import with_policy
+    fit_ref = with_policy(_papers_fit_ref)  # the estimators' solver='auto' by default
 
     made = []
 
@@ -54,13 +60,12 @@ def _fit_both(problem, eps, cache_size=200 * 2**20, **kw):
 
 @pytest.fixture(autouse=True)
 def wide_at_test_sizes(monkeypatch):
-    """solver='auto' widens its samples from refimpl.meb.WIDE_MIN_N points on, and the block runs from
+    """solver='auto' widens its samples from corevector.engine_policy.WIDE_MIN_N points on, and the block runs from
     KB_MIN_WORK = m d on; these problems are smaller, so both thresholds are lowered to run those paths at
     test sizes (test_wide_samples_from_wide_min_n checks
     the threshold itself)."""
-    import refimpl.meb
     from fastimpl import _engine
-    monkeypatch.setattr(refimpl.meb, "WIDE_MIN_N", 0)
+    monkeypatch.setattr(policy, "WIDE_MIN_N", 0)
     old = _engine._set_block_min_work(0)  # and the block's m d threshold (test_block_from_its_min_work)
     yield
     _engine._set_block_min_work(old)
@@ -92,7 +97,9 @@ def test_screened_sums_stay_within_their_bound():
     (Fashion-like nonnegative inputs, d = 64, a wide kernel: values near 1, where single precision rounds
     most)."""
     from fastimpl._engine import FastMEBOps, _block_sums
-    from fastimpl._engine import fit_meb as fit_fast
+    from fastimpl._engine import fit_meb as _papers_fit_fast
+    from corevector.engine_policy import with_policy
+    fit_fast = with_policy(_papers_fit_fast)  # the estimators' solver='auto' by default
 
     rng = np.random.default_rng(0)
     X = rng.random((900, 64)) ** 3
@@ -111,7 +118,9 @@ def test_screened_sums_stay_within_their_bound():
 
 def test_certificate_through_the_block_bounds_the_exact_meb():
     """Full scans through the block: R^2 <= r*^2 <= (1+eps)^2 R^2 against cvxopt, r_cert^2 >= r*^2."""
-    from fastimpl._engine import fit_meb as fit_fast
+    from fastimpl._engine import fit_meb as _papers_fit_fast
+    from corevector.engine_policy import with_policy
+    fit_fast = with_policy(_papers_fit_fast)  # the estimators' solver='auto' by default
     problem = random_problem("two_class", "rbf", m=150, d=20, C=10.0, seed=3, gamma=0.05)
     lo, hi, _ = exact_meb(problem)
     for eps in (1e-1, 1e-3):
@@ -162,7 +171,7 @@ def test_support_scans_on_blas_rows_split_over_threads_bit_for_bit():
     old = _engine._set_scan_parallel_min_work(0)
     try:
         with threadpool_limits(limits=1, user_api="openmp"):
-            fits = [_engine.fit_meb(problem, 1e-2, **kw)]
+            fits = [with_policy(_engine.fit_meb)(problem, 1e-2, **kw)]
         with threadpool_limits(limits=2, user_api="openmp"):
             _, b, ops = _fit_both(problem, 1e-2, **kw)  # the reference's
         assert not ops.block_state()[0]
@@ -233,7 +242,7 @@ def test_wide_samples_grow_while_violators_are_rare(n_new, growth, expected):
 def test_wide_samples_where_the_block_runs_whatever_the_layout():
     import scipy.sparse as sp
 
-    from refimpl.meb import wide_samples
+    from corevector.engine_policy import wide_samples
     dense = random_problem("two_class", "rbf", m=50, d=20, seed=0, gamma=0.1)
     assert wide_samples("auto", dense) and not wide_samples("smo", dense)
     assert not wide_samples("auto", random_problem("two_class", "rbf", m=50, d=3, seed=0, gamma=0.1))
@@ -245,14 +254,13 @@ def test_wide_samples_where_the_block_runs_whatever_the_layout():
 
 
 def test_wide_samples_from_wide_min_n(monkeypatch):
-    """Below WIDE_MIN_N points the wide samples cost more than they save (refimpl/meb.py's measurements):
+    """Below WIDE_MIN_N points the wide samples cost more than they save (corevector/engine_policy.py's measurements):
     the default loop keeps the papers' sample there, and widens from the threshold on."""
     import numpy as np
 
-    import refimpl.meb
-    from refimpl.meb import wide_samples
+    from corevector.engine_policy import wide_samples
     WIDE_MIN_N = DEFAULT_WIDE_MIN_N
-    monkeypatch.setattr(refimpl.meb, "WIDE_MIN_N", WIDE_MIN_N)  # the autouse fixture lowered it
+    monkeypatch.setattr(policy, "WIDE_MIN_N", WIDE_MIN_N)  # the autouse fixture lowered it
     small = random_problem("two_class", "rbf", m=50, d=20, seed=0, gamma=0.1)
     import dataclasses
     assert not wide_samples("auto", small)

@@ -30,7 +30,9 @@ def test_make_problem_builds_each_formulation(formulation):
 
 
 def test_default_engine_is_the_reference():
-    from refimpl.meb import fit_meb
+    from refimpl.meb import fit_meb as _papers_fit_meb
+    from corevector.engine_policy import with_policy
+    fit_meb = with_policy(_papers_fit_meb)  # the estimators' solver='auto' by default
     assert verify.reference_engines() == {"ref": fit_meb}
 
 
