@@ -402,7 +402,7 @@ class _CoreSetState:
         return A, cc, R2
 
 
-def fit_constrained_meb(problem: ConstrainedMEBProblem, eps: float, *, sample_size=59, n_confirm=30,
+def fit_constrained_meb(problem: ConstrainedMEBProblem, eps: float, *, sample_size=59, n_confirm=0,
                         max_iter=10_000, tol=None, omega=1.0, random_state=None, certify=True, stop="radius",
                         verbose=False, ops_class=ConstrainedOps) -> ConstrainedMEBResult:
     """Algorithm 1 on the constrained MEB (19), step 4 by SOR on (3) (Algorithm 3).

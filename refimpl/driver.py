@@ -441,7 +441,7 @@ class Stall:
                 "was reached")
 
 
-def run_core_set_loop(ops, eps, *, stop="radius", sample_size=59, n_confirm=30, max_iter=10_000, tol=None,
+def run_core_set_loop(ops, eps, *, stop="radius", sample_size=59, n_confirm=0, max_iter=10_000, tol=None,
                       random_state=None, certify=True, verbose=False, label="MEB", batch=False,
                       method_for=lambda ops: None, hybrid_nu=HYBRID_NU, wide=False, stall_hint="",
                       prune=False) -> LoopOutcome:

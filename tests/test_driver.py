@@ -480,7 +480,7 @@ def test_batch_finishes_the_core_set_qp_before_stopping(n, sample_size):
     core vectors still fail; only then do the confirmation samples start."""
     v = np.full(n, 0.5)
     ops = ToyOps(v, core_excess=lambda tol: 0.0 if tol is not None and tol < 0.02 else 0.5)
-    out = run(ops, 0.1, sample_size=sample_size, batch=True, stop="radius", tol=0.05)
+    out = run(ops, 0.1, sample_size=sample_size, batch=True, stop="radius", tol=0.05, n_confirm=30)
     tols = [c[1] for c in ops.calls("solve")]
     # start: 0.05 (core 0.5 outside) -> finish at 0.05 (finished=False before) -> 10x tighter: 0.005
     assert tols == pytest.approx([0.05, 0.05, 0.005])
@@ -567,20 +567,23 @@ def test_every_sample_is_a_uniform_draw_over_all_points():
 # ------------------------------------------------------------------------------------------------
 def test_the_engines_defaults_are_the_papers():
     """001 Sec. 4.1.2: 59 random candidates per iteration (a 95% chance of one in the top 5%), the
-    (1+eps) radius test; 30 confirming samples, 10,000 iterations at most, quiet, certified; the papers'
-    one-vector-per-iteration loop unless the caller asks for the batched one."""
+    (1+eps) radius test, one clean sample ends the loop (no confirming samples); 10,000 iterations at most,
+    quiet, certified; the papers' one-vector-per-iteration loop with SMO unless the caller asks for the
+    batched one (corevector.engine_policy's solver='auto', the estimators' default)."""
     import inspect
 
     from refimpl.constrained_meb import fit_constrained_meb
-    from refimpl.meb import fit_meb as _papers_fit_meb
-    from corevector.engine_policy import with_policy
-    fit_meb = with_policy(_papers_fit_meb)  # the estimators' solver='auto' by default
+    from refimpl.meb import fit_meb
+
     for f in (fit_meb, fit_constrained_meb, run_core_set_loop):
         p = inspect.signature(f).parameters
-        assert (p["sample_size"].default, p["n_confirm"].default, p["max_iter"].default) == (59, 30, 10_000)
+        assert (p["sample_size"].default, p["n_confirm"].default, p["max_iter"].default) == (59, 0, 10_000)
         assert (p["stop"].default, p["verbose"].default, p["certify"].default, p["tol"].default) == \
             ("radius", False, True, None)
     assert inspect.signature(run_core_set_loop).parameters["batch"].default is False
+    p = inspect.signature(fit_meb).parameters
+    assert (p["solver"].default, p["batch"].default, p["wide"].default, p["prune"].default) == \
+        ("smo", False, False, False)
 
 
 @pytest.mark.parametrize("impl", ["fast", "ref"])

@@ -191,7 +191,7 @@ def test_cache_size_bounds_cache_rows_cholesky_factor_and_stores_together():
     fit_fast = with_policy(_papers_fit_fast)  # the estimators' solver='auto' by default
 
     problem = random_problem("two_class", "rbf", m=1200, d=2, C=1.0, seed=3, gamma=1.0)
-    kw = dict(solver="active_set", stop="margin", sample_size=59, random_state=0)
+    kw = dict(solver="active_set", stop="margin", sample_size=59, random_state=0, n_confirm=30)
     runs = {}
     for budget in (200 * 2**20, 18 * 2**20):
         made = []

@@ -30,9 +30,9 @@ def test_make_problem_builds_each_formulation(formulation):
 
 
 def test_default_engine_is_the_reference():
-    from refimpl.meb import fit_meb as _papers_fit_meb
-    from corevector.engine_policy import with_policy
-    fit_meb = with_policy(_papers_fit_meb)  # the estimators' solver='auto' by default
+    """refimpl's verification runs refimpl's own fit_meb (the papers' loop) unless given engines (the CLI
+    gives corevector.numerics' fit_meb, the estimators' solver='auto')."""
+    from refimpl.meb import fit_meb
     assert verify.reference_engines() == {"ref": fit_meb}
 
 
