@@ -1,10 +1,18 @@
 """A Dask array as a chunked source (:class:`DaskSource`): every block computed where its data are, on a
 distributed client's workers when one runs (persisted partitions, or chunks read from their store by the
 worker), else by Dask's local scheduler; and :func:`dask_from_zarr`, the tasks a cluster reads a zarr store
-by.  Workers lost during a pass are survived: what was scattered to them is scattered again and the pass is
-retried (:data:`ATTEMPTS`)."""
+by.
+
+**Faults.**  Workers lost during a pass are survived: Dask recomputes their blocks, what was scattered to them
+is scattered again and the pass is retried (:data:`ATTEMPTS`); past that, one ``RuntimeError`` says how many
+workers the scheduler removed, when, and which passes noticed (:func:`corevector.chunked.source.phase`).  A
+lost scheduler takes every block and future with it: the pass stops at once with a ``RuntimeError`` saying so,
+rather than after the client's wait for a reconnection."""
 from __future__ import annotations
 
+import collections
+import threading
+import time
 import uuid
 
 import numpy as np
@@ -12,9 +20,9 @@ import numpy as np
 from .detect import distributed_client, is_zarr, require_dask
 from .local_source import array_bounds
 from .row_slots import by_block
-from .source import Combined, Source
+from .source import Combined, Source, current_phase
 
-__all__ = ["DaskSource", "dask_from_zarr", "ATTEMPTS", "FAN_IN", "PERSIST_SHARE", "TASK_BYTES"]
+__all__ = ["DaskSource", "dask_from_zarr", "ATTEMPTS", "FAN_IN", "PERSIST_SHARE", "TASK_BYTES", "CALL_HOOK"]
 
 #: rows per task where a cluster's workers read a zarr store: larger, since a task costs the scheduler ~1 ms
 TASK_BYTES = 16 * 2**20
@@ -70,6 +78,26 @@ def _lost_workers(exc) -> bool:
     return type(exc).__module__.split(".")[0] == "distributed"
 
 
+#: None, or ``CALL_HOOK(source, phase, event, attempt)``, called under ``source.lock`` as each of a source's
+#: calls on the cluster starts an attempt (``event`` 'attempt') and as it ends ('end'): tests choose the
+#: moment they kill a worker by it (``source.running``, ``source.calls``: the calls of each phase running, made)
+CALL_HOOK = None
+
+
+def _removed_workers(client, since):
+    """[(address, time)] of the workers the scheduler removed unexpectedly since the time ``since`` (its
+    'remove-worker' events), or None when the scheduler does not say."""
+    def removed(dask_scheduler, since):  # runs on the scheduler (shipped by value: no corevector needed there)
+        # (the client's get_events fails on these events: they hold sets of task keys)
+        return [(str(msg.get("worker")), float(t)) for t, msg in dask_scheduler.get_events("all")
+                if isinstance(msg, dict) and msg.get("action") == "remove-worker" and not msg.get("expected")
+                and t >= since]
+    try:
+        return client.run_on_scheduler(removed, since=since)
+    except Exception:  # noqa: BLE001 -- no events (an old scheduler, a lost connection): the count is unknown
+        return None
+
+
 class DaskSource(Source):
     """A Dask array: every block computed where its data are (persisted partitions, or chunks read from
     their store by the worker), on a distributed client when one runs, else on the local scheduler."""
@@ -85,6 +113,11 @@ class DaskSource(Source):
         self.blocks = darr.to_delayed().ravel() if darr.ndim == 2 else darr.to_delayed()
         self.is_dask = True
         self._refs = []
+        # the calls of each phase running and made, and the failures lost workers caused (phase, seconds in)
+        self.lock = threading.Lock()
+        self.running, self.calls = collections.Counter(), collections.Counter()
+        self.losses = []
+        self.t0 = time.time()
         # the client running now (threads the fit starts, e.g. its reads ahead, use it too)
         self.client = distributed_client()
         self.persisted = self._persist_if_small()
@@ -118,20 +151,69 @@ class DaskSource(Source):
 
     def retry(self, run):
         """``run()``; when workers are lost meanwhile, scatter what they held again and run it again (Dask
-        recomputes lost blocks from their graph), then give up with a clear error."""
-        for attempt in range(ATTEMPTS):
-            try:
-                return run()
-            except Exception as exc:  # noqa: BLE001 -- only lost-worker failures are retried
-                if not _lost_workers(exc):
-                    raise
-                if attempt == ATTEMPTS - 1:
-                    raise RuntimeError(f"the Dask cluster lost workers during the fit and {ATTEMPTS} attempts to "
-                                       "recompute the lost blocks failed; no model was fitted") from exc
-                client = self.client
-                for ref in self._refs:
-                    if client is not None and ref.future.status != "finished":
-                        ref.future = client.scatter([ref.obj], hash=False)[0]
+        recomputes lost blocks from their graph), then give up with a clear error (:meth:`_give_up`).  A lost
+        scheduler stops it at once (:meth:`_scheduler_lost`)."""
+        name = current_phase()
+        with self.lock:
+            self.running[name] += 1
+            self.calls[name] += 1
+        try:
+            for attempt in range(ATTEMPTS):
+                if CALL_HOOK is not None:
+                    with self.lock:
+                        CALL_HOOK(self, name, "attempt", attempt)
+                try:
+                    return run()
+                except Exception as exc:  # noqa: BLE001 -- only lost-worker failures are retried
+                    if not _lost_workers(exc):
+                        raise
+                    self._scheduler_lost(name, exc)
+                    self.losses.append((name, time.time() - self.t0))
+                    if attempt == ATTEMPTS - 1:
+                        raise self._give_up(name) from exc
+                    self._scatter_again()
+        finally:
+            with self.lock:
+                if CALL_HOOK is not None:
+                    CALL_HOOK(self, name, "end", None)
+                self.running[name] -= 1
+
+    def _scatter_again(self):
+        """Scatter again what lost workers held (the scattered objects whose futures are no longer there)."""
+        client = self.client
+        for ref in self._refs:
+            if client is not None and ref.future.status != "finished":
+                ref.future = client.scatter([ref.obj], hash=False)[0]
+
+    def _scheduler_lost(self, name=None, exc=None):
+        """Raise the error of a lost scheduler if the client has lost its connection (it waits for a scheduler
+        to come back; one that does has forgotten every block and future).  Also before the calls that are not
+        retried (scatters, stashes): a call to a lost scheduler would wait for the connection's timeout."""
+        client = self.client
+        if client is None or client.status == "running":
+            return
+        name = name or current_phase()
+        address = getattr(getattr(client, "scheduler", None), "address", None) or "?"
+        raise RuntimeError(f"the Dask client lost its scheduler ({address}) during the {name}, "
+                           f"{time.time() - self.t0:.1f} s from the start of the fit or prediction: the "
+                           f"scheduler held its blocks and tasks, so the {name} cannot finish; start the "
+                           "scheduler again and run it again") from exc
+
+    def _give_up(self, name):
+        """The RuntimeError of a pass that lost workers :data:`ATTEMPTS` times: how many workers the
+        scheduler removed and when, and the passes that noticed."""
+        removed = _removed_workers(self.client, self.t0) if self.client is not None else None
+        noticed = ", ".join(f"the {p} at {t:.1f} s" for p, t in self.losses)
+        if removed:
+            n = len(removed)
+            what = (f"lost {n} worker{'s' if n > 1 else ''} ("
+                    + ", ".join(f"{addr} at {t - self.t0:.1f} s" for addr, t in removed) + ")")
+        else:
+            what = "lost workers (the scheduler did not say which)"
+        return RuntimeError(f"the Dask cluster {what}; the failures they caused were noticed by {noticed} "
+                            f"(seconds from the start of the fit or prediction), and the {name} failed "
+                            f"{ATTEMPTS} times in a row (corevector.chunked.dask_source.ATTEMPTS), so it "
+                            "cannot finish")
 
     def read(self, b):
         return np.asarray(self.blocks[b].compute())
@@ -148,6 +230,7 @@ class DaskSource(Source):
         client = self.client
         if client is None:
             return objs
+        self._scheduler_lost()
         refs = [_Ref(o, f) for o, f in zip(objs, client.scatter(list(objs), hash=False, direct=self._direct()))]
         self._refs.extend(refs)
         return refs
@@ -156,6 +239,7 @@ class DaskSource(Source):
         import dask
         client = self.client
         if client is not None:  # sent once to every worker, whatever the number of blocks
+            self._scheduler_lost()
             ref = _Ref(shared, client.scatter([shared], broadcast=True, hash=False)[0])
             self._refs.append(ref)
             return ref

@@ -14,7 +14,7 @@ from ..numerics import numerics
 from .checks import check_features
 from .detect import is_chunked_rows, is_dask, needs_chunked, require_dask
 from .rows import ChunkedRows, source_of
-from .source import as_float
+from .source import as_float, phase
 
 __all__ = ["accepts_chunked", "PER_ROW", "apply", "expansion", "score"]
 
@@ -66,7 +66,8 @@ def _routed(name, method):
             if needs_chunked(X):  # fitted rows (support vectors) were views of X: read them now
                 for key, value in list(vars(self).items()):
                     if is_chunked_rows(value):
-                        setattr(self, key, value.materialize())
+                        with phase("support vectors"):
+                            setattr(self, key, value.materialize())
             return out
         fit.chunk_aware = True
         return fit
@@ -142,7 +143,8 @@ def apply(estimator, method, X):
                                    meta=np.empty((0,), probe.dtype))
         return darr.map_blocks(_call, model, dtype=probe.dtype, chunks=(darr.chunks[0], (probe.shape[1],)), name=name,
                                meta=np.empty((0, 0), probe.dtype))
-    parts = Xc.map_blocks(_block_method, fn)
+    with phase("prediction"):
+        parts = Xc.map_blocks(_block_method, fn)
     first = parts[0][1]
     out = np.empty((Xc.shape[0],) + first.shape[1:], dtype=first.dtype)
     for pidx, vals in parts:
@@ -158,8 +160,10 @@ def _block_expansion(X, shared, pb):
 def expansion(impl, spec, SV, coef, X):
     """sum_t coef_t k(sv_t, x) for every row x of a :class:`ChunkedRows`, per block beside the data."""
     out = np.empty(X.shape[0])
-    for pidx, vals in X.map_blocks(_block_expansion, (impl, spec, np.ascontiguousarray(SV, dtype=np.float64),
-                                                      np.ascontiguousarray(coef, dtype=np.float64))):
+    with phase("kernel expansion"):
+        parts = X.map_blocks(_block_expansion, (impl, spec, np.ascontiguousarray(SV, dtype=np.float64),
+                                                np.ascontiguousarray(coef, dtype=np.float64)))
+    for pidx, vals in parts:
         out[pidx] = vals
     return out
 

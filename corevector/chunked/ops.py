@@ -53,6 +53,7 @@ from refimpl.simplex_qp import TIE
 from ..numerics import numerics
 from .row_slots import RowSlots, positions_in, unique_rows
 from .scans import best_of, furthest_block, merge_scans, scan_block
+from .source import phase
 from .staged_rows import held_in_caller
 
 __all__ = ["ChunkedMEBOps", "ops_class", "STATS"]
@@ -247,7 +248,8 @@ class ChunkedMEBOps:
         rows = unique_rows(rows)
         rows = rows[self.slots.lookup(rows) < 0]
         if len(rows):
-            vals = self.X.take(rows)
+            with phase("row fetch"):
+                vals = self.X.take(rows)
             nbytes = len(rows) * self.sent_row
             self._count(extra_fetch_rows=len(rows), fetch_bytes=nbytes, sent_bytes=nbytes)
             self._alloc_many(rows, vals)
@@ -314,7 +316,8 @@ class ChunkedMEBOps:
         as it arrives, also the part the fit ends before using; a staged one as windows pick its rows
         (``fetch_bytes`` counts the windows installed)."""
         try:
-            staged = self.X.stage(rows, self.stash_dtype)
+            with phase("read-ahead"):
+                staged = self.X.stage(rows, self.stash_dtype)
         except BaseException as exc:  # raised again by the window that needs these rows, not lost in the pool
             self.stashes.append((start, end, None, exc))
             return
@@ -337,7 +340,8 @@ class ChunkedMEBOps:
             p, hit = positions_in(srows, rows)
             hit &= left
             if hit.any():
-                out[hit] = svals.pick(p[hit])
+                with phase("read-ahead"):
+                    out[hit] = svals.pick(p[hit])
                 if svals.remote:
                     self._count(sent_bytes=int(hit.sum()) * self.sent_row)
             left &= ~hit
@@ -492,6 +496,11 @@ class ChunkedMEBOps:
                     box=tuple(np.asarray(b, dtype=np.float64) for b in self.X.box))
 
     def _scan_all(self, k, d2_over):
+        # the driver's certificate is the one full scan with no threshold
+        with phase("full scan" if np.isfinite(d2_over) else "certificate"):
+            return self._scan_all_blocks(k, d2_over)
+
+    def _scan_all_blocks(self, k, d2_over):
         sh = self._shared(k, d2_over)
         parts = self.X.map_blocks(scan_block, sh, self.extra, combine=merge_scans)
         self.stats["scans"] += 1
@@ -522,7 +531,8 @@ class ChunkedMEBOps:
         of idx from z by one pass beside the data (the reference's arithmetic: k~ rows of refimpl.kernels)."""
         p = self.problem
         r = int(self._rows([z])[0])
-        xz = self.X.take([r])[0]
+        with phase("row fetch"):
+            xz = self.X.take([r])[0]
         sz = (1.0 if p.sign is None else float(p.sign[r])) * (-1.0 if (self.mirror and z >= self.m) else 1.0)
         cz = float(p.point_diag[r]) if p.point_diag is not None else float(p.diag_add)
         kzz = float(kernel_diag(p.kernel, xz[None])[0]) + p.label_bias + cz
@@ -534,7 +544,8 @@ class ChunkedMEBOps:
                   diag_add=float(p.diag_add))
         masks = [None] * len(self.extra) if mask is None else self._mask_parts(mask)
         extra = [(e, mk) for e, mk in zip(self.extra, masks)]
-        parts = self.X.map_blocks(furthest_block, sh, extra, combine=best_of)
+        with phase("initialisation"):
+            parts = self.X.map_blocks(furthest_block, sh, extra, combine=best_of)
         self._n_eval += len(idx)
         return best_of(parts, sh)[1]
 

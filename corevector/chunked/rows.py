@@ -13,7 +13,7 @@ import numpy as np
 from .dask_source import DaskSource, dask_from_zarr
 from .detect import distributed_client, is_dask, is_zarr
 from .local_source import LocalSource
-from .source import as_float
+from .source import as_float, phase
 from .staged_rows import HeldRows, stage
 from .stats import block_stats, merge_stats
 
@@ -172,7 +172,8 @@ class ChunkedRows:
     @property
     def stats(self):
         if self._stats is None:
-            parts = self.map_blocks(block_stats, None)
+            with phase("validation"):
+                parts = self.map_blocks(block_stats, None)
             self._stats = merge_stats(parts, self.shape[1])
         return self._stats
 
@@ -190,7 +191,9 @@ class ChunkedRows:
         if spec.radial:
             return np.broadcast_to(1.0, (self.shape[0],))
         out = np.empty(self.shape[0])
-        for (pidx, vals) in self.map_blocks(_block_kernel_diag, spec):
+        with phase("validation"):
+            parts = self.map_blocks(_block_kernel_diag, spec)
+        for (pidx, vals) in parts:
             out[pidx] = vals
         return out
 

@@ -11,14 +11,40 @@ computed on a cluster's workers or by the local scheduler).  A source has ``shap
 so that reading the model's support vectors afterwards (``ChunkedRows.materialize``) costs no pass over the
 store (10^7 x 2 zarr: 0.23 s of a 4.3 s fit).  :meth:`Source.take` serves those from memory and fetches the
 rest.
+
+**Phases.**  What a pass is for -- ``'validation'``, ``'read-ahead'``, ``'full scan'``, ``'certificate'``,
+``'prediction'`` ... -- is named by :func:`phase` around it, per thread (a fit reads ahead in a thread of its
+own while its loop scans): the errors of a cluster that lost workers or its scheduler say which pass they
+stopped (:mod:`~corevector.chunked.dask_source`).
 """
 from __future__ import annotations
+
+import contextlib
+import threading
 
 import numpy as np
 
 from .row_slots import positions_in
 
-__all__ = ["Source", "Combined", "as_float"]
+__all__ = ["Source", "Combined", "as_float", "phase", "current_phase"]
+
+_PHASE = threading.local()
+
+
+@contextlib.contextmanager
+def phase(name):
+    """The passes over a source in this block, in this thread, are ``name`` (blocks nest: the innermost names)."""
+    old = getattr(_PHASE, "name", None)
+    _PHASE.name = name
+    try:
+        yield
+    finally:
+        _PHASE.name = old
+
+
+def current_phase() -> str:
+    """The name :func:`phase` gave this thread's passes, or 'pass over the data'."""
+    return getattr(_PHASE, "name", None) or "pass over the data"
 
 
 def as_float(block) -> np.ndarray:

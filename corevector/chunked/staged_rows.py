@@ -60,6 +60,7 @@ class StagedRows:
         small = len(source.bounds) < 2 or int(np.max(np.diff(source.bounds))) < 2**31
         parts = [(b, loc.astype(np.int32, copy=False) if small else loc) for b, loc in by_block(source.bounds, rows)]
         self.offsets = np.r_[0, np.cumsum([len(loc) for _, loc in parts])].astype(np.int64)
+        source._scheduler_lost()
         self.parts = source.client.compute(
             [dask.delayed(_rows_of_block, pure=False)(source.blocks[b], loc, self.dtype) for b, loc in parts])
         self.nbytes = 0  # none of it is in the caller
