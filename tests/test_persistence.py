@@ -2,6 +2,7 @@
 is ever executed, and a file that breaks its class's declaration is refused in one line naming it."""
 import io
 import json
+import re
 import os
 import pickle
 import subprocess
@@ -245,7 +246,7 @@ def _set(h, path, value):
     (("estimator",), None, "unknown estimator"),
     (("attributes", "pairs_"), None, "class pairs"),
     (None, ("intercept_.npy", np.array([np.nan])), "intercept_: non-finite values"),
-    (None, ("support_vectors_.npy", np.zeros((3, 7))), "support_vectors_: n_features is 7 here but 2 elsewhere"),
+    (None, ("support_vectors_.npy", np.zeros((3, 7))), "support_vectors_: n_features is 7 here but 2 in the header"),
     (None, ("dual_coef_.npy", np.zeros((1, 2))), "dual_coef_: n_sv is 2 here but"),
     (None, ("support_.npy", -np.ones(3, dtype=np.int64)), "support_: an entry -1 is below 0"),
     (None, ("classes_.npy", np.array([1 + 2j, 3j])), "dtype <c16 is not allowed"),
@@ -379,3 +380,445 @@ def test_a_time_left_out_is_only_a_time(fitted, tmp_path):
         with pytest.raises(ModelFileError, match="must be stored|expected a number") as exc:
             load_model(p)
         assert "\n" not in str(exc.value)
+
+
+# ------------------------------------------------------------------------------------------------ the refusal table
+# Every array a model file declares, in every class: a wrong dtype kind, an extra dimension, an axis one entry
+# longer where its length is declared (a number, or a dimension another value binds), an entry out of range,
+# a non-finite float and a member one row short of its header's shape are each refused, in one line naming
+# the file and the attribute.  The rows are made from the declarations (schemas()) and the fitted CASES, and
+# test_the_table_covers_every_declared_array checks that the CASES reach every declared array.
+from corevector.io import modelspec as ms  # noqa: E402
+
+
+def _walk(spec, node, where, members, index=()):
+    """("array", where, member, declaration, list index) for each array the header node references, and
+    ("dim", name) for each dimension a non-array value binds; Timing values left out (null) are skipped."""
+    if isinstance(spec, ms.Timing):
+        if node is not None:
+            yield from _walk(spec.item, node, where, members, index)
+    elif isinstance(spec, ms.Array):
+        yield "array", where, node["array"] + ".npy", spec, index
+    elif isinstance(spec, ms.Matrix):
+        if "dense" in node:
+            yield "array", where, node["dense"]["array"] + ".npy", ms.Array("f", spec.shape), index
+        else:
+            c = node["csr"]
+            nnz = len(np.load(io.BytesIO(members[c["data"]["array"] + ".npy"])))
+            yield "array", where + ".data", c["data"]["array"] + ".npy", ms.Array("f", (None,)), index
+            yield "array", where + ".indices", c["indices"]["array"] + ".npy", ms.Array("i", (nnz,)), index
+            yield "array", where + ".indptr", c["indptr"]["array"] + ".npy", ms.Array("i", (c["shape"][0] + 1,)), index
+    elif isinstance(spec, ms.ListOf):
+        if isinstance(spec.length, str):
+            yield "dim", spec.length
+        for k, v in enumerate(node):
+            yield from _walk(spec.item, v, f"{where}[{k}]", members, index + (k,))
+    elif isinstance(spec, ms.Either):
+        yield from _walk(spec.options[node["either"]], node["value"], where, members, index)
+    elif isinstance(spec, ms.Struct):
+        for k, s in spec.fields.items():
+            yield from _walk(s, node[k], f"{where}.{k}", members, index)
+    elif isinstance(spec, ms.History):
+        for k, v in node.items():
+            if v is not None:
+                yield "array", f"{where}.{k}", v["array"] + ".npy", ms.Array("fib", (None,), finite=False), index
+    elif isinstance(spec, ms.Scalar) and spec.dim:
+        yield "dim", spec.dim
+    elif isinstance(spec, ms.PairList):
+        yield "dim", "n_pairs"
+
+
+def _dim_name(name, index):
+    return name.format(i=".".join(map(str, index))) if "{i}" in name else name
+
+
+def _table(est, tmp_path):
+    """(header, members, rows) of ``est``'s file; a row is (check, where, member, new member bytes, expected
+    words of the refusal)."""
+    path = tmp_path / "good.cvm"
+    save_model(est, path)
+    with zipfile.ZipFile(path) as zf:
+        header = json.loads(zf.read("header.json"))
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    items = [x for name, spec in schemas()[type(est)].attributes.items()
+             for x in _walk(spec, header["attributes"][name], name, members)]
+    binders = {"n_features": 1}
+    for x in items:
+        names = [x[1]] if x[0] == "dim" else [_dim_name(n, x[4]) for n in x[3].shape if isinstance(n, str)]
+        for n in names:
+            binders[n] = binders.get(n, 0) + 1
+    rows = []
+    for x in items:
+        if x[0] == "array":
+            rows += _rows(*x[1:], members, binders)
+    return header, members, rows
+
+
+def _wrong_kind(a, kinds):
+    kinds = kinds.replace("i", "iu")
+    for make in (lambda: a.astype(np.int64), lambda: a.astype(np.float64) + 0.5, lambda: a.astype(np.bool_),
+                 lambda: a.astype(str)):
+        try:
+            b = make()
+        except ValueError:  # (strings that are not numbers)
+            continue
+        if b.dtype.kind not in kinds:
+            return b
+    return None
+
+
+def _rows(where, member, spec, index, members, binders):
+    a = np.load(io.BytesIO(members[member]), allow_pickle=False)
+    out = []
+    wrong = _wrong_kind(a, spec.kinds)
+    if wrong is not None:
+        out.append(("dtype", where, member, _npy(wrong), [re.escape(f": {where}: dtype {wrong.dtype.str} where kind")]))
+    out.append(("dimensions", where, member, _npy(a[None]),
+                [re.escape(f": {where}: {a.ndim + 1} dimensions where {a.ndim} are expected")]))
+    for axis, want in enumerate(spec.shape):
+        if want is None or (isinstance(want, str) and binders.get(_dim_name(want, index), 0) < 2):
+            continue  # a length nothing else states
+        pad = [(0, 0)] * a.ndim
+        pad[axis] = (0, 1)
+        longer = np.pad(a, pad, mode="edge") if a.shape[axis] else np.pad(a, pad)
+        name = _dim_name(want, index) if isinstance(want, str) else None
+        # the first value that binds a dimension is named by the one that disagrees with it
+        n, w = a.shape[axis] + 1, re.escape(where)
+        words = ([re.escape(f"{where}: axis {axis} has {n} entries where {want} are expected")] if name is None
+                 else [rf": {w}: {name} is {n} here but \d+ in .+$|: \S+: {name} is \d+ here but {n} in {w}$"])
+        out.append((f"length of axis {axis}", where, member, _npy(longer), words))
+    if a.size and a.dtype.kind in "iu" and spec.low is not None:
+        bad = a.copy()
+        bad.flat[0] = spec.low - 1
+        out.append(("range", where, member, _npy(bad), [re.escape(f": {where}: an entry {spec.low - 1} is below {spec.low}")]))
+    if a.size and a.dtype.kind == "f" and spec.finite:
+        bad = a.copy()
+        bad.flat[0] = np.nan
+        out.append(("finite", where, member, _npy(bad), [re.escape(f": {where}: non-finite values")]))
+    raw = members[member]
+    short = raw[:len(raw) - max(a.itemsize * (a.size // max(len(a), 1)), 1)] if a.size else raw + b"\0"
+    out.append(("byte count", where, member, short, [re.escape(f": {where}: damaged array member {member!r} (shape "),
+                                                     r"needs \d+ bytes, the member holds \d+\)$"]))
+    return out
+
+
+def _refusal(path, members, member, data):
+    with zipfile.ZipFile(path, "w") as zf:  # (a correct CRC-32: only the declaration can refuse it)
+        for n, d in members.items():
+            zf.writestr(n, data if n == member else d)
+    with pytest.raises(ModelFileError) as exc:
+        load_model(path)
+    return str(exc.value)
+
+
+CHECKS = ("dtype", "dimensions", "length", "range", "finite", "byte count")
+
+
+@pytest.mark.parametrize("check", CHECKS)
+@pytest.mark.parametrize("name", [c[0] for c in CASES])
+def test_every_declared_array_refuses_what_breaks_its_declaration(fitted, tmp_path, name, check):
+    est, *_ = fitted[name, "fast"]
+    _, members, rows = _table(est, tmp_path)
+    bad = tmp_path / "bad.cvm"
+    failures = []
+    for kind, where, member, data, words in rows:
+        if not kind.startswith(check):
+            continue
+        try:
+            text = _refusal(bad, members, member, data)
+        except BaseException as exc:  # noqa: BLE001 -- loaded, or refused with another error: listed below
+            failures.append(f"{kind} of {where}: {type(exc).__name__}: {exc}")
+            continue
+        if not (text.startswith(f"{bad}: ") and all(re.search(w, text) for w in words) and "\n" not in text):
+            failures.append(f"{kind} of {where}: {text}")
+    assert not failures, "\n".join(failures)
+
+
+def _declared_arrays(spec, where):
+    """The paths of the arrays a declaration can hold (Either: each option; lists: their item), without
+    the times a file leaves out."""
+    if isinstance(spec, (ms.Array, ms.Matrix, ms.History)):
+        yield where
+    elif isinstance(spec, ms.ListOf):
+        yield from _declared_arrays(spec.item, where + "[]")
+    elif isinstance(spec, ms.Either):
+        for k, o in enumerate(spec.options):
+            yield from _declared_arrays(o, f"{where}|{k}")
+    elif isinstance(spec, ms.Struct):
+        for k, s in spec.fields.items():
+            yield from _declared_arrays(s, f"{where}.{k}")
+
+
+def test_the_table_covers_every_declared_array(fitted, tmp_path):
+    """The CASES' files hold every array a declaration can hold (both options of an Either, CSR and dense
+    support vectors), so that the refusal table has rows for every declared dtype, shape and range."""
+    declared, held, kinds = set(), set(), set()
+    for cls, schema in schemas().items():
+        for name, spec in schema.attributes.items():
+            declared |= {(cls.__name__, p) for p in _declared_arrays(spec, name)}
+    for name, *_ in CASES:
+        est, *_ = fitted[name, "fast"]
+        header, _, rows = _table(est, tmp_path)
+        kinds |= {r[0].split(" of ")[0] for r in rows}
+        for attr, spec in schemas()[type(est)].attributes.items():
+            held |= {(type(est).__name__, p) for p in _held_arrays(spec, header["attributes"][attr], attr)}
+    assert declared == held, sorted(declared ^ held)
+    assert {k.split(" of ")[0] for k in kinds} >= {"dtype", "dimensions", "length", "range", "finite", "byte count"}
+
+
+def _held_arrays(spec, node, where):
+    if isinstance(spec, (ms.Array, ms.Matrix, ms.History)):
+        yield where
+    elif isinstance(spec, ms.ListOf):
+        for v in node:
+            yield from _held_arrays(spec.item, v, where + "[]")
+    elif isinstance(spec, ms.Either):
+        yield from _held_arrays(spec.options[node["either"]], node["value"], f"{where}|{node['either']}")
+    elif isinstance(spec, ms.Struct):
+        for k, s in spec.fields.items():
+            yield from _held_arrays(s, node[k], f"{where}.{k}")
+
+
+# ------------------------------------------------------------------------------------------------ the other checks
+def _npy_bytes(descr, shape, data=b""):
+    """A .npy member with this header text, as NumPy writes format 1.0 (padded to 64 bytes)."""
+    text = f"{{'descr': {descr!r}, 'fortran_order': False, 'shape': {shape}, }}"
+    text += " " * (63 - (10 + len(text)) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text.encode("latin1") + data
+
+
+def _deep(n):
+    return json.loads("[" * n + "]" * n) if n < 500 else None
+
+
+def _set_attr(path, value):
+    return lambda h, m: _set(h, ("attributes",) + path, value)
+
+
+def _member(name, data):
+    def edit(h, m):
+        m[name] = data
+    return edit
+
+
+def _drop_member(name):
+    return lambda h, m: m.pop(name)
+
+
+def _rename_list(attr, keep):
+    def edit(h, m):
+        h["attributes"][attr] = h["attributes"][attr][:keep]
+    return edit
+
+
+def _csr(field, fn):
+    """Edit the CSR support vectors' member ``field`` (data, indices, indptr) by ``fn(array)``."""
+    def edit(h, m):
+        name = h["attributes"]["support_vectors_"]["csr"][field]["array"] + ".npy"
+        m[name] = _npy(fn(np.load(io.BytesIO(m[name]))))
+    return edit
+
+
+def _history_short(h, m):
+    a = np.load(io.BytesIO(m["history_.radius.npy"]))
+    m["history_.radius.npy"] = _npy(a[:-1])
+
+
+def _one_more_column(h, m):
+    a = np.load(io.BytesIO(m["expansion_coef_.0.npy"]))
+    m["expansion_coef_.0.npy"] = _npy(np.c_[a, a[:, :1]])
+
+
+#: (case, what the edit breaks, the edit of (header, members), the refusal's words after "FILE: ")
+READER_ROWS = [
+    # array references and .npy headers (members written with a correct CRC-32)
+    ("cvdd", "an array reference", _set_attr(("intercept_",), 1.0), r"intercept_: expected an array reference"),
+    ("cvdd", ".npy magic", _member("intercept_.npy", b"NOTANPY!" + b"\0" * 80),
+     r"intercept_: damaged array member 'intercept_.npy' \(not a \.npy array of format 1\.0\)"),
+    ("cvdd", ".npy version", _member("intercept_.npy", b"\x93NUMPY\x02\x00" + _npy(np.zeros(1))[8:]),
+     r"intercept_: damaged .*not a \.npy array of format 1\.0"),
+    ("cvdd", ".npy header length", _member("intercept_.npy", b"\x93NUMPY\x01\x00\xff\x00{'descr'"),
+     r"intercept_: damaged .*truncated \.npy header"),
+    ("cvdd", ".npy header syntax", _member("intercept_.npy", _npy_bytes("<f8", "(1,), 'x': (1,)", bytes(8))),
+     r"intercept_: damaged .*malformed \.npy header"),
+    ("cvdd", "an object array", _member("intercept_.npy", _npy_bytes("|O", "(1,)", bytes(8))),
+     r"intercept_: damaged .*dtype \|O is not allowed \(an object array: pickle\)"),
+    ("cvdd", "a datetime array", _member("intercept_.npy", _npy_bytes("<M8", "(1,)", bytes(8))),
+     r"intercept_: damaged .*dtype <M8 is not allowed"),
+    ("cvdd", "float16", _member("intercept_.npy", _npy(np.zeros(1, np.float16))),
+     r"intercept_: damaged .*dtype <f2 is not allowed"),
+    ("cvdd", "the byte order", _member("intercept_.npy", _npy(np.zeros(1, ">f8"))),
+     r"intercept_: damaged .*dtype >f8 is not in this machine's byte order"),
+    ("cvdd", "a shape no member holds", _member("intercept_.npy", _npy_bytes("<f8", "(10000000000000000,)", bytes(8))),
+     r"intercept_: damaged .*shape \(10000000000000000,\) of <f8 needs 80000000000000000 bytes, the member holds 8\)"),
+    # scalars
+    ("cvdd", "a float", _set_attr(("rho_",), "x"), r"rho_: expected a number"),
+    ("cvdd", "a finite float", _set_attr(("rho_",), {"float": "nan"}), r"rho_: non-finite value nan"),
+    ("cvdd", "an integer", _set_attr(("n_iter_",), 1.5), r"n_iter_: expected an integer"),
+    ("cvdd", "an integer, not a bool", _set_attr(("n_iter_",), True), r"n_iter_: expected an integer"),
+    ("cvdd", "an integer's range", _set_attr(("n_iter_",), -1), r"n_iter_: -1 is below 0"),
+    ("cvdd", "a bool", _set_attr(("converged_",), 1), r"converged_: expected true or false"),
+    ("cvr", "a float's range", _set_attr(("C_",), -1.0), r"C_: -1\.0 is below 0\.0"),
+    ("cvr", "a positive scale", _set_attr(("y_scale_",), 0.0), r"y_scale_: 0\.0 is below 2\.2250738585072014e-308"),
+    ("sparse-svr", "a string", _set_attr(("stop_reason_",), 3), r"stop_reason_: expected a string"),
+    ("sparse-svr", "a string's choices", _set_attr(("stop_reason_",), "bogus"), r"stop_reason_: 'bogus' is not one of"),
+    ("sparse-svr", "a scalar's dimension", lambda h, m: _set(h, ("attributes", "n_basis_"), h["attributes"]["n_basis_"] + 1),
+     r"basis_indices_: n_basis is \d+ here but \d+ in n_basis_"),
+    # kernels
+    ("cvdd", "a kernel's fields", _set_attr(("kernel_spec_",), {"name": "rbf"}), r"kernel_spec_: malformed kernel"),
+    ("cvdd", "a positive gamma", _set_attr(("kernel_spec_", "gamma"), 0.0),
+     r"kernel_spec_: invalid kernel parameters gamma=0\.0"),
+    ("cvdd", "a degree >= 1", _set_attr(("kernel_spec_", "degree"), 0), r"kernel_spec_\.degree: 0 is below 1"),
+    ("cvdd", "a degree <= 10000", _set_attr(("kernel_spec_", "degree"), 10_001),
+     r"kernel_spec_: invalid kernel parameters gamma=\S+, degree=10001"),
+    ("cvm-csr-str", "poly's coef0 >= 0", _set_attr(("kernel_spec_", "coef0"), -1.0),
+     r"kernel_spec_\.coef0: -1\.0 is below 0\.0"),
+    ("cvdd", "normalize", _set_attr(("kernel_spec_", "normalize"), "yes"), r"kernel_spec_\.normalize: expected true or false"),
+    ("cvdd", "the parameter kernel", _set_attr(("kernel_spec_", "name"), "linear"),
+     r"the fitted kernel 'linear' is not the parameter kernel='rbf'"),
+    # CSR support vectors
+    ("cvdd", "dense or CSR", _set_attr(("support_vectors_",), {"coo": 1}), r"support_vectors_: expected a dense or CSR matrix"),
+    ("cvm-csr-str", "the CSR container", _set_attr(("support_vectors_", "csr", "container"), "coo_matrix"),
+     r"support_vectors_: malformed CSR description"),
+    ("cvm-csr-str", "the CSR shape", _set_attr(("support_vectors_", "csr", "shape"), [3, -1]),
+     r"support_vectors_: malformed CSR description"),
+    ("cvm-csr-str", "the CSR width", lambda h, m: _set(h, ("attributes", "support_vectors_", "csr", "shape", 1), 7),
+     r"support_vectors_: n_features is 7 here but 3 in the header"),
+    ("cvm-csr-str", "indptr's end", _csr("indptr", lambda a: np.r_[a[:-1], a[-1] - 1]),
+     r"support_vectors_: row offsets \(indptr\) out of order or bounds"),
+    ("cvm-csr-str", "indptr's order", _csr("indptr", lambda a: np.r_[a[:1], a[2:3], a[1:2], a[3:]]),
+     r"support_vectors_: row offsets \(indptr\) out of order or bounds"),
+    ("cvm-csr-str", "indptr's start", _csr("indptr", lambda a: a + 1),
+     r"support_vectors_: row offsets \(indptr\) out of order or bounds"),
+    ("cvm-csr-str", "a column index", _csr("indices", lambda a: np.where(np.arange(len(a)) == 0, 3, a).astype(a.dtype)),
+     r"support_vectors_: a column index out of bounds"),
+    # lists, alternatives, structures, histories
+    ("mmda", "a list", _set_attr(("expansion_index_",), {}), r"expansion_index_: expected a list"),
+    ("surface", "a list's length", lambda h, m: h["attributes"]["bounds_"].append(h["attributes"]["bounds_"][0]),
+     r"bounds_: 3 items where 2 are expected"),
+    ("mmda", "lists of one length", _rename_list("expansion_index_", 2),
+     r"expansion_vectors_: n_problems is 3 here but 2 in expansion_index_"),
+    ("cvm-ovo-proba", "an alternative", _set_attr(("n_iter_", "either"), 5), r"n_iter_: malformed alternative"),
+    ("cvm-ovo-proba", "an alternative's index", _set_attr(("n_iter_", "either"), True), r"n_iter_: malformed alternative"),
+    ("surface", "a structure's fields", lambda h, m: h["attributes"]["levels_"][0].pop("C"),
+     r"levels_\[0\]: expected the fields"),
+    ("cvr", "a history", _set_attr(("history_",), []), r"history_: expected a dict"),
+    ("cvr", "a history's lengths", _history_short, r"history_: lists of different lengths"),
+    # across attributes
+    ("cvm-binary", "the class pairs", _set_attr(("pairs_",), [[1, 0]]), r"pairs_: the class pairs must be"),
+    ("cvm-binary", "probabilities per pair", lambda h, m: (m.__setitem__("probA_.npy", _npy(np.zeros(2))),
+                                                          m.__setitem__("probB_.npy", _npy(np.zeros(2)))),
+     r"probA_/probB_ must hold one value per pair, or none \(none only without probability=True\)"),
+    ("cvm-binary", "probabilities with probability=True", lambda h, m: _set(h, ("params", "probability"), True),
+     r"probA_/probB_ must hold one value per pair, or none \(none only without probability=True\)"),
+    ("mmda", "the components' columns", _one_more_column,
+     r"the expansion coefficients' columns must add up to n_components_"),
+    ("cvm-binary", "feature names", lambda h, m: (_set(h, ("attributes", "feature_names_in_"), {"array": "fn"}),
+                                                 m.__setitem__("fn.npy", _npy(np.array(["a", "b", "c", "d"])))),
+     r"feature_names_in_: n_features is 4 here but 3 in the header"),
+    ("cvm-binary", "the attributes", lambda h, m: h["attributes"].pop("rho_"), r"do not match its declaration \(unknown \[\], missing \['rho_'\]\)"),
+    ("cvm-binary", "an attributes dict", lambda h, m: _set(h, ("attributes",), []), r"malformed attributes"),
+    ("cvm-binary", "no other member", _member("extra.npy", _npy(np.zeros(1))), r"unexpected member\(s\) \['extra\.npy'\]"),
+    # the header
+    ("cvm-binary", "the format", lambda h, m: _set(h, ("format",), "other"),
+     r"is not a corevector model file \(no 'corevector-model' header\)"),
+    ("cvm-binary", "the version's type", lambda h, m: _set(h, ("version",), "3"), r"invalid model format version '3'"),
+    ("cvm-binary", "a newer version", lambda h, m: _set(h, ("version",), 99), r"model format version 99\); .*upgrade corevector"),
+    ("cvm-binary", "a version in a ZIP", lambda h, m: _set(h, ("version",), 1), r"model format version 1 in a ZIP file"),
+    ("cvm-binary", "the header's fields", lambda h, m: _set(h, ("extra",), 1), r"the header's fields are not those of format version 3"),
+    ("cvm-binary", "the feature count", lambda h, m: _set(h, ("n_features",), -1), r"invalid feature count -1"),
+    ("cvm-binary", "the feature names", lambda h, m: _set(h, ("feature_names",), ["a"]), r"feature_names must be null or 3 strings"),
+    ("cvm-binary", "the target name", lambda h, m: _set(h, ("target_name",), 5), r"target_name must be null or a string"),
+    ("cvm-binary", "the data format", lambda h, m: _set(h, ("data_format",), "xml"), r"unknown data_format"),
+    ("cvm-binary", "the params", lambda h, m: _set(h, ("params",), []), r"malformed params"),
+    ("cvm-binary", "a parameter value", lambda h, m: _set(h, ("params", "C"), {"set": [1]}),
+     r"invalid parameters of CVMClassifier \(malformed parameter value\)"),
+    ("cvm-binary", "a parameter's depth", lambda h, m: _set(h, ("params", "C"), _deep(20)),
+     r"invalid parameters of CVMClassifier \(nested too deeply\)"),
+    ("cvm-binary", "a parameter dict's keys", lambda h, m: _set(h, ("params", "class_weight"), {"dict": [[[1], 2.0]]}),
+     r"invalid parameters of CVMClassifier \(a dict key must be a number or a string\)"),
+]
+
+
+def _write_zip(path, header, members, compress=()):
+    with zipfile.ZipFile(path, "w") as zf:
+        for n, d in members.items():
+            data = json.dumps(header).encode() if n == "header.json" else d
+            zf.writestr(zipfile.ZipInfo(n), data, compress_type=zipfile.ZIP_DEFLATED if n in compress else None)
+
+
+@pytest.mark.parametrize("case, what, edit, words", READER_ROWS, ids=[f"{r[0]}: {r[1]}" for r in READER_ROWS])
+def test_every_check_of_the_reader_refuses_its_file(fitted, tmp_path, case, what, edit, words):
+    """Each check of the reader beyond the declared arrays' (those: the table above) refuses a file that
+    breaks it, in one line naming the file and what is wrong."""
+    est, *_ = fitted[case, "fast"]
+    save_model(est, tmp_path / "good.cvm")
+    with zipfile.ZipFile(tmp_path / "good.cvm") as zf:
+        header = json.loads(zf.read("header.json"))
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    edit(header, members)
+    bad = tmp_path / "bad.cvm"
+    _write_zip(bad, header, members)
+    with pytest.raises(ModelFileError) as exc:
+        load_model(bad)
+    text = str(exc.value)
+    assert re.match(re.escape(f"{bad}") + r"(: | )", text) and re.search(words, text) and "\n" not in text, text
+
+
+def test_every_check_of_the_zip_container_refuses_its_file(fitted, tmp_path, monkeypatch):
+    """The container's checks: members, their compression and sizes, the header member's presence, size,
+    nesting and JSON; a directory; a damaged ZIP."""
+    from corevector.io import model_files
+    est, *_ = fitted["cvdd", "fast"]
+    good = tmp_path / "good.cvm"
+    save_model(est, good)
+    with zipfile.ZipFile(good) as zf:
+        header = json.loads(zf.read("header.json"))
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+
+    def refused(path, words):
+        with pytest.raises(ModelFileError) as exc:
+            load_model(path)
+        assert str(path) in str(exc.value) and re.search(words, str(exc.value)) and "\n" not in str(exc.value), exc.value
+
+    bad = tmp_path / "bad.cvm"
+    _write_zip(bad, header, members, compress={"intercept_.npy"})
+    refused(bad, r"member 'intercept_\.npy' is compressed or encrypted")
+    _write_zip(bad, header, {k: v for k, v in members.items() if k != "header.json"})
+    refused(bad, r"is not a corevector model file \(no header\.json\)")
+    with zipfile.ZipFile(bad, "w") as zf, pytest.warns(UserWarning, match="Duplicate name"):
+        zf.writestr("header.json", json.dumps(header))
+        zf.writestr("header.json", json.dumps(header))
+    refused(bad, r"member 'header\.json' appears twice")
+    with zipfile.ZipFile(bad, "w") as zf:
+        zf.writestr("header.json", "[" * 100_000 + "]" * 100_000)
+    refused(bad, r"header\.json is nested too deeply")
+    with zipfile.ZipFile(bad, "w") as zf:
+        zf.writestr("header.json", '{"format": NaN}')
+    refused(bad, r"damaged header\.json \(NaN is not JSON\)")
+    # a member's size in the central directory larger than the file
+    raw = bytearray(good.read_bytes())
+    cd = raw.index(b"PK\x01\x02")
+    raw[cd + 20:cd + 28] = (10**9).to_bytes(4, "little") * 2  # compressed and uncompressed sizes
+    bad.write_bytes(bytes(raw))
+    refused(bad, r"member 'header\.json' declares 1000000000 bytes, more than the file holds")
+    bad.write_bytes(b"PK\x03\x04" + b"\0" * 100)
+    refused(bad, r"is not a corevector model file or is damaged")
+    refused(tmp_path, r"not a regular file")
+    monkeypatch.setattr(model_files, "MAX_MEMBERS", 3)
+    refused(good, rf"{len(members)} members \(at most 3\)")
+    monkeypatch.setattr(model_files, "MAX_MEMBERS", 100_000)
+    monkeypatch.setattr(model_files, "MAX_HEADER_BYTES", 100)
+    refused(good, r"header\.json of \d+ bytes \(at most 100\)")
+
+
+def test_a_time_that_cannot_be_left_out_is_a_declaration_error():
+    """Timing reads a time left out (null) as NaN of its declared shape; a declaration whose shape is not known
+    by then, or not a float, cannot be read without its values (a check of the declarations themselves)."""
+    r = ms.Reader("m.cvm", None, {}, 0)
+    assert np.isnan(ms.Timing(ms.Scalar(float)).load(None, r, "t"))
+    r.dims["n"] = 2
+    assert np.isnan(ms.Timing(ms.Array("f", ("n",))).load(None, r, "t")).all()
+    for spec in (ms.Timing(ms.Array("f", ("unbound",))), ms.Timing(ms.Scalar(int)), ms.Timing(ms.Array("i", (2,)))):
+        with pytest.raises(ModelFileError, match=r"^m\.cvm: t: a time that cannot be left out$"):
+            spec.load(None, r, "t")

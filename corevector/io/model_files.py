@@ -109,7 +109,7 @@ def _per_pair(scalar, kinds):
 def _check_probability(est, fail):
     n = len(est.probA_)
     if len(est.probB_) != n or n not in (0, len(est.pairs_)) or (est.probability and n == 0):
-        fail("probA_/probB_ must hold one value per pair (none without probability=True)")
+        fail("probA_/probB_ must hold one value per pair, or none (none only without probability=True)")
 
 
 def _check_mmda(est, fail):
@@ -518,7 +518,7 @@ def _read_zip(path, zf, size):
     cls = _class_by_name(header["estimator"])
     schema = schemas()[cls]
     r = Reader(path, zf, infos, size)
-    r.dims["n_features"] = header["n_features"]
+    r.dims["n_features"], r.bound_at["n_features"] = header["n_features"], "the header"
     est = _build(path, cls, header["params"])
     attrs = header["attributes"]
     if not isinstance(attrs, dict):
