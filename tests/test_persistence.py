@@ -209,6 +209,20 @@ def test_old_pickle_files_load_only_behind_the_named_option(tmp_path):
     assert np.array_equal(back.decision_function(_X[:, :2]), est.decision_function(_X[:, :2]))
 
 
+def test_old_pickle_files_that_are_damaged_or_mislabelled_are_refused(tmp_path):
+    """Behind the option too, a pickle-format file is checked: a payload that does not unpickle, or an
+    estimator of another class than its header names, is refused in one line naming the file."""
+    est = CVDD(random_state=0).fit(_X[:, :2])
+    damaged, other = tmp_path / "damaged.pkl", tmp_path / "other.pkl"
+    _old_pickle_file(damaged, pickle.dumps(est)[:-20])
+    _old_pickle_file(other, pickle.dumps(est))  # the header says CVMClassifier
+    for path, words in ((damaged, r"damaged\.pkl: damaged model file \(\w+ while reading the pickled estimator\)$"),
+                        (other, r"other\.pkl: the header names CVMClassifier but the file holds a CVDD$")):
+        with pytest.raises(ModelFileError) as exc:
+            load_model(path, allow_unsafe_pickle=True)
+        assert re.search(words, str(exc.value)), exc.value
+
+
 # ------------------------------------------------------------------------------------------------ validation
 def _rewrite(src, dst, edit_header=None, edit_member=None):
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
@@ -805,6 +819,15 @@ def test_every_check_of_the_zip_container_refuses_its_file(fitted, tmp_path, mon
     bad.write_bytes(b"PK\x03\x04" + b"\0" * 100)
     refused(bad, r"is not a corevector model file or is damaged")
     refused(tmp_path, r"not a regular file")
+    (tmp_path / "notes.txt").write_text("a text file\n")
+    refused(tmp_path / "notes.txt", r"is not a corevector model file \(models are written by 'corevector fit'")
+    unreadable = tmp_path / "unreadable.cvm"  # (root reads any file: Linux's /proc/self/mem fails to read at 0)
+    if os.geteuid() != 0:
+        unreadable.write_bytes(good.read_bytes())
+        unreadable.chmod(0)
+    elif os.path.isfile("/proc/self/mem"):
+        unreadable = "/proc/self/mem"
+    refused(unreadable, r"^cannot read .*: (Permission denied|Input/output error)$")
     monkeypatch.setattr(model_files, "MAX_MEMBERS", 3)
     refused(good, rf"{len(members)} members \(at most 3\)")
     monkeypatch.setattr(model_files, "MAX_MEMBERS", 100_000)
