@@ -9,6 +9,7 @@ so those fits are compared through the (1+eps)^2 bound of full scans instead.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -648,3 +649,50 @@ def test_data_widths_are_the_in_memory_ones_for_every_kernel(stores, kernel):
         want = checked_kernel_spec(X, kernel, gamma, 3, 1.0, False).gamma
         got = chunked.kernel_spec(chunked.ChunkedRows.of(stores["zarr"]), kernel, gamma, 3, 1.0, False).gamma
         assert got == pytest.approx(want, rel=1e-12), gamma
+
+
+# ------------------------------------------------------------------------------------------------ damaged stores
+def _damaged_zarr(tmp_path, X, chunk=3):
+    """A zarr store of X in chunks of 500 rows, chunk ``chunk``'s bytes replaced by garbage (it fails to decode)."""
+    z = zarr.open_array(str(tmp_path / "x.zarr"), mode="w", shape=X.shape, chunks=(500, 2), dtype="f4")
+    z[:] = X
+    key = tmp_path / "x.zarr" / "c" / str(chunk) / "0"
+    assert key.is_file()
+    key.write_bytes(b"not a zstd frame" * 4)
+    return zarr.open_array(str(tmp_path / "x.zarr"), mode="r"), str(tmp_path / "x.zarr")
+
+
+def _damaged_h5(tmp_path, X, chunk=3):
+    """An HDF5 dataset of X in gzip chunks of 500 rows, chunk ``chunk``'s bytes replaced by garbage."""
+    path = tmp_path / "x.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("group/X", data=X.astype(np.float32), chunks=(500, 2), compression="gzip")
+        info = f["group/X"].id.get_chunk_info(chunk)
+    raw = bytearray(path.read_bytes())
+    raw[info.byte_offset:info.byte_offset + info.size] = b"x" * info.size
+    path.write_bytes(bytes(raw))
+    f = h5py.File(path, "r")
+    return f["group/X"], str(path)
+
+
+@pytest.mark.parametrize("kind", ["zarr", "h5py"])
+def test_a_chunk_that_fails_to_decode_is_one_error_naming_the_store_array_and_rows(tmp_path, kind):
+    """A fit, a prediction and a read of rows from a store with one damaged chunk (rows 1500-1999) each raise one
+    DamagedStoreError (an OSError) naming the store's path, the array and the chunk's rows -- not the codec's
+    bare error ("Zstd decompression error", "filter returned failure")."""
+    X, y, *_ = _data()
+    Xs, where = (_damaged_zarr if kind == "zarr" else _damaged_h5)(tmp_path, X)
+    name = "/" if kind == "zarr" else "/group/X"
+    expected = re.escape(f"{where}: array {name!r}: rows 1500-1999 cannot be read") + r" \(a damaged chunk\?\): \w+: .+$"
+    est = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X[:1000], y[:1000])
+    for call in (lambda: CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(Xs, y),
+                 lambda: est.predict(Xs), lambda: chunked.ChunkedRows.of(Xs).take([5, 1700])):
+        with pytest.raises(local_source.DamagedStoreError) as exc:
+            call()
+        assert isinstance(exc.value, OSError) and re.fullmatch(expected, str(exc.value)), str(exc.value)
+        assert exc.value.__cause__ is None and exc.value.__suppress_context__  # one error, not a chain
+    # the rows around it read as they are
+    np.testing.assert_array_equal(chunked.ChunkedRows.of(Xs).take([5, 2000]), X[[5, 2000]].astype(np.float32))
+    if kind == "zarr":  # and through dask_from_zarr's tasks (Dask's local scheduler here; workers: test_distributed)
+        with pytest.raises(local_source.DamagedStoreError, match=expected):
+            est.predict(chunked.dask_from_zarr(Xs)).compute()

@@ -340,6 +340,20 @@ def test_a_lost_scheduler_ends_the_fit_with_a_clear_error(tmp_path, monkeypatch)
     c.close(timeout=5)
 
 
+def test_a_damaged_chunk_read_on_a_worker_is_one_error_naming_it(client, tmp_path):
+    """A zarr store read by the workers (dask_from_zarr's tasks) with one chunk that fails to decode: the fit
+    raises the workers' DamagedStoreError naming the store, the array and the chunk's rows, not retried as a
+    lost worker."""
+    X32, X, y, _, _ = _data(3000)
+    z = zarr.open_array(str(tmp_path / "x.zarr"), mode="w", shape=X32.shape, chunks=(500, 2), dtype="f4")
+    z[:] = X32
+    (tmp_path / "x.zarr" / "c" / "2" / "0").write_bytes(b"not a zstd frame" * 4)
+    with client.as_current():
+        with pytest.raises(local_source.DamagedStoreError,
+                           match=re.escape(f"{tmp_path / 'x.zarr'}: array '/': rows 1000-1499 cannot be read")):
+            CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(zarr.open_array(str(tmp_path / "x.zarr"), mode="r"), y)
+
+
 def test_pairs_in_threads_give_the_serial_model_and_warnings(monkeypatch):
     """One-vs-one pairs large enough for their kernel work run one per thread (corevector.parallel.pairs,
     corevector.parallel.tasks._in_threads): the model is the serial fit's bit for bit, and every warning is attributed to

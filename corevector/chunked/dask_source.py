@@ -18,7 +18,7 @@ import uuid
 import numpy as np
 
 from .detect import distributed_client, is_zarr, require_dask
-from .local_source import array_bounds
+from .local_source import array_bounds, read_rows
 from .row_slots import by_block
 from .source import Combined, Source, current_phase
 
@@ -272,6 +272,22 @@ class DaskSource(Source):
                 sh.future.release()
 
 
+class _ZarrRows:
+    """A zarr array as ``dask_from_zarr``'s tasks read it: rows whose chunk fails to decode raise one
+    DamagedStoreError naming the store, the array and the rows (``local_source.read_rows``), on the worker."""
+
+    def __init__(self, arr):
+        self.arr, self.shape, self.dtype, self.ndim = arr, arr.shape, arr.dtype, arr.ndim
+
+    def __getitem__(self, key):
+        rows = key[0] if isinstance(key, tuple) else key
+        if not (isinstance(rows, slice) and rows.step in (None, 1)):
+            return self.arr[key]
+        lo, hi, _ = rows.indices(int(self.shape[0]))
+        block = read_rows(self.arr, lo, hi)
+        return block[(slice(None),) + tuple(key[1:])] if isinstance(key, tuple) else block
+
+
 def dask_from_zarr(X):
     """A Dask array over the zarr array ``X`` in the tasks a fit on a cluster reads it by: whole chunks of
     the store, about ``TASK_BYTES`` as float64 each.
@@ -290,4 +306,8 @@ def dask_from_zarr(X):
     # a task a zarr chunk would also be 15,625 tasks a pass over 10^6 rows of a store in chunks of 64 rows
     bounds = array_bounds(X, TASK_BYTES)
     rows = int(bounds[1] - bounds[0]) if len(bounds) > 1 else max(int(X.shape[0]), 1)
-    return da.from_zarr(X, chunks=(rows,) + tuple(X.shape[1:]))
+    from dask.base import tokenize
+    chunks = (rows,) + tuple(X.shape[1:])
+    # (da.from_zarr's tasks, reading through _ZarrRows)
+    return da.from_array(_ZarrRows(X), chunks=chunks, name="from-zarr-" + tokenize(X, chunks), asarray=True,
+                         inline_array=False)

@@ -7,6 +7,10 @@ The caller holds about six blocks' bytes at once (the block in use, the one read
 buffer, decoded chunks and compressed bytes), so the block size, not m, sets what a fit from a store costs
 the caller: 16 MB blocks grew a 10^7 x 2 zarr fit's caller by 159 MB (104% of X, chunks of 10^6 rows), 1 MB
 blocks over chunks of 2^16 rows by 33 MB, at 11% more time (zarr's cost per call; docs/chunked.md).
+
+A chunk of a zarr or HDF5 store that fails to read or decode (damaged bytes, a codec's error) raises one
+:class:`DamagedStoreError` naming the store, the array and the rows of that chunk (:func:`read_rows`), in
+this process and on a cluster's workers alike (:func:`~corevector.chunked.dask_source.dask_from_zarr`).
 """
 from __future__ import annotations
 
@@ -18,7 +22,8 @@ import numpy as np
 from .row_slots import by_block
 from .source import Combined, Source
 
-__all__ = ["LocalSource", "array_bounds", "block_bounds", "BLOCK_BYTES", "MIN_BLOCK_ROWS"]
+__all__ = ["LocalSource", "array_bounds", "block_bounds", "read_rows", "DamagedStoreError", "BLOCK_BYTES",
+           "MIN_BLOCK_ROWS"]
 
 #: rows per block read in the calling process: about this many bytes as float64, at least MIN_BLOCK_ROWS
 #: (wide rows: a block's kernel work stays a matrix product)
@@ -41,6 +46,54 @@ def block_bounds(m, d, chunk_rows=None, nbytes=None):
     if chunk_rows:
         rows = max(chunk_rows, rows // chunk_rows * chunk_rows)
     return np.unique(np.r_[np.arange(0, m, rows), m]).astype(np.int64)
+
+
+class DamagedStoreError(OSError):
+    """Rows of a zarr or HDF5 store that cannot be read: a chunk that fails to decode, or to be read at all."""
+
+
+def _store_and_array(arr):
+    """(the store's path, the array's name in it) of a zarr array or an h5py dataset."""
+    if hasattr(arr, "file") and hasattr(arr.file, "filename"):  # h5py
+        return arr.file.filename, arr.name
+    store = getattr(arr, "store", None)
+    where = getattr(store, "root", None) or getattr(arr, "store_path", None) or store
+    return str(where), getattr(arr, "name", None) or getattr(arr, "path", "?")
+
+
+def _failing_chunk(arr, lo, hi):
+    """The rows [a, b) of the first chunk in [lo, hi) that cannot be read (else lo, hi)."""
+    chunks = getattr(arr, "chunks", None)
+    c = int(chunks[0]) if isinstance(chunks, tuple) and chunks and chunks[0] else 0
+    for a in range(lo - lo % c, hi, c) if c else ():
+        b = min(a + c, int(arr.shape[0]))
+        try:
+            arr[a:b]
+        except Exception:  # noqa: BLE001 -- the chunk that fails
+            return a, b
+    return lo, hi
+
+
+def damaged(arr, lo, hi, exc):
+    """The :class:`DamagedStoreError` of rows [lo, hi) of ``arr`` that failed with ``exc``: the store, the
+    array and the rows of the chunk that fails."""
+    store, name = _store_and_array(arr)
+    a, b = _failing_chunk(arr, lo, hi)
+    what = " ".join(str(exc).split()) or type(exc).__name__
+    return DamagedStoreError(f"{store}: array {name!r}: rows {a}-{b - 1} cannot be read (a damaged chunk?): "
+                             f"{type(exc).__name__}: {what[:200]}")
+
+
+def read_rows(arr, lo, hi):
+    """``arr[lo:hi]`` as an array; a zarr or HDF5 read that fails raises :class:`DamagedStoreError`."""
+    if isinstance(arr, np.ndarray):
+        return np.asarray(arr[lo:hi])
+    try:
+        return np.asarray(arr[lo:hi])
+    except (MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # noqa: BLE001 -- a codec's own error, whatever its type
+        raise damaged(arr, lo, hi, exc) from None
 
 
 def _mapped_pages(arr):
@@ -94,8 +147,7 @@ class LocalSource(Source):
             mm.madvise(mmap.MADV_DONTNEED, start, end - start)
 
     def read(self, b):
-        lo, hi = self.bounds[b], self.bounds[b + 1]
-        return np.asarray(self.arr[lo:hi])
+        return read_rows(self.arr, int(self.bounds[b]), int(self.bounds[b + 1]))
 
     def fetch(self, rows):
         if len(rows) == 0:
