@@ -59,3 +59,41 @@ def engine(impl):
 def engines(impls=("fast", "ref")):
     """{impl: fit_meb} for :func:`refimpl.verify.verify_cases`."""
     return {impl: engine(impl) for impl in impls}
+
+
+class _Missing:
+    """An optional dependency that is not installed: the first use of one of its names skips the test that
+    uses it, so that a module of tests skips only the tests that need what is missing."""
+
+    def __init__(self, name, reason):
+        self._name, self._reason = name, reason
+
+    def __getattr__(self, attr):
+        if attr.startswith("_"):  # (pytest's and inspect's own probes)
+            raise AttributeError(attr)
+        import pytest
+        pytest.skip(f"needs {self._name}: {self._reason}")
+
+
+def optional(name):
+    """The module ``name``, or a stand-in whose use skips the test (:class:`_Missing`): per dependency, where
+    ``pytest.importorskip`` at a module's top would skip all of its tests when any one is missing."""
+    import importlib
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        return _Missing(name, str(exc) or "not installed")
+
+
+def quick_worker_starts():
+    """A dask config (``with``) under which a LocalCluster's worker processes fork from a server that imported
+    corevector already (a worker starts, or restarts after a kill, in a fraction of the time), and a killed
+    worker is not retired while its nanny starts it again (after 15 s, distributed's default, a worker killed
+    twice in a row may be restarting when its first loss is looked at again).  The tests' clusters only."""
+    import dask
+    from distributed.utils import get_mp_context
+    config = dask.config.set({"distributed.deploy.lost-worker-timeout": "1h",
+                              "distributed.worker.multiprocessing-method": "forkserver"})
+    get_mp_context().set_forkserver_preload(["distributed", "dask.array", "corevector", "corevector.chunked.methods",
+                                             "corevector.chunked.scans", "corevector.chunked.staged_rows"])
+    return config

@@ -21,9 +21,10 @@ from corevector.chunked import dask_source, local_source, ops as chunked_ops, ro
 from corevector.numerics import numerics
 from refimpl.datasets import checkerboard
 
-zarr = pytest.importorskip("zarr")
-h5py = pytest.importorskip("h5py")
-da = pytest.importorskip("dask.array")
+from helpers import optional
+
+# per dependency: a test skips when what it reads is missing, the others run
+zarr, h5py, da = optional("zarr"), optional("h5py"), optional("dask.array")
 
 
 @pytest.fixture(autouse=True)
@@ -44,24 +45,41 @@ def _data(m=3000, seed=0):
     return X, y, y3, yr, w
 
 
+class _Stores(dict):
+    """The stores built; a kind whose library is missing skips the test that asks for it."""
+
+    def __missing__(self, kind):
+        pytest.skip(f"no {kind} store: {self.missing[kind]}")
+
+
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory):
     X, *_ = _data()
     tmp = tmp_path_factory.mktemp("stores")
     x32 = X.astype(np.float32)
     np.save(tmp / "x.npy", x32)
-    z = zarr.open_array(str(tmp / "x.zarr"), mode="w", shape=x32.shape, chunks=(700, 2), dtype="f4")
-    z[:] = x32
-    with h5py.File(tmp / "x.h5", "w") as f:
-        f.create_dataset("X", data=x32, chunks=(500, 2))
-    h5 = h5py.File(tmp / "x.h5", "r")
-    yield {
-        "memmap": np.load(tmp / "x.npy", mmap_mode="r"),
-        "zarr": zarr.open_array(str(tmp / "x.zarr"), mode="r"),
-        "h5py": h5["X"],
-        "dask": da.from_array(x32, chunks=(900, 2)),
-    }
-    h5.close()
+    out, h5 = _Stores(memmap=np.load(tmp / "x.npy", mmap_mode="r")), None
+    out.missing = {}
+    try:
+        z = zarr.open_array(str(tmp / "x.zarr"), mode="w", shape=x32.shape, chunks=(700, 2), dtype="f4")
+        z[:] = x32
+        out["zarr"] = zarr.open_array(str(tmp / "x.zarr"), mode="r")
+    except pytest.skip.Exception as exc:
+        out.missing["zarr"] = str(exc)
+    try:
+        with h5py.File(tmp / "x.h5", "w") as f:
+            f.create_dataset("X", data=x32, chunks=(500, 2))
+        h5 = h5py.File(tmp / "x.h5", "r")
+        out["h5py"] = h5["X"]
+    except pytest.skip.Exception as exc:
+        out.missing["h5py"] = str(exc)
+    try:
+        out["dask"] = da.from_array(x32, chunks=(900, 2))
+    except pytest.skip.Exception as exc:
+        out.missing["dask"] = str(exc)
+    yield out
+    if h5 is not None:
+        h5.close()
 
 
 def _same_fit(a, b):
@@ -194,9 +212,12 @@ def test_take_reads_only_the_rows_it_does_not_keep(stores, monkeypatch):
     assert np.array_equal(Xc.take([2999, 1500, 3]), full[[2999, 1500, 3]]) and len(reads) == 1
 
 
-def test_rows_fetched_per_iteration_do_not_grow_with_m(tmp_path):
-    """Draws are read ahead in windows, never one row a round trip, and the rows fetched are the draws'."""
-    stats = []
+def test_rows_fetched_per_draw_do_not_grow_with_m(tmp_path):
+    """Draws are read ahead in windows, never one row a round trip, and the rows fetched are the draws': at
+    most one row per drawn position plus the last window read ahead, and the bytes per drawn position at
+    m = 20,000 are those at m = 2,000 (not a pass over the store per window).  (The draws per iteration are
+    the driver's, the in-memory fit's: confirmations draw more of them at larger m.)"""
+    per_draw = {}
     for m in (2000, 20000):
         X, y = checkerboard(m, random_state=1)
         z = zarr.open_array(str(tmp_path / f"x{m}.zarr"), mode="w", shape=X.shape, chunks=(1000, 2), dtype="f8")
@@ -204,11 +225,14 @@ def test_rows_fetched_per_iteration_do_not_grow_with_m(tmp_path):
         del chunked_ops.STATS[:]
         est = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(z, y)
         st = chunked_ops.STATS[-1]
+        window = max(1024, min(chunked_ops.WINDOW_MAX, m // 4))
         # one round trip serves many draws (the driver's calls), and no row is fetched alone
         assert 5 * st["fetch_rounds"] <= st["draws"] and st["extra_fetch_rows"] <= 64 * 4
-        stats.append((st["fetch_bytes"], est.n_iter_, st["scan_bytes"] / max(st["scan_blocks"], 1)))
-    # bytes per block of a full scan: a few hundred, whatever the block's rows
-    assert all(per_block < 4096 for *_, per_block in stats)
+        assert st["fetch_rows"] <= st["positions"] + window
+        per_draw[m] = st["fetch_bytes"] / st["positions"]
+        # bytes per block of a full scan: a few hundred, whatever the block's rows
+        assert st["scan_bytes"] / max(st["scan_blocks"], 1) < 4096 and est.n_iter_ > 10
+    assert per_draw[20000] <= 1.5 * per_draw[2000], per_draw
 
 
 def test_scans_merged_beside_the_data(tmp_path, monkeypatch):
@@ -526,11 +550,10 @@ def test_dask_predictions_send_the_model_once():
     each task as serialised for a worker far smaller than the model (with the model inside every task's
     function, 977 tasks at 10^6 x 784 each carried 4 MB, and the workers, holding the queued tasks' copies,
     paused at their memory limit: the prediction never finished)."""
-    import dask.array as da
     import pickle
     X, y, *_ = _data(2000)
-    est = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y)
     Xd = da.from_array(X, chunks=(100, 2))
+    est = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y)
     model_bytes = len(pickle.dumps(est))
     for method in ("decision_function", "predict"):
         out = getattr(est, method)(Xd)

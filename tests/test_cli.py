@@ -119,6 +119,57 @@ def test_verify_tiny_passes_and_prints_table(capsys):
     assert "fast" in out and "ref" in out
 
 
+def test_verify_exits_1_and_names_each_violation(monkeypatch, capsys):
+    """An engine whose balls are too small (its R^2 halved: r*^2 > (1+eps)^2 R^2) fails verify: exit status 1,
+    one VIOLATION line per failing fit naming it and its reason, the count in the last line; the honest
+    engine's fits pass beside it."""
+    real = cli.get_fit_meb
+
+    def shrinking(impl):
+        fit_meb = real(impl)
+        if impl != "fast":
+            return fit_meb
+
+        def fit(problem, eps, **kwargs):
+            res = fit_meb(problem, eps, **kwargs)
+            return SimpleNamespace(radius2=res.radius2 / 2, r_cert2=res.r_cert2,
+                                   certified_ratio=res.certified_ratio, n_iter=res.n_iter, core_set=res.core_set)
+        return fit
+
+    monkeypatch.setattr(cli, "get_fit_meb", shrinking)
+    assert cli.main(["verify", "--tiny", "--estimator", "meb", "--no-progress"]) == 1
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("VIOLATION")]
+    n = sum(1 for line in out.splitlines() if re.match(r"\s*meb\s", line) and " fast " in line)
+    assert lines and all(re.match(r"VIOLATION meb/\w+ m=\d+ seed=\d+ impl=fast eps=\S+: r\*\^2/R\^2=\S+ > "
+                                  r"\(1\+eps\)\^2=", line) for line in lines), lines
+    assert re.search(rf"\n(\d+) fits checked, {len(lines)} violation\(s\)", out) and n > 0
+
+
+def test_an_interrupted_command_exits_130_in_one_line(tmp_path):
+    """Ctrl-C (SIGINT) during a long command (verify's full grid): exit status 130 and one line on stderr, no
+    traceback."""
+    import signal
+    import select
+    import time
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    proc = subprocess.Popen([sys.executable, "-m", "corevector.cli", "verify"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    try:
+        seen, deadline = b"", time.time() + 120
+        while b"verify" not in seen and time.time() < deadline:  # (the progress bar: the grid has started)
+            if select.select([proc.stderr], [], [], 1.0)[0]:
+                seen += os.read(proc.stderr.fileno(), 4096)
+        assert b"verify" in seen, seen
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    err = (seen + err).decode()
+    assert proc.returncode == 130, err
+    assert err.rstrip().endswith("corevector: interrupted") and "Traceback" not in err, err
+
+
 def test_verify_bounds_hold_against_exact_solver():
     rows = list(verify.verify_cases("tiny", seed=3, engines=engines(), progress=False))
     assert len(rows) == len(verify.FORMULATIONS) * 2 * 2  # formulations x impls x eps

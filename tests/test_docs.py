@@ -192,6 +192,126 @@ def test_every_estimator_has_an_example():
 
 
 # ------------------------------------------------------------------------------------------------------
+# the Python code blocks of README.md and docs/
+# ------------------------------------------------------------------------------------------------------
+def _code_blocks(page):
+    """The ```python blocks of a page, in order: [(line, code)]."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    return [(text[:m.start()].count("\n") + 2, m.group(1))
+            for m in re.finditer(r"^```python\n(.*?)^```", text, re.S | re.M)]
+
+
+PAGES = ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in DOCS.rglob("*.md") if _code_blocks(p.relative_to(ROOT)))
+
+
+def _store_and_labels(m=4000):
+    """What the chunked pages' blocks read: a small checkerboard.zarr (in the working folder) and its labels."""
+    import zarr
+    from refimpl.datasets import checkerboard
+    X, y = checkerboard(m, random_state=0)
+    z = zarr.open_array("checkerboard.zarr", mode="w", shape=X.shape, chunks=(1000, 2), dtype="f4")
+    z[:] = X
+    return {"y": y}
+
+
+def _regression_set():
+    from refimpl.datasets import friedman
+    X, y = friedman(2000, 1, random_state=0)
+    return {"X": X, "y": y, "X_test": friedman(200, 1, random_state=1)[0]}
+
+
+def _classification_set():
+    from sklearn.datasets import load_iris
+    X, y = load_iris(return_X_y=True)
+    return {"X_train": X[::2], "y_train": y[::2], "X_test": X[1::2]}
+
+
+def _fitted_models():
+    from corevector import CVR, CVMClassifier
+    from refimpl.datasets import checkerboard, friedman
+    X, y = checkerboard(2000, random_state=0)
+    Xr, yr = friedman(2000, 1, random_state=0)
+    return {"clf": CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y), "X": X,
+            "X_new": checkerboard(100, random_state=1)[0], "reg": CVR(random_state=0).fit(Xr, yr)}
+
+
+#: what a page's block uses without defining it, by (page, block number): the names the page's text gives it,
+#: made small; a store it reads is written to the working folder (the block's own lines run unchanged)
+BLOCK_CONTEXT = {
+    ("README.md", 2): _store_and_labels,       # y: the store's labels (the first block's are 10^5 rows)
+    ("docs/chunked.md", 0): _store_and_labels,
+    ("docs/algorithms.md", 1): _regression_set,
+    ("docs/algorithms.md", 2): _classification_set,
+    ("docs/guide.md", 0): _fitted_models,
+}
+#: blocks not run in the default suite, and why
+BLOCK_SLOW = {
+    ("docs/algorithms.md", 0): "fits the 50,000 points of the bunny and meshes and renders it at 192^3 (minutes)",
+}
+
+
+def _run_blocks(page, slow):
+    """Run the page's blocks in order in one namespace (with BLOCK_CONTEXT; BLOCK_SLOW's only if ``slow``);
+    the number run."""
+    namespace, ran = {"__name__": "__doc_block__"}, 0
+    starts = None
+    if any("LocalCluster(" in code for _, code in _code_blocks(page)):
+        from helpers import quick_worker_starts
+        starts = quick_worker_starts()  # (how the workers' processes start: the blocks' lines run unchanged)
+    try:
+        for k, (line, code) in enumerate(_code_blocks(page)):
+            if (page, k) in BLOCK_SLOW and not slow:
+                continue
+            if (page, k) in BLOCK_CONTEXT:
+                namespace.update(BLOCK_CONTEXT[page, k]())
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # (the blocks show the defaults at work, warnings and all)
+                exec(compile(code, f"{page}:{line}", "exec"), namespace)
+            ran += 1
+    finally:
+        client = namespace.get("client")
+        if client is not None:  # the blocks that start a LocalCluster
+            cluster = client.cluster
+            client.close()
+            cluster.close()
+        if starts is not None:
+            starts.__exit__(None, None, None)
+    return ran
+
+
+def _in_empty_folder(tmp_path, monkeypatch):
+    """Work in tmp_path, with this tree first on the path as an absolute folder: the worker processes of a block's
+    LocalCluster inherit the path, and a relative entry ('', the folder pytest started in) would find another
+    corevector from the empty folder."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_python_code_blocks_of_the_pages_run(page, tmp_path, monkeypatch):
+    """Every ```python block of README.md and docs/ runs, in order, the blocks of a page in one namespace, in an
+    empty working folder; what a block uses without defining it comes from BLOCK_CONTEXT.  The blocks of
+    BLOCK_SLOW run in the slow suite (below); none needs the network."""
+    _in_empty_folder(tmp_path, monkeypatch)
+    assert _run_blocks(page, slow=False) == len(_code_blocks(page)) - sum(p == page for p, _ in BLOCK_SLOW)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("page", sorted({p for p, _ in BLOCK_SLOW}))
+def test_slow_python_code_blocks_run(page, tmp_path, monkeypatch):
+    _in_empty_folder(tmp_path, monkeypatch)
+    assert _run_blocks(page, slow=True) == len(_code_blocks(page))
+
+
+def test_every_skipped_block_says_why():
+    """BLOCK_SLOW and BLOCK_CONTEXT name blocks that exist."""
+    for page, k in list(BLOCK_SLOW) + list(BLOCK_CONTEXT):
+        assert k < len(_code_blocks(page)), (page, k)
+    assert all(len(why) > 20 for why in BLOCK_SLOW.values())
+
+
+# ------------------------------------------------------------------------------------------------------
 # the site
 # ------------------------------------------------------------------------------------------------------
 class _Page(html.parser.HTMLParser):
