@@ -347,8 +347,9 @@ class CoreVectorBase(BaseEstimator):
         check = chunked.kernel_spec if isinstance(X, chunked.ChunkedRows) else checked_kernel_spec
         return check(X, self.kernel, self.gamma, self.degree, self.coef0, self.normalize)
 
-    def _run(self, problem, random_state=None, label=None):
-        """The core-set loop on ``problem`` with this estimator's options (one engine call for all)."""
+    def _run(self, problem, random_state=None, label=None, initial=None):
+        """The core-set loop on ``problem`` with this estimator's options (one engine call for all);
+        ``initial``: augmented points that start in the core set (``refimpl.meb.fit_meb``)."""
         if isinstance(problem.X, chunked.ChunkedRows):
             fit_meb = chunked_fit_meb(self.impl)
         else:
@@ -358,7 +359,7 @@ class CoreVectorBase(BaseEstimator):
             random_state=self.random_state if random_state is None else random_state,
             n_confirm=self.n_confirm, solver=self.solver, stop=self.stop, certify=self.certify,
             cache_size=int(self.cache_size * 2**20), verbose=self.verbose, hybrid_nu=self._hybrid_nu(),
-            label=label or f"{type(self).__name__} ({self.impl})", stall_hint=self._stall_hint())
+            label=label or f"{type(self).__name__} ({self.impl})", stall_hint=self._stall_hint(), initial=initial)
 
     def _stall_hint(self):
         """What the user can change when the core-set loop stalls at float64's resolution (refimpl.driver.Stall):

@@ -444,18 +444,22 @@ class Stall:
 def run_core_set_loop(ops, eps, *, stop="radius", sample_size=59, n_confirm=0, max_iter=10_000, tol=None,
                       random_state=None, certify=True, verbose=False, label="MEB", batch=False,
                       method_for=lambda ops: None, hybrid_nu=HYBRID_NU, wide=False, stall_hint="",
-                      prune=False) -> LoopOutcome:
+                      prune=False, initial=None) -> LoopOutcome:
     """Steps 1-5 above on the numerics ``ops``; ``method_for(ops)`` names the inner solver for the next
     solve (e.g. 'active_set' or 'smo', switched by the caller's policy); ``hybrid_nu`` the cap of
     stop='hybrid' (:func:`d2_threshold`); ``wide``: with ``batch``, the iterations' samples grow while
     violators are rare (:data:`WIDE_MAX`); ``stall_hint`` ends the warning of a stalled loop
-    (:class:`Stall`).  See the module docstring."""
+    (:class:`Stall`); ``initial``: (beyond the paper) points to add to the core set after step 1, before the
+    first solve -- a caller that can predict most of the final core set (CVR's pilot on noisy targets) saves
+    the iterations that would find them.  See the module docstring."""
     n = ops.n
     loop = _CoreSetLoop(ops, eps, stop, tol, batch, method_for, random_state, wide, prune and batch)
     if sample_size is not None and sample_size >= n:
         sample_size = None  # sampling more points than exist is a full scan
     z_a, z_b = initial_pair(ops.init_problem, loop.rng, sample_size, ops.furthest_from)   # step 1
     ops.start(z_a, z_b)
+    if initial is not None and len(initial):
+        ops.add([int(z) for z in dict.fromkeys(np.asarray(initial, dtype=np.int64).tolist()) if not ops.in_core(z)])
     loop.solve(loop.final_tol(ops.ball()))
     progress = Progress(verbose, label)
     converged, n_iter, last_scan = False, 0, None
