@@ -15,12 +15,13 @@ from refimpl import cvr
 from ._base import CoreVectorBase, _drop_zero_weights, _point_weights, shared_doc
 from ._validation import POSITIVE, invalid_parameter, store_params
 from .chunked.methods import accepts_chunked
+from .cvr_pilot import auto_C_and_tube, tube_for_C
 
 __all__ = ["CVR"]
 
 
 @accepts_chunked
-@shared_doc(eps="1e-2", gamma="beta", stop="hybrid", fit_diagnostics=True)
+@shared_doc(eps="1e-2", gamma="scale", stop="hybrid", fit_diagnostics=True)
 class CVR(RegressorMixin, CoreVectorBase):
     """Core Vector Regression: the L2-SVR solved as a center-constrained minimum enclosing ball ([000]).
 
@@ -39,21 +40,25 @@ class CVR(RegressorMixin, CoreVectorBase):
 
     Parameters
     ----------
-    C : float, default=25.0
+    C : float or 'auto', default='auto'
         Weight of each point's squared slacks against ``(1/2)(||w||^2 + b^2)``, as in scikit-learn's
         ``LinearSVR(loss='squared_epsilon_insensitive')``; it does not depend on the targets' units.
-        25 (the paper's ``C / (mu m) = 50``) was chosen by measurement (see the defaults page of the
-        documentation).
+        'auto' chooses it from a kernel ridge pilot (``corevector.cvr_pilot``): the pilot's hold-out
+        error on ``AUTO_PILOT_SIZE`` random points picks a C of ``AUTO_C_GRID``, and the fit uses
+        ``min(AUTO_C_FACTOR C_pilot, AUTO_C_MAX)`` (``C_`` reports it): noisy targets get a small C, smooth
+        ones up to ``AUTO_C_MAX``.  A fixed C of 25 was the earlier default (the paper's ``C / (mu m) = 50``).
     mu : float, 'auto' or 'ratio', default='auto'
         Mean error outside the tube, ``mean(xi + xi*)`` at the optimum, in the targets' units; too
-        small a mu makes the tube nearly free and the fit flat (see the Notes).  'auto' fits a kernel
-        ridge pilot (this C, every point a support vector) on ``PILOT_SIZE`` random points, measures its
-        residuals r on as many others, and takes ``mu = mean (|r| - q)_+`` with q the ``1 - p`` quantile
-        of ``|r|``, ``p = min(max(TUBE_OUTSIDE, TUBE_CP / C), TUBE_MAX_OUTSIDE / M)``: about a fraction p of
-        the points ends outside the tube, so the core set is ~p m up to ~10,000 support vectors and
-        bounded beyond.  'ratio' is the earlier rule, ``mu = min(TUBE_RATIO max|y'| / (2 C M),
-        MU_MAX_AUTO)`` (the tube weight ``C_paper = 6000 max|y'|``, LibCVM's), corrected as described in
-        the Notes.
+        small a mu makes the tube nearly free and the fit flat (see the Notes).  'auto' sets the tube from
+        the residuals r of the kernel ridge pilot (the L2-SVR with every point a support vector):
+        ``mu = mean (|r| - q)_+`` with q the ``1 - p`` quantile of ``|r|``, so that about a fraction p of the
+        points ends outside the tube and the core set is ~p m.  With ``C='auto'`` p follows the noise the
+        pilot measured, ``p = min(max(AUTO_TUBE_OUTSIDE, AUTO_TUBE_NOISE e), AUTO_TUBE_NOISY)`` (e: its
+        hold-out error relative to the targets' variance); with a given C, ``p = max(TUBE_OUTSIDE,
+        TUBE_CP / C)`` from a pilot of that C on ``PILOT_SIZE`` points.  Either p is at most
+        ``TUBE_MAX_OUTSIDE / M``, so the core set stays bounded beyond ~10,000 support vectors.  'ratio' is
+        the earlier rule, ``mu = min(TUBE_RATIO max|y'| / (2 C M), MU_MAX_AUTO)`` (the tube weight
+        ``C_paper = 6000 max|y'|``, LibCVM's), corrected as described in the Notes.
     normalize_y : bool, default=True
         Fit the standardised targets (see the Notes); False fits the paper's model on the raw targets.
     hybrid_cap : float, default=1.0
@@ -184,7 +189,7 @@ class CVR(RegressorMixin, CoreVectorBase):
     _libsvm_layout = "epsilon_svr"
 
     _parameter_constraints: dict = {**CoreVectorBase._parameter_constraints,
-                                    "C": [POSITIVE], "mu": [POSITIVE, StrOptions({"auto", "ratio"})],
+                                    "C": [POSITIVE, StrOptions({"auto"})], "mu": [POSITIVE, StrOptions({"auto", "ratio"})],
                                     "normalize_y": ["boolean"], "hybrid_cap": [POSITIVE]}
     #: mu = "auto": a kernel ridge pilot -- the L2-SVR of the same C with every point a support vector, 000
     #: eq. (6) at epsbar < 0 -- fitted on PILOT_SIZE random points, its residuals measured on up to PILOT_SIZE others
@@ -199,6 +204,30 @@ class CVR(RegressorMixin, CoreVectorBase):
     #: tube regularise twice (sin data, 2,000 points, C = 1: R^2 0.952 with p = 0.2, 0.973 at 0.3, 0.980 at 0.5;
     #: SVR 0.983)
     TUBE_CP = 0.5
+    #: C = "auto" (corevector.cvr_pilot.auto_C_and_tube): kernel ridge pilots on AUTO_PILOT_SIZE random points,
+    #: held out on as many others (below AUTO_TWO_WAY rows: on halves, each held out once), over AUTO_C_GRID,
+    #: searched from AUTO_C_START; the fit takes AUTO_C_FACTOR times the pilot's C (the pilot's loss counts
+    #: every point, CVR's only the fraction outside its tube), at most AUTO_C_MAX (Friedman #1 and the smooth
+    #: sets gain nothing beyond 30 but a larger core set)
+    AUTO_C_GRID = tuple(float(c) for c in 10.0 ** (np.arange(-4, 6) / 2))
+    AUTO_C_START = 3.0
+    AUTO_C_FACTOR = 3.0
+    AUTO_C_MAX = 30.0
+    AUTO_PILOT_SIZE = 500
+    AUTO_TWO_WAY = 1000
+    #: ... and a tube leaving p = min(max(AUTO_TUBE_OUTSIDE, AUTO_TUBE_NOISE e, AUTO_TUBE_CP / C), AUTO_TUBE_NOISY)
+    #: of the pilot's in-sample residuals outside, e its relative hold-out error: noisy targets need most points in
+    #: the loss (5-fold R^2 against SVR(): diabetes -0.013 at p ~ 0.6, -0.005 with the AUTO_TUBE_CP / C term; grid
+    #: stability -0.010 at AUTO_TUBE_OUTSIDE = 0.3, -0.007 at 0.4, for 1.4x the CPU time)
+    AUTO_TUBE_OUTSIDE = 0.4
+    AUTO_TUBE_NOISE = 1.2
+    AUTO_TUBE_NOISY = 0.8
+    AUTO_TUBE_CP = 0.5
+    #: where the pilot leaves at least this fraction outside the tube, the core set starts from the points it
+    #: predicts outside (refimpl.meb.fit_meb's ``initial``): growing ~0.8 m core vectors from the initial pair
+    #: took 531 solves on wine quality white (3,918 points; 1.1 s CPU), the started loop 0.37 s (abalone 0.57 ->
+    #: 0.25 s; the same R^2).  Below it the started loop was slower (Friedman #1 at p = 0.3: 0.23 -> 0.87 s)
+    SEED_MIN_OUTSIDE = 0.5
     #: mu = "ratio" (the earlier rule) starts from the tube weight 2 C mu M = ``TUBE_RATIO max|y'|``
     #: (LibCVM's ``C = s_ratio max|y|``)
     TUBE_RATIO = 6000.0
@@ -223,8 +252,8 @@ class CVR(RegressorMixin, CoreVectorBase):
     #: the training R^2 of the fit's diagnosis is measured on at most this many rows
     R2_ROWS = 2000
 
-    def __init__(self, *, C=25.0, mu="auto", normalize_y=True, hybrid_cap=1.0, eps=1e-2, kernel="rbf",
-                 gamma="beta", degree=3, coef0=0.0, normalize=False, sample_size=59, n_confirm=100,
+    def __init__(self, *, C="auto", mu="auto", normalize_y=True, hybrid_cap=1.0, eps=1e-2, kernel="rbf",
+                 gamma="scale", degree=3, coef0=0.0, normalize=False, sample_size=59, n_confirm=100,
                  max_iter=100_000, tol=None, solver="auto", stop="hybrid", cache_size=1000, certify=True,
                  random_state=None, impl="fast", verbose=False):
         store_params(self, locals())
@@ -308,20 +337,26 @@ class CVR(RegressorMixin, CoreVectorBase):
             yn = (y - loc) / scale if self.normalize_y else y
         top = float(np.max(np.abs(yn))) or 1.0  # max|y'| = 0 only for the all-zero one-set
         M = float(X.shape[0] if weights is None else np.sum(weights))
-        C = float(self.C)
         auto = self.mu in ("auto", "ratio")
-        self._pilot_info = None
-        self._nu_scale = 1.0
+        choice = None
         with np.errstate(over="ignore", under="ignore"):
+            if self.C == "auto":
+                choice = auto_C_and_tube(self, X, yn, weights, M, _seed_of(self.random_state))
+            self._C_asked = C = float(self.C) if choice is None else choice.C
             if self.mu == "ratio":
                 mu = min(self.TUBE_RATIO * top / (2 * C * M), self.MU_MAX_AUTO)
             elif auto:
-                mu = self._pilot_mu(X, yn, weights, C, M)
+                if choice is None:
+                    choice = tube_for_C(self, X, yn, weights, C, M, _seed_of(self.random_state))
+                mu = choice.mu
             else:
                 mu = float(self.mu) / scale
+        self._pilot_info = None if choice is None else choice.info
+        self._initial = None if choice is None or self.mu != "auto" else choice.initial
+        self._nu_scale = choice.nu_scale if choice is not None and self.mu == "auto" else 1.0
         C, mu, fit = self._fit_tube(X, yn, weights, mu, M, top) if auto else self._fit_once(X, yn, weights, mu, M, top)
         problem, result, model = fit
-        if C < float(self.C):
+        if C < self._C_asked:
             self._warn_fit("C_lowered", C=C, mu=mu * scale, M=M)
         self._set_fitted(X, problem, result, model, loc, scale, C, mu, M)
         self._diagnose(X, y, weights)
@@ -373,7 +408,7 @@ class CVR(RegressorMixin, CoreVectorBase):
         parameters (:class:`corevector.ImplicitSurface` phrases its levels' in its own)."""
         r2 = f"training R^2 = {f['r2']:.3g}" if np.isfinite(f.get("r2", np.nan)) else ""
         if kind == "C_lowered":
-            msg = (f"CVR: C={float(self.C):g} with mu={f['mu']:.3g} and {f['M']:g} points puts the tube weight "
+            msg = (f"CVR: C={self._C_asked:g} with mu={f['mu']:.3g} and {f['M']:g} points puts the tube weight "
                    f"2 C mu M above {self.TUBE_WEIGHT_MAX:g} max|y'|, beyond what float64 resolves in the MEB "
                    f"form; fitted with C={f['C']:.3g} (C_), where the fitted function no longer depends on C. "
                    "Pass a smaller C to silence this")
@@ -418,7 +453,7 @@ class CVR(RegressorMixin, CoreVectorBase):
     def _fit_once(self, X, yn, weights, mu, M, top):
         """(C, mu, (problem, result, model)) of the fit at this mu, C lowered where float64 needs it."""
         self.n_mu_refits_ = 0
-        C = min(float(self.C), self.TUBE_WEIGHT_MAX * top / (2 * mu * M))
+        C = min(self._C_asked, self.TUBE_WEIGHT_MAX * top / (2 * mu * M))
         return C, mu, self._solve(X, yn, weights, C, mu, M, top)
 
     def _fit_tube(self, X, yn, weights, mu, M, top):
@@ -450,65 +485,6 @@ class CVR(RegressorMixin, CoreVectorBase):
             C, mu, fit, self.n_mu_refits_ = kept
         return C, mu, fit
 
-    def _pilot_mu(self, X, yn, weights, C, M):
-        """mu='auto': the mu whose tube leaves a fraction p of a pilot's held-out residuals outside.
-
-        The pilot is the degenerate L2-SVR of the same C (epsbar < 0: both slacks of every point active, so the
-        loss C sum (xi^2 + xi*^2) is 2 C sum r^2), i.e. kernel ridge regression with the penalised bias,
-        ``(K + 11' + I / (4 C w)) beta = y'``, solved directly on PILOT_SIZE random points (O(PILOT_SIZE^3), a
-        few tens of ms) and evaluated on up to PILOT_SIZE others.  With r those residuals, q the (1 - p)
-        quantile of |r| and ``mu = mean (|r| - q)_+`` (000 eq. (9): mu is the mean slack at the optimum), the
-        full fit's tube is near q and about p of the points lie outside it.  p = min(TUBE_OUTSIDE,
-        TUBE_MAX_OUTSIDE / M): the core set follows m up to TUBE_MAX_OUTSIDE / TUBE_OUTSIDE points and stays
-        bounded beyond."""
-        from refimpl.kernels import compact_columns, kernel_block
-
-        m = X.shape[0]
-        if M <= self.PILOT_SIZE:
-            # small sets: the pilot on every row, its in-sample residuals (weighted, so that an integer weight k is
-            # the row repeated k times here too)
-            fit_rows = out_rows = np.arange(m)
-        else:
-            rng = np.random.default_rng(np.random.SeedSequence([_seed_of(self.random_state), 49]))
-            n_fit = min(self.PILOT_SIZE, m // 2)
-            n_out = min(self.PILOT_SIZE, m - n_fit)
-            idx = rng.choice(m, size=n_fit + n_out, replace=False)
-            fit_rows, out_rows = np.sort(idx[:n_fit]), np.sort(idx[n_fit:])
-        n_fit, n_out = len(fit_rows), len(out_rows)
-        Xf, Xo = X[fit_rows], X[out_rows]
-        if hasattr(Xf, "materialize"):
-            Xf, Xo = Xf.materialize(), Xo.materialize()
-        if sp.issparse(Xf):
-            # the stored columns only: a LIBSVM file may name column 2e9, and a product over all of them
-            # allocates per column (bit for bit the same kernel values, refimpl.kernels.compact_columns)
-            Xf, Xo = compact_columns(Xf, Xo)
-        w = np.ones(n_fit) if weights is None else weights[fit_rows]
-        # one BLAS thread: a threaded Cholesky of 1,000 x 1,000 spun 0.25-1.3 s of CPU on a busy machine, 0.01 s alone
-        with _blas_single_threaded():
-            K = kernel_block(self.kernel_spec_, Xf, Xf) + 1.0
-            K[np.diag_indices_from(K)] += 1.0 / (4.0 * C * w)
-            try:
-                beta = _spd_solve(K, yn[fit_rows])
-            except np.linalg.LinAlgError:
-                beta = np.linalg.lstsq(K, yn[fit_rows], rcond=None)[0]
-            r = np.abs(yn[out_rows] - (kernel_block(self.kernel_spec_, Xo, Xf) + 1.0) @ beta)
-        p_free = min(max(self.TUBE_OUTSIDE, self.TUBE_CP / C), 1.0)
-        p = min(p_free, self.TUBE_MAX_OUTSIDE / M)
-        wo = np.ones(n_out) if weights is None else weights[out_rows]
-        q = float(np.quantile(r, 1.0 - p, weights=wo, method="inverted_cdf"))
-        mu = float(np.average(np.maximum(r - q, 0.0), weights=wo))
-        # the count bound widens the tube, not the violations the hybrid test lets pass: they stay within
-        # hybrid_cap times the tube the fit would have without it, |y - f| <= q + hybrid_cap q_free (Friedman #1,
-        # 10^6 points, p = 0.01, q_free / q ~ 0.5: hybrid_cap 1 gave RMSE 1.079 with 4,265 support vectors in 12 s
-        # CPU, 0.5 gave 1.059 with 5,293 in 21 s)
-        q_free = float(np.quantile(r, 1.0 - p_free, weights=wo, method="inverted_cdf")) if p < p_free else q
-        self._nu_scale = min(1.0, q_free / q) if q > 0 else 1.0
-        self._pilot_info = dict(n_fit=n_fit, n_out=n_out, rms=float(np.sqrt(np.mean(r ** 2))), p=p, q=q, mu=mu,
-                           nu_scale=self._nu_scale)
-        if not (np.isfinite(mu) and mu > 0):  # residuals all equal (a pilot that fits exactly): a small tube
-            mu = max(float(np.mean(r)), 1e-6) * p
-        return mu
-
     @staticmethod
     def _mean_error(model, weights, mu):
         """mean |y - f| of a degenerate fit (every point a support vector, xi - xi* = 2 (y - f)), weighted as
@@ -523,7 +499,7 @@ class CVR(RegressorMixin, CoreVectorBase):
         C_paper, mu_paper = 2 * C * mu * M, mu * M / X.shape[0]
         self._check_target_scale(top, C_paper, mu_paper, X.shape[0])
         problem = cvr.cvr_problem(X, yn, self.kernel_spec_, C_paper, mu_paper, weights)
-        result = self._run(problem)
+        result = self._run(problem, initial=getattr(self, "_initial", None))
         with np.errstate(over="ignore", invalid="ignore"):
             model = cvr.recover(problem, result, yn, C_paper)
         if not (np.all(np.isfinite(model.coef)) and np.isfinite(model.intercept)):
@@ -602,22 +578,6 @@ def _seed_of(random_state):
     if isinstance(random_state, np.random.Generator):
         return int(random_state.integers(0, 2**63 - 1))
     return 0
-
-
-def _blas_single_threaded():
-    """fastimpl's one-BLAS-thread block (nests with the engine's), or threadpoolctl's limit without fastimpl."""
-    try:
-        from fastimpl._openmp import blas_single_threaded
-        return blas_single_threaded()
-    except ImportError:  # pragma: no cover
-        from threadpoolctl import threadpool_limits
-        return threadpool_limits(1, user_api="blas")
-
-
-def _spd_solve(A, b):
-    """A^-1 b for a symmetric positive definite A (Cholesky)."""
-    from scipy.linalg import cho_factor, cho_solve
-    return cho_solve(cho_factor(A, lower=True, check_finite=False), b, check_finite=False)
 
 
 def _target_normalisation(y, weights=None):

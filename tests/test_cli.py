@@ -1129,33 +1129,38 @@ def test_bench_passes_any_other_help_to_asv():
 
 
 def test_cvrs_defaults_in_help_and_docs_are_the_codes():
-    """CVR's defaults as the code has them (C=25, mu='auto' from a kernel ridge pilot), read from CVR itself, in
-    'corevector fit --help' and the documentation pages that state them (they said C = 3000 max|y|,
-    mu = C / (50 m))."""
+    """CVR's defaults as the code has them (C='auto' and mu='auto' from a kernel ridge pilot, with the constants
+    of their rules), read from CVR itself, in 'corevector fit --help' and the documentation pages that state them
+    (they said C = 3000 max|y|, mu = C / (50 m), and later C=25 after the code had moved on)."""
     from corevector import CVR
 
     params = CVR().get_params()
     C, mu = params["C"], params["mu"]
-    assert isinstance(C, float) and mu == "auto"
+    assert C == "auto" and mu == "auto"
     parser = cli.build_parser()
     fit = next(a for a in parser._subparsers._group_actions[0].choices.items() if a[0] == "fit")[1]
     text = " ".join(fit.format_help().split())
-    assert f"cvr {C}" in text  # --C
-    auto = (f"cvr auto: the tube set from the residuals of a kernel ridge pilot fitted on {CVR.PILOT_SIZE} points, "
-            f"leaving about a fraction min(max({CVR.TUBE_OUTSIDE:g}, {CVR.TUBE_CP:g}/C), "
-            f"{CVR.TUBE_MAX_OUTSIDE:g}/m)")
+    assert (f"cvr auto: {CVR.AUTO_C_FACTOR:g} times the C of least hold-out error of a kernel ridge pilot on "
+            f"{CVR.AUTO_PILOT_SIZE} points, at most {CVR.AUTO_C_MAX:g}") in text  # --C
+    auto = (f"cvr auto: the tube set from the residuals of that kernel ridge pilot, leaving about a fraction "
+            f"min(max({CVR.AUTO_TUBE_OUTSIDE:g}, {CVR.AUTO_TUBE_NOISE:g} e, {CVR.AUTO_TUBE_CP:g}/C), "
+            f"{CVR.AUTO_TUBE_NOISY:g}, {CVR.TUBE_MAX_OUTSIDE:g}/m)")
     assert auto in text
-    for stale in ("3000", "C / (50 m)", "C/(50 m)"):
+    assert (f"with a given C, min(max({CVR.TUBE_OUTSIDE:g}, {CVR.TUBE_CP:g}/C), {CVR.TUBE_MAX_OUTSIDE:g}/m) from a "
+            f"pilot of that C on {CVR.PILOT_SIZE} points") in text
+    for stale in ("3000", "C / (50 m)", "C/(50 m)", "cvr 25"):
         assert stale not in text
     defaults = (REPO / "docs" / "defaults.md").read_text()
     row = next(line for line in defaults.splitlines() if line.startswith("| `CVR` |"))
-    assert f"`C={C}`" in row and f"`mu='{mu}'`" in row and "kernel ridge pilot" in row
+    assert "`C='auto'`" in row and f"`mu='{mu}'`" in row and "kernel ridge pilot" in row
     for k in ("C", "mu", "stop", "eps", "gamma", "normalize_y"):
         stated = re.search(rf"`{k}=([^`]+)`", row)
         assert stated and ast.literal_eval(stated.group(1)) == params[k], k
-    assert f"p = min(max({CVR.TUBE_OUTSIDE:g}, {CVR.TUBE_CP:g}/C), {CVR.TUBE_MAX_OUTSIDE:,.0f}/m)" in row
+    assert (f"min({CVR.AUTO_C_FACTOR:g} C_pilot, {CVR.AUTO_C_MAX:g})" in row
+            and f"p = min(max({CVR.AUTO_TUBE_OUTSIDE:g}, {CVR.AUTO_TUBE_NOISE:g} e, {CVR.AUTO_TUBE_CP:g}/C), "
+                f"{CVR.AUTO_TUBE_NOISY:g}, {CVR.TUBE_MAX_OUTSIDE:,.0f}/m)" in row)
     for page in ("defaults.md", "design.md", "guide.md"):
         text = (REPO / "docs" / page).read_text()
         for stale in ("3000·max|y|", "3000 max|y|", "C/(50 m)", "C / (50 m)"):
             assert stale not in text, (page, stale)
-    assert f"C = {C:g}" in (REPO / "docs" / "design.md").read_text()
+    assert "C='auto'" in (REPO / "docs" / "design.md").read_text()

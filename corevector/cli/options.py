@@ -150,9 +150,9 @@ def add_fit_parser(sub):
                    help="LIBSVM only: the number of features (default: the highest index in the file)")
     f.add_argument("--estimator", choices=tuple(CLI_ESTIMATORS), default="cvm",
                    help="default cvm; see the list below")
-    f.add_argument("--C", type=_positive_float, default=UNSET,
+    f.add_argument("--C", type=_positive(float, {"auto": "auto"}), default=UNSET,
                    help="penalty: the weight of the slacks (surface: one C for its three levels) ("
-                        + _defaults_help("C") + ")")
+                        + _defaults_help("C", {"auto": "auto: " + _cvr_auto_C()}) + ")")
     f.add_argument("--gamma", type=_gamma, default=UNSET,
                    help="kernel width: a positive number or beta/scale/auto (" + _defaults_help("gamma") + ")")
     f.add_argument("--eps", type=_positive_float, default=UNSET,
@@ -197,13 +197,23 @@ ESTIMATOR_DATA = {
 }
 
 
+def _cvr_auto_C():
+    """CVR's C='auto' in a few words, with its constants read from the class."""
+    from ..regressor import CVR
+
+    return (f"{CVR.AUTO_C_FACTOR:g} times the C of least hold-out error of a kernel ridge pilot on "
+            f"{CVR.AUTO_PILOT_SIZE} points, at most {CVR.AUTO_C_MAX:g}")
+
+
 def _cvr_auto_mu():
     """CVR's mu='auto' in a few words, with its constants read from the class."""
     from ..regressor import CVR
 
-    return (f"the tube set from the residuals of a kernel ridge pilot fitted on {CVR.PILOT_SIZE} points, leaving "
-            f"about a fraction min(max({CVR.TUBE_OUTSIDE:g}, {CVR.TUBE_CP:g}/C), {CVR.TUBE_MAX_OUTSIDE:g}/m) of "
-            f"the points outside it")
+    return (f"the tube set from the residuals of that kernel ridge pilot, leaving about a fraction "
+            f"min(max({CVR.AUTO_TUBE_OUTSIDE:g}, {CVR.AUTO_TUBE_NOISE:g} e, {CVR.AUTO_TUBE_CP:g}/C), "
+            f"{CVR.AUTO_TUBE_NOISY:g}, {CVR.TUBE_MAX_OUTSIDE:g}/m) of the points outside it (e: the pilot's "
+            f"relative hold-out error); with a given C, min(max({CVR.TUBE_OUTSIDE:g}, {CVR.TUBE_CP:g}/C), "
+            f"{CVR.TUBE_MAX_OUTSIDE:g}/m) from a pilot of that C on {CVR.PILOT_SIZE} points")
 
 
 def _ssvr_n_basis():

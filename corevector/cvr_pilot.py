@@ -1,0 +1,213 @@
+"""The kernel ridge pilot behind CVR's automatic settings, ``C='auto'`` and ``mu='auto'``.
+
+The degenerate L2-SVR of [000] eq. (6) -- a tube of negative width, both slacks of every point active, so
+that the loss ``C sum_i w_i (xi_i^2 + xi*_i^2)`` is ``2 C sum_i w_i r_i^2`` -- is kernel ridge regression
+with the penalised bias, ``(K + 11' + I / (4 C w)) beta = y'``.  Solved directly on a few hundred random
+points (a Cholesky factorisation, milliseconds), its residuals tell CVR, before the core-set loop runs:
+
+* **which C generalises** (``C='auto'``): the hold-out error of the pilot over a grid of C.  The pilot's
+  loss counts every point, CVR's only those outside its tube, so CVR's C is the pilot's times
+  ``AUTO_C_FACTOR``, capped at ``AUTO_C_MAX`` (beyond it the core set grows and accuracy no longer does);
+* **how wide to make the tube** (``mu='auto'``): ``mu = mean (|r| - q)_+`` with q the ``1 - p`` quantile of
+  ``|r|``.  At the optimum mu is the mean slack ([000] eq. (9)), so the full fit's tube is near q and about
+  a fraction p of the points lies outside it: its core set is ~p m.
+
+A given C keeps the rule CVR has always had for its tube (``p = min(max(TUBE_OUTSIDE, TUBE_CP / C),
+TUBE_MAX_OUTSIDE / M)`` from held-out residuals).  Under ``C='auto'`` p follows the noise the pilot measured:
+``p = min(max(AUTO_TUBE_OUTSIDE, AUTO_TUBE_NOISE e), AUTO_TUBE_NOISY)`` with e the hold-out error relative
+to the targets' variance, because a squared loss on noisy targets needs most points in it (wine quality,
+e ~ 0.65: R^2 0.357 at p = 0.8 against 0.321 at p = 0.2); the count bound ``TUBE_MAX_OUTSIDE / M`` applies
+to both.  The constants live on :class:`corevector.CVR`, where the docs and the command line read them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["TubeChoice", "auto_C_and_tube", "tube_for_C"]
+
+
+@dataclass
+class TubeChoice:
+    """What the pilot chose: the C (``None`` when it was given) and the tube's mu, in normalised units, and the
+    factor applied to the hybrid stop's cap (``nu_scale``, below 1 when the count bound widened the tube)."""
+    C: float | None
+    mu: float
+    nu_scale: float
+    info: dict = field(default_factory=dict)
+    #: augmented points the pilot predicts outside the tube (i: above it, m + i: below), to start the core set
+    #: from when they are most of it (None: grow it from the initial pair, as the papers)
+    initial: np.ndarray | None = None
+
+
+def _dense_rows(X, a, b):
+    """X[a], X[b] as arrays the kernel block takes: chunked sources read, CSR kept to its stored columns (a
+    LIBSVM file may name column 2e9, and a product over all of them allocates per column)."""
+    from refimpl.kernels import compact_columns
+
+    Xa, Xb = X[a], X[b]
+    if hasattr(Xa, "materialize"):
+        Xa, Xb = Xa.materialize(), Xb.materialize()
+    if sp.issparse(Xa):
+        Xa, Xb = compact_columns(Xa, Xb)
+    return Xa, Xb
+
+
+class _RidgeSplit:
+    """The pilot on one split: kernel ridge fitted on rows ``f``, its residuals on ``f`` and on rows ``o``, for
+    any C (the kernel blocks are computed once)."""
+
+    def __init__(self, spec, Xf, Xo, yf, yo, wf):
+        from refimpl.kernels import kernel_block
+
+        self.Kff = kernel_block(spec, Xf, Xf) + 1.0  # + 11': the bias, penalised as in [000] eq. (6)
+        self.Kof = kernel_block(spec, Xo, Xf) + 1.0
+        self.yf, self.yo, self.wf = yf, yo, wf
+
+    def coef(self, C):
+        """beta of the pilot of this C."""
+        K = self.Kff.copy()
+        K[np.diag_indices_from(K)] += 1.0 / (4.0 * C * self.wf)
+        try:
+            return _spd_solve(K, self.yf)
+        except np.linalg.LinAlgError:
+            return np.linalg.lstsq(K, self.yf, rcond=None)[0]
+
+    def residuals(self, C):
+        """(held-out residuals on o, in-sample residuals on f) of the pilot of this C."""
+        beta = self.coef(C)
+        return self.yo - self.Kof @ beta, self.yf - self.Kff @ beta
+
+
+def _tube(r, w, p_free, M, max_outside):
+    """(mu, p, q, nu_scale) of the tube leaving a fraction p = min(p_free, max_outside / M) of the residuals r
+    (weights w) outside.  The count bound widens the tube, not the violations the hybrid test lets pass: they
+    stay within hybrid_cap times the tube the fit would have without it, ``|y - f| <= q + hybrid_cap q_free``
+    (Friedman #1, 10^6 points, p = 0.01, q_free / q ~ 0.5: hybrid_cap 1 gave RMSE 1.079 with 4,265 support
+    vectors in 12 s CPU, 0.5 gave 1.059 with 5,293 in 21 s)."""
+    r = np.abs(r)
+    p = min(p_free, max_outside / M)
+    q = float(np.quantile(r, 1.0 - p, weights=w, method="inverted_cdf"))
+    mu = float(np.average(np.maximum(r - q, 0.0), weights=w))
+    q_free = float(np.quantile(r, 1.0 - p_free, weights=w, method="inverted_cdf")) if p < p_free else q
+    nu_scale = min(1.0, q_free / q) if q > 0 else 1.0
+    if not (np.isfinite(mu) and mu > 0):  # residuals all equal (a pilot that fits exactly): a small tube
+        mu = max(float(np.mean(r)), 1e-6) * p
+    return mu, p, q, nu_scale
+
+
+def tube_for_C(est, X, yn, weights, C, M, seed):
+    """mu='auto' at a given C: the pilot of that C on ``PILOT_SIZE`` random rows, the tube from its residuals on
+    up to ``PILOT_SIZE`` others (on every row, in-sample, when ``M <= PILOT_SIZE``)."""
+    m = X.shape[0]
+    if M <= est.PILOT_SIZE:
+        fit_rows = out_rows = np.arange(m)
+    else:
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 49]))
+        n_fit = min(est.PILOT_SIZE, m // 2)
+        n_out = min(est.PILOT_SIZE, m - n_fit)
+        idx = rng.choice(m, size=n_fit + n_out, replace=False)
+        fit_rows, out_rows = np.sort(idx[:n_fit]), np.sort(idx[n_fit:])
+    Xf, Xo = _dense_rows(X, fit_rows, out_rows)
+    w = np.ones(m) if weights is None else weights
+    with _blas_single_threaded():
+        r, _ = _RidgeSplit(est.kernel_spec_, Xf, Xo, yn[fit_rows], yn[out_rows], w[fit_rows]).residuals(C)
+    p_free = min(max(est.TUBE_OUTSIDE, est.TUBE_CP / C), 1.0)
+    mu, p, q, nu_scale = _tube(r, w[out_rows], p_free, M, est.TUBE_MAX_OUTSIDE)
+    info = dict(n_fit=len(fit_rows), n_out=len(out_rows), rms=float(np.sqrt(np.mean(r ** 2))), p=p, q=q, mu=mu,
+                nu_scale=nu_scale)
+    return TubeChoice(None, mu, nu_scale, info)
+
+
+def _grid_search(err, grid, start, top):
+    """Index of the grid's C of least held-out error: from ``start`` downhill in one direction, never past
+    ``top`` (a few evaluations: the hold-out error of kernel ridge is unimodal in log C in practice)."""
+    best = start
+    for step in (-1, 1):
+        j = start + step
+        while 0 <= j <= top and err(j) < err(best):
+            best, j = j, j + step
+        if best != start:
+            break
+    return best
+
+
+def auto_C_and_tube(est, X, yn, weights, M, seed):
+    """C='auto': the pilot's hold-out error over ``AUTO_C_GRID`` picks C; the tube (mu='auto') comes from the
+    picked pilot's in-sample residuals, which resemble the full fit's training residuals.  Below
+    ``AUTO_TWO_WAY`` rows the rows are split in halves and each half is held out once (every row counts);
+    above, two disjoint draws of ``AUTO_PILOT_SIZE`` rows."""
+    m = X.shape[0]
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 49]))
+    two_way = m <= est.AUTO_TWO_WAY
+    h = m // 2 if two_way else min(est.AUTO_PILOT_SIZE, m // 2)
+    idx = rng.permutation(m) if two_way else rng.choice(m, size=2 * h, replace=False)
+    a, b = np.sort(idx[:h]), np.sort(idx[h:])
+    Xa, Xb = _dense_rows(X, a, b)
+    w = np.ones(m) if weights is None else weights
+    grid = np.asarray(est.AUTO_C_GRID, dtype=float)
+    cache = {}
+    with _blas_single_threaded():
+        splits = [_RidgeSplit(est.kernel_spec_, Xa, Xb, yn[a], yn[b], w[a])]
+        if two_way:
+            splits.append(_RidgeSplit(est.kernel_spec_, Xb, Xa, yn[b], yn[a], w[b]))
+        w_out = np.concatenate([w[b]] + ([w[a]] if two_way else []))
+        w_in = np.concatenate([w[a]] + ([w[b]] if two_way else []))
+        y_out = np.concatenate([yn[b]] + ([yn[a]] if two_way else []))
+
+        def err(i):
+            if i not in cache:
+                parts = [s.residuals(grid[i]) for s in splits]
+                r_out = np.concatenate([o for o, _ in parts])
+                cache[i] = (float(np.average(r_out ** 2, weights=w_out)), np.concatenate([f for _, f in parts]))
+            return cache[i][0]
+
+        top = min(int(np.searchsorted(grid, est.AUTO_C_MAX / est.AUTO_C_FACTOR * (1 - 1e-12))), len(grid) - 1)
+        start = min(int(np.argmin(np.abs(np.log(grid / est.AUTO_C_START)))), top)
+        best = _grid_search(err, grid, start, top)
+        # the tube from the picked pilot's in-sample residuals (those of the pilots of CVR's larger C, closer to
+        # the full fit's, gave smaller tubes and lost 0.01-0.03 R^2 on puma32h, grid stability and Friedman #1)
+        e, r_in = cache[best]
+        C = min(est.AUTO_C_FACTOR * grid[best], est.AUTO_C_MAX)
+    var = float(np.average((y_out - np.average(y_out, weights=w_out)) ** 2, weights=w_out))
+    e_rel = e / var if var > 0 else 1.0
+    p_free = min(max(est.AUTO_TUBE_OUTSIDE, est.AUTO_TUBE_NOISE * e_rel, est.AUTO_TUBE_CP / C), est.AUTO_TUBE_NOISY)
+    mu, p, q, nu_scale = _tube(r_in, w_in, p_free, M, est.TUBE_MAX_OUTSIDE)
+    info = dict(n_fit=len(a), n_out=len(b), two_way=two_way, C_pilot=float(grid[best]), n_eval=len(cache),
+                r2_pilot=1.0 - e_rel, p=p, q=q, mu=mu, nu_scale=nu_scale)
+    initial = None
+    if p >= est.SEED_MIN_OUTSIDE and isinstance(X, np.ndarray):  # (rows in memory: one pass over them)
+        initial = _predicted_outside(est.kernel_spec_, X, yn, Xa, splits[0].coef(C), q)
+        info["n_initial"] = len(initial)
+    return TubeChoice(C, mu, nu_scale, info, initial)
+
+
+def _predicted_outside(spec, X, yn, Xa, beta, q, block=4096):
+    """The augmented points the pilot (coefficients beta on the rows Xa) puts outside a tube of half-width q:
+    i where y_i - f(x_i) > q (lambda_i), m + i where it is below -q (lambda*_i); by blocks of rows."""
+    from refimpl.kernels import kernel_block
+
+    m, out = X.shape[0], []
+    for s in range(0, m, block):
+        r = yn[s:s + block] - (kernel_block(spec, X[s:s + block], Xa) + 1.0) @ beta
+        out += [s + np.flatnonzero(r > q), m + s + np.flatnonzero(r < -q)]
+    return np.sort(np.concatenate(out))
+
+
+def _blas_single_threaded():
+    """One BLAS thread (a threaded Cholesky of 1,000 x 1,000 spun 0.25-1.3 s of CPU on a busy machine, 0.01 s
+    alone): fastimpl's block, which nests with the engine's, or threadpoolctl's limit without fastimpl."""
+    try:
+        from fastimpl._openmp import blas_single_threaded
+        return blas_single_threaded()
+    except ImportError:  # pragma: no cover
+        from threadpoolctl import threadpool_limits
+        return threadpool_limits(1, user_api="blas")
+
+
+def _spd_solve(A, b):
+    """A^-1 b for a symmetric positive definite A (Cholesky)."""
+    from scipy.linalg import cho_factor, cho_solve
+    return cho_solve(cho_factor(A, lower=True, check_finite=False), b, check_finite=False)

@@ -1,0 +1,130 @@
+"""CVR's automatic settings (corevector.cvr_pilot): C='auto' and mu='auto' from a kernel ridge pilot, and the core
+set started from the points the pilot predicts outside the tube.
+
+Judges: scikit-learn's KernelRidge on the same kernel matrix (the pilot is kernel ridge with a penalised bias),
+the exact minimiser of a unimodal sequence, full-scan fits of the same MEB from two starts (one optimum), the
+reference engine against the Cython one, and the design's own promise (about a fraction p of the points
+outside the tube).
+"""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.kernel_ridge import KernelRidge
+from sklearn.metrics import r2_score
+
+from corevector import CVR
+from corevector import cvr_pilot
+from refimpl import cvr
+from refimpl.kernels import KernelSpec, kernel_block
+from refimpl.meb import fit_meb
+
+
+def _sin(m, noise, seed, d=2):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-3, 3, (m, d))
+    return X, np.sin(X[:, 0]) + noise * rng.standard_normal(m)
+
+
+def test_the_pilot_is_kernel_ridge_with_a_penalised_bias():
+    """_RidgeSplit's residuals at C are those of KernelRidge(alpha = 1/(4C)) on the kernel matrix K + 11'."""
+    X, y = _sin(300, 0.2, 0)
+    spec = KernelSpec("rbf", gamma=0.7)
+    Xf, Xo, yf, yo = X[:200], X[200:], y[:200], y[200:]
+    split = cvr_pilot._RidgeSplit(spec, Xf, Xo, yf, yo, np.ones(200))
+    for C in (0.1, 3.0, 100.0):
+        r_out, r_in = split.residuals(C)
+        kr = KernelRidge(alpha=1.0 / (4.0 * C), kernel="precomputed").fit(kernel_block(spec, Xf, Xf) + 1.0, yf)
+        np.testing.assert_allclose(r_out, yo - kr.predict(kernel_block(spec, Xo, Xf) + 1.0), atol=1e-8)
+        np.testing.assert_allclose(r_in, yf - kr.predict(kernel_block(spec, Xf, Xf) + 1.0), atol=1e-8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(2, 12), centre=st.integers(0, 11), start=st.integers(0, 11), data=st.data())
+def test_the_grid_search_finds_the_minimum_of_a_unimodal_error(n, centre, start, data):
+    """From any start, the downhill search ends at the least error below its bound (ties: the first met)."""
+    centre, start = min(centre, n - 1), min(start, n - 1)
+    top = data.draw(st.integers(start, n - 1))
+    values = [abs(i - centre) + 0.01 * i for i in range(n)]  # unimodal, distinct
+    calls = []
+
+    def err(i):
+        calls.append(i)
+        return values[i]
+    best = cvr_pilot._grid_search(err, None, start, top)
+    assert best == int(np.argmin(values[:top + 1]))
+    assert all(0 <= i <= top for i in calls)
+
+
+def test_auto_C_follows_the_noise():
+    """Smooth targets get the largest C the rule allows; noisy ones a small C and a wider share of points in the
+    loss, and both fit well (R^2 on noiseless test targets)."""
+    X, y = _sin(3000, 0.05, 1)
+    XT, _ = _sin(1000, 0.0, 2)
+    smooth = CVR(random_state=0).fit(X, y)
+    assert smooth.C_ == CVR.AUTO_C_MAX
+    assert r2_score(np.sin(XT[:, 0]), smooth.predict(XT)) > 0.995
+    Xn, yn = _sin(3000, 2.0, 3)
+    noisy = CVR(random_state=0).fit(Xn, yn)
+    assert noisy.C_ <= 3.0 and noisy._pilot_info["p"] > smooth._pilot_info["p"]
+    assert r2_score(np.sin(XT[:, 0]), noisy.predict(XT)) > 0.8
+
+
+@pytest.mark.parametrize("noise", [0.05, 0.5, 2.0])
+def test_about_a_fraction_p_of_the_points_ends_outside_the_tube(noise):
+    """mu='auto' promises a tube with about a fraction p of the training points outside it."""
+    X, y = _sin(4000, noise, 4)
+    est = CVR(random_state=0).fit(X, y)
+    p = est._pilot_info["p"]
+    outside = np.mean(np.abs(y - est.predict(X)) > est.epsilon_bar_)
+    assert 0.5 * p <= outside <= 1.5 * p, (outside, p)
+    assert est.epsilon_bar_ >= 0
+
+
+def test_a_started_core_set_reaches_the_same_optimum():
+    """fit_meb from the initial pair and from a given initial core set, with full scans and a tight eps, give
+    one dual optimum (both engines), and the fast engine equals the reference from the same start."""
+    from fastimpl._engine import fit_meb as fast_fit_meb
+
+    X, y = _sin(150, 0.5, 5)
+    problem = cvr.cvr_problem(X, y - y.mean(), KernelSpec("rbf", gamma=0.5), 2 * 1.0 * 0.05 * 150, 0.05)
+    initial = np.arange(0, 300, 3)
+    kw = dict(sample_size=None, stop="margin", random_state=0, solver="smo")
+    grown = fit_meb(problem, 1e-8, **kw)
+    started = fit_meb(problem, 1e-8, initial=initial, **kw)
+    fast = fast_fit_meb(problem, 1e-8, initial=initial, **kw)
+    assert abs(grown.radius2 - started.radius2) <= 1e-7 * abs(grown.radius2)
+    np.testing.assert_allclose(fast.radius2, started.radius2, rtol=1e-9)
+    np.testing.assert_array_equal(np.sort(fast.core_set), np.sort(started.core_set))
+    assert set(initial.tolist()) <= set(started.core_set.tolist())  # every initial point joined
+
+
+def test_the_seeded_fit_is_the_grown_fit():
+    """On noisy targets the pilot starts the core set from its predicted support (p >= SEED_MIN_OUTSIDE); the
+    model is the one grown from the initial pair, to the loop's tolerance: the same C and tube, R^2 within 0.005."""
+    X, y = _sin(3000, 1.5, 6, d=4)
+    XT, yT = _sin(1000, 1.5, 7, d=4)
+    seeded = CVR(random_state=0).fit(X, y)
+    assert seeded._pilot_info["p"] >= CVR.SEED_MIN_OUTSIDE and seeded._pilot_info["n_initial"] > 0.3 * len(X)
+    grown = type("Grown", (CVR,), {"SEED_MIN_OUTSIDE": 2.0})(random_state=0).fit(X, y)
+    assert "n_initial" not in grown._pilot_info
+    assert seeded.C_ == grown.C_ and seeded.mu_ == grown.mu_
+    assert abs(seeded.score(XT, yT) - grown.score(XT, yT)) < 0.005
+
+
+@pytest.mark.parametrize("noise", [0.05, 1.5])
+def test_auto_settings_fast_equals_ref(noise):
+    """C='auto' and mu='auto' (seeded or not) choose the same C and tube in both engines, and give one model."""
+    X, y = _sin(400, noise, 8, d=3)
+    a = CVR(impl="ref", random_state=3).fit(X, y)
+    b = CVR(impl="fast", random_state=3).fit(X, y)
+    assert a.C_ == b.C_ and a.mu_ == b.mu_
+    np.testing.assert_array_equal(a.support_, b.support_)
+    np.testing.assert_allclose(a.predict(X), b.predict(X), atol=1e-6 * (1 + np.abs(y).max()))
+
+
+def test_auto_C_is_a_valid_parameter_and_a_number_is_still_taken():
+    X, y = _sin(200, 0.1, 9)
+    assert CVR(C=7.0, random_state=0).fit(X, y).C_ == 7.0
+    with pytest.raises(ValueError, match="C"):
+        CVR(C="large").fit(X, y)
