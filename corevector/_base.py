@@ -117,8 +117,8 @@ _DOC = """
         (Euclidean, as in [000]; scikit-learn's ``laplacian_kernel`` uses the L1 norm), polynomial
         ``(gamma x'y + coef0)^degree`` or linear ``gamma x'y``.  Kernels whose ``k(x, x)`` is not
         constant are handled by the generalized CVM ([000] Sec. 3.2).
-    gamma : float or {{'scale', 'beta', 'auto'}}, default='{gamma}'
-        {gamma_doc}
+    gamma : float or {{'scale', 'beta', 'auto'{gamma_extra}}}, default='{gamma}'
+        {gamma_doc}{gamma_more}
     degree : int, default=3
         Degree of the polynomial kernel; ignored by the other kernels.
     coef0 : float, default=0.0
@@ -187,8 +187,9 @@ GAMMA_DOC = """
 """
 
 
-def _doc(**defaults):
-    return _DOC.format(kernels=KERNEL_CHOICES, gamma_doc=GAMMA_DOC.strip(), **defaults)
+def _doc(gamma_extra="", gamma_more="", **defaults):
+    return _DOC.format(kernels=KERNEL_CHOICES, gamma_doc=GAMMA_DOC.strip(), gamma_extra=gamma_extra,
+                       gamma_more=gamma_more, **defaults)
 
 
 def _fill_mark(cls, mark, text):
@@ -343,9 +344,10 @@ class CoreVectorBase(BaseEstimator):
         validate_engine_params(self.eps, self.sample_size, self.max_iter, self.tol, max(n_samples, 2),
                                self.n_confirm, stop=self.stop)
 
-    def _kernel_spec(self, X):
+    def _kernel_spec(self, X, gamma=None):
+        """The resolved kernel of X, at ``gamma`` (default: this estimator's)."""
         check = chunked.kernel_spec if isinstance(X, chunked.ChunkedRows) else checked_kernel_spec
-        return check(X, self.kernel, self.gamma, self.degree, self.coef0, self.normalize)
+        return check(X, self.kernel, self.gamma if gamma is None else gamma, self.degree, self.coef0, self.normalize)
 
     def _run(self, problem, random_state=None, label=None, initial=None):
         """The core-set loop on ``problem`` with this estimator's options (one engine call for all);

@@ -5,7 +5,8 @@ that the loss ``C sum_i w_i (xi_i^2 + xi*_i^2)`` is ``2 C sum_i w_i r_i^2`` -- i
 with the penalised bias, ``(K + 11' + I / (4 C w)) beta = y'``.  Solved directly on a few hundred random
 points (a Cholesky factorisation, milliseconds), its residuals tell CVR, before the core-set loop runs:
 
-* **which C generalises** (``C='auto'``): the hold-out error of the pilot over a grid of C.  The pilot's
+* **which C generalises** (``C='auto'``), and under ``gamma='select'`` which width: the hold-out error of
+  the pilot over a grid of C (and the widths 'scale' and 'beta').  The pilot's
   loss counts every point, CVR's only those outside its tube, so CVR's C is the pilot's times
   ``AUTO_C_FACTOR``, capped at ``AUTO_C_MAX`` (beyond it the core set grows and accuracy no longer does);
 * **how wide to make the tube** (``mu='auto'``): ``mu = mean (|r| - q)_+`` with q the ``1 - p`` quantile of
@@ -134,52 +135,69 @@ def _grid_search(err, grid, start, top):
     return best
 
 
+def _best_C(splits, grid, est, w_out):
+    """(index of the grid's C of least hold-out error, {index: (error, in-sample residuals)}) of these pilots."""
+    cache = {}
+
+    def err(i):
+        if i not in cache:
+            parts = [s.residuals(grid[i]) for s in splits]
+            r_out = np.concatenate([o for o, _ in parts])
+            cache[i] = (float(np.average(r_out ** 2, weights=w_out)), np.concatenate([f for _, f in parts]))
+        return cache[i][0]
+
+    top = min(int(np.searchsorted(grid, est.AUTO_C_MAX / est.AUTO_C_FACTOR * (1 - 1e-12))), len(grid) - 1)
+    start = min(int(np.argmin(np.abs(np.log(grid / est.AUTO_C_START)))), top)
+    return _grid_search(err, grid, start, top), cache
+
+
 def auto_C_and_tube(est, X, yn, weights, M, seed):
     """C='auto': the pilot's hold-out error over ``AUTO_C_GRID`` picks C; the tube (mu='auto') comes from the
     picked pilot's in-sample residuals, which resemble the full fit's training residuals.  Below
     ``AUTO_TWO_WAY`` rows the rows are split in halves and each half is held out once (every row counts);
-    above, two disjoint draws of ``AUTO_PILOT_SIZE`` rows."""
+    above, two disjoint draws of ``AUTO_PILOT_SIZE`` rows.  Under gamma='select' (from ``AUTO_SELECT_ROWS``
+    rows) the pilots, on ``AUTO_SELECT_PILOT_SIZE`` rows, run at 'scale' and at 'beta', and the width of the
+    smaller hold-out error becomes the estimator's ``kernel_spec_``."""
     m = X.shape[0]
     rng = np.random.default_rng(np.random.SeedSequence([seed, 49]))
     two_way = m <= est.AUTO_TWO_WAY
-    h = m // 2 if two_way else min(est.AUTO_PILOT_SIZE, m // 2)
+    select = isinstance(est.gamma, str) and est.gamma == "select" and m >= est.AUTO_SELECT_ROWS
+    h = m // 2 if two_way else min(est.AUTO_SELECT_PILOT_SIZE if select else est.AUTO_PILOT_SIZE, m // 2)
     idx = rng.permutation(m) if two_way else rng.choice(m, size=2 * h, replace=False)
     a, b = np.sort(idx[:h]), np.sort(idx[h:])
     Xa, Xb = _dense_rows(X, a, b)
     w = np.ones(m) if weights is None else weights
     grid = np.asarray(est.AUTO_C_GRID, dtype=float)
-    cache = {}
+    specs = [est.kernel_spec_] + ([est._kernel_spec(X, "beta")] if select else [])
+    w_out = np.concatenate([w[b]] + ([w[a]] if two_way else []))
+    w_in = np.concatenate([w[a]] + ([w[b]] if two_way else []))
+    y_out = np.concatenate([yn[b]] + ([yn[a]] if two_way else []))
+    picks = []
     with _blas_single_threaded():
-        splits = [_RidgeSplit(est.kernel_spec_, Xa, Xb, yn[a], yn[b], w[a])]
-        if two_way:
-            splits.append(_RidgeSplit(est.kernel_spec_, Xb, Xa, yn[b], yn[a], w[b]))
-        w_out = np.concatenate([w[b]] + ([w[a]] if two_way else []))
-        w_in = np.concatenate([w[a]] + ([w[b]] if two_way else []))
-        y_out = np.concatenate([yn[b]] + ([yn[a]] if two_way else []))
-
-        def err(i):
-            if i not in cache:
-                parts = [s.residuals(grid[i]) for s in splits]
-                r_out = np.concatenate([o for o, _ in parts])
-                cache[i] = (float(np.average(r_out ** 2, weights=w_out)), np.concatenate([f for _, f in parts]))
-            return cache[i][0]
-
-        top = min(int(np.searchsorted(grid, est.AUTO_C_MAX / est.AUTO_C_FACTOR * (1 - 1e-12))), len(grid) - 1)
-        start = min(int(np.argmin(np.abs(np.log(grid / est.AUTO_C_START)))), top)
-        best = _grid_search(err, grid, start, top)
-        # the tube from the picked pilot's in-sample residuals (those of the pilots of CVR's larger C, closer to
-        # the full fit's, gave smaller tubes and lost 0.01-0.03 R^2 on puma32h, grid stability and Friedman #1)
-        e, r_in = cache[best]
-        C = min(est.AUTO_C_FACTOR * grid[best], est.AUTO_C_MAX)
+        for spec in specs:  # (one width, or 'scale' then 'beta' under gamma='select')
+            splits = [_RidgeSplit(spec, Xa, Xb, yn[a], yn[b], w[a])]
+            if two_way:
+                splits.append(_RidgeSplit(spec, Xb, Xa, yn[b], yn[a], w[b]))
+            best, cache = _best_C(splits, grid, est, w_out)
+            picks.append((cache[best][0], best, cache, splits, spec))
+    # the width of the smaller hold-out error (the first, 'scale', on a tie)
+    e, best, cache, splits, spec = min(picks, key=lambda t: t[0])
+    est.kernel_spec_ = spec
+    # the tube from the picked pilot's in-sample residuals (those of the pilots of CVR's larger C, closer to the
+    # full fit's, gave smaller tubes and lost 0.01-0.03 R^2 on puma32h, grid stability and Friedman #1)
+    r_in = cache[best][1]
+    C = min(est.AUTO_C_FACTOR * grid[best], est.AUTO_C_MAX)
     var = float(np.average((y_out - np.average(y_out, weights=w_out)) ** 2, weights=w_out))
     e_rel = e / var if var > 0 else 1.0
     p_free = min(max(est.AUTO_TUBE_OUTSIDE, est.AUTO_TUBE_NOISE * e_rel, est.AUTO_TUBE_CP / C), est.AUTO_TUBE_NOISY)
     mu, p, q, nu_scale = _tube(r_in, w_in, p_free, M, est.TUBE_MAX_OUTSIDE)
-    info = dict(n_fit=len(a), n_out=len(b), two_way=two_way, C_pilot=float(grid[best]), n_eval=len(cache),
-                r2_pilot=1.0 - e_rel, p=p, q=q, mu=mu, nu_scale=nu_scale)
+    info = dict(n_fit=len(a), n_out=len(b), two_way=two_way, C_pilot=float(grid[best]),
+                n_eval=sum(len(t[2]) for t in picks), r2_pilot=1.0 - e_rel, p=p, q=q, mu=mu, nu_scale=nu_scale,
+                gamma=float(spec.gamma), r2_pilot_widths=[1.0 - t[0] / var if var > 0 else 0.0 for t in picks])
     initial = None
     if p >= est.SEED_MIN_OUTSIDE and isinstance(X, np.ndarray):  # (rows in memory: one pass over them)
-        initial = _predicted_outside(est.kernel_spec_, X, yn, Xa, splits[0].coef(C), q)
+        with _blas_single_threaded():
+            initial = _predicted_outside(spec, X, yn, Xa, splits[0].coef(C), q)
         info["n_initial"] = len(initial)
     return TubeChoice(C, mu, nu_scale, info, initial)
 

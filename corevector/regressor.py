@@ -21,7 +21,12 @@ __all__ = ["CVR"]
 
 
 @accepts_chunked
-@shared_doc(eps="1e-2", gamma="scale", stop="hybrid", fit_diagnostics=True)
+@shared_doc(eps="1e-2", gamma="select", stop="hybrid", fit_diagnostics=True, gamma_extra=", 'select'",
+            gamma_more="""
+        'select' (CVR's default): with ``C='auto'`` on at least ``AUTO_SELECT_ROWS`` points, the kernel
+        ridge pilot of ``C='auto'`` (on ``AUTO_SELECT_PILOT_SIZE`` points) fits both 'scale' and 'beta'
+        and keeps the width of the smaller hold-out error (Friedman #1 wants 'beta', puma32h and CASP
+        'scale'); otherwise 'scale'.  ``kernel_spec_.gamma`` is the width used.""")
 class CVR(RegressorMixin, CoreVectorBase):
     """Core Vector Regression: the L2-SVR solved as a center-constrained minimum enclosing ball ([000]).
 
@@ -189,6 +194,7 @@ class CVR(RegressorMixin, CoreVectorBase):
     _libsvm_layout = "epsilon_svr"
 
     _parameter_constraints: dict = {**CoreVectorBase._parameter_constraints,
+                                    "gamma": [StrOptions({"scale", "beta", "auto", "select"}), POSITIVE],
                                     "C": [POSITIVE, StrOptions({"auto"})], "mu": [POSITIVE, StrOptions({"auto", "ratio"})],
                                     "normalize_y": ["boolean"], "hybrid_cap": [POSITIVE]}
     #: mu = "auto": a kernel ridge pilot -- the L2-SVR of the same C with every point a support vector, 000
@@ -228,6 +234,17 @@ class CVR(RegressorMixin, CoreVectorBase):
     #: took 531 solves on wine quality white (3,918 points; 1.1 s CPU), the started loop 0.37 s (abalone 0.57 ->
     #: 0.25 s; the same R^2).  Below it the started loop was slower (Friedman #1 at p = 0.3: 0.23 -> 0.87 s)
     SEED_MIN_OUTSIDE = 0.5
+    #: gamma='select' chooses between 'scale' and 'beta' from this many rows on, on pilots of
+    #: AUTO_SELECT_PILOT_SIZE points: the hold-out error of 500-point pilots preferred the wider 'beta' on
+    #: puma32h, where the full fit wants 'scale' (R^2 0.23 against 0.28); 1,000-point pilots chose as the full
+    #: fits do on Friedman #1 at 30,000 ('beta': RMSE 1.051 against 1.084), puma32h, CASP, airfoil and grid
+    #: stability.  Below it 'scale'.
+    AUTO_SELECT_ROWS = 10_000
+    AUTO_SELECT_PILOT_SIZE = 1000
+
+    def _kernel_spec(self, X, gamma=None):
+        g = self.gamma if gamma is None else gamma
+        return super()._kernel_spec(X, "scale" if isinstance(g, str) and g == "select" else g)
     #: mu = "ratio" (the earlier rule) starts from the tube weight 2 C mu M = ``TUBE_RATIO max|y'|``
     #: (LibCVM's ``C = s_ratio max|y|``)
     TUBE_RATIO = 6000.0
@@ -253,7 +270,7 @@ class CVR(RegressorMixin, CoreVectorBase):
     R2_ROWS = 2000
 
     def __init__(self, *, C="auto", mu="auto", normalize_y=True, hybrid_cap=1.0, eps=1e-2, kernel="rbf",
-                 gamma="scale", degree=3, coef0=0.0, normalize=False, sample_size=59, n_confirm=100,
+                 gamma="select", degree=3, coef0=0.0, normalize=False, sample_size=59, n_confirm=100,
                  max_iter=100_000, tol=None, solver="auto", stop="hybrid", cache_size=1000, certify=True,
                  random_state=None, impl="fast", verbose=False):
         store_params(self, locals())

@@ -128,3 +128,23 @@ def test_auto_C_is_a_valid_parameter_and_a_number_is_still_taken():
     assert CVR(C=7.0, random_state=0).fit(X, y).C_ == 7.0
     with pytest.raises(ValueError, match="C"):
         CVR(C="large").fit(X, y)
+
+
+def test_gamma_select_keeps_the_width_of_the_smaller_hold_out_error():
+    """gamma='select': below AUTO_SELECT_ROWS the width is 'scale'; from there the pilot fits 'scale' and 'beta'
+    and the fit uses the width whose pilot held out better (here on Friedman #1, with the threshold lowered so
+    that the test stays small), the same in both engines."""
+    from sklearn.datasets import make_friedman1
+
+    from refimpl.kernels import resolve_gamma
+
+    X, y = make_friedman1(3000, noise=1.0, random_state=0)
+    scale, beta = resolve_gamma("scale", X, "rbf"), resolve_gamma("beta", X, "rbf")
+    assert CVR(random_state=0).fit(X, y).kernel_spec_.gamma == scale
+    Small = type("Small", (CVR,), {"AUTO_SELECT_ROWS": 2000, "AUTO_SELECT_PILOT_SIZE": 700})
+    fits = [Small(random_state=0, impl=impl).fit(X, y) for impl in ("ref", "fast")]
+    r2_scale, r2_beta = fits[0]._pilot_info["r2_pilot_widths"]
+    assert fits[0].kernel_spec_.gamma == (beta if r2_beta > r2_scale else scale)
+    assert fits[0]._pilot_info["n_fit"] == 700
+    assert fits[1].kernel_spec_ == fits[0].kernel_spec_ and fits[1].C_ == fits[0].C_
+    assert CVR(gamma="scale", random_state=0).fit(X[:500], y[:500]).kernel_spec_.gamma == resolve_gamma("scale", X[:500], "rbf")

@@ -48,7 +48,7 @@ def _positive(cast, words=None, what=None):
 
 _positive_float = _positive(float)
 _positive_int = _positive(int)
-_gamma = _positive(float, {w: w for w in ("beta", "scale", "auto")})
+_gamma = _positive(float, {w: w for w in ("beta", "scale", "auto", "select")})
 _sample_size = _positive(int, {"none": None, "all": None, "full": None})
 
 
@@ -154,7 +154,8 @@ def add_fit_parser(sub):
                    help="penalty: the weight of the slacks (surface: one C for its three levels) ("
                         + _defaults_help("C", {"auto": "auto: " + _cvr_auto_C()}) + ")")
     f.add_argument("--gamma", type=_gamma, default=UNSET,
-                   help="kernel width: a positive number or beta/scale/auto (" + _defaults_help("gamma") + ")")
+                   help="kernel width: a positive number or beta/scale/auto, or select (cvr: the pilot picks scale or beta) ("
+                        + _defaults_help("gamma") + ")")
     f.add_argument("--eps", type=_positive_float, default=UNSET,
                    help="(1+eps) tolerance (" + _defaults_help("eps") + ")")
     f.add_argument("--kernel", choices=KERNELS, default=UNSET, help=_defaults_help("kernel"))
