@@ -55,6 +55,7 @@ from libc.string cimport memcpy, memset
 from scipy.linalg.cython_lapack cimport dpotrf
 
 from refimpl import meb as _ref_meb
+from refimpl import kernels as _ref_kernels
 from refimpl.driver import Ball, Scan
 from refimpl.meb import smo_step_bound
 
@@ -88,7 +89,7 @@ cdef Py_ssize_t NEW_ROWS_STEP = 512
 
 
 from fastimpl._krows cimport (
-    BLAS_MIN_D, Kern, Queries, RowSink, _PointStore, make_kern, k_is_radial, k_is_gaussian, k_is_laplacian,
+    BLAS_MIN_D, Kern, Queries, RowSink, _PointStore, _Lookup, make_kern, k_is_lookup, k_is_radial, k_is_gaussian, k_is_laplacian,
     k_is_dot, k_is_normalized, k_raw, k_eval, k_diag, point_sq, point_rawdiag, rawdiag_from_sq, csr_scatter,
     csr_clear, csr_dot_dense, csr_row_sq, dots_to_kernel, dense_queries, rows_scratch, kernel_rows,
     weighted_rows, cv_simd_level, cv_dot4, cv_radial_row, cv_radial_dot, cv_radial_dot_screen,
@@ -179,6 +180,7 @@ cdef class FastMEBOps:
     cdef _Screens screens           # the scans' screens (_screens.pxi)
     cdef _FreeSet fs                # the active set's free set and factor (_active_set.pxi)
     cdef _KBlock kb                 # the kernel block of the scans at large d (_kblock.pxi)
+    cdef _Lookup lookup             # a lookup kernel's training kernel (K.lk points into it), or None
     # the allocation table (_owned.pxi): every raw buffer above is registered once in __cinit__; _grow
     # reallocates the ones that grow with the core set (element size > 0) and __dealloc__ frees them all
     cdef _Owned own
@@ -219,6 +221,14 @@ cdef class FastMEBOps:
         self.d = problem.X.shape[1]
         self.mirror = bool(problem.mirror)
         self.K = make_kern(problem.kernel, self.d)
+        self.lookup = None
+        if k_is_lookup(&self.K):
+            # the points are training indices; k(x_i, x_j) is read from the Gram matrix or the callable's columns
+            if problem.kernel.source is None or sp.issparse(problem.X) or self.d != 1:
+                raise ValueError("a lookup kernel's problem has the index points of refimpl.kernels.index_points and "
+                                 "a KernelSpec holding its training kernel")
+            self.lookup = _Lookup(problem.kernel.source, _ref_kernels.point_indices(problem.X))
+            self.K.lk = &self.lookup.L
         keep = []
         self.sparse = sp.issparse(problem.X)
         if self.sparse:
@@ -388,7 +398,13 @@ cdef class FastMEBOps:
     # ------------------------------------------------------------ the numerics interface
     def furthest_from(self, Py_ssize_t z, idx):
         """Initialisation: argmax over idx of ||phi~(z) - phi~(z_l)||^2 + Delta_l (refimpl.driver.initial_pair)."""
+        self._need([z])
         return furthest_point(self, z, idx)
+
+    cdef void _need(self, zs) except *:
+        """A callable kernel's columns of the points zs (computed by blocks before any nogil code reads them)."""
+        if self.lookup is not None:
+            self.lookup.need([self.X[self.pz(z), 0] for z in zs])
 
     def start(self, Py_ssize_t z_a, Py_ssize_t z_b):
         """S_0 = {z_a, z_b} with alpha = e_a (refimpl.meb.MEBOps.start)."""
@@ -403,6 +419,7 @@ cdef class FastMEBOps:
         are one GEMM against the core store (_new_rows)."""
         cdef Py_ssize_t z, k, k0 = self.size
         cdef int rc
+        self._need(zs)
         for zz in zs:
             z = zz
             k = self.size

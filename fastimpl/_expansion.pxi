@@ -38,7 +38,11 @@ def kernel_expansion(spec, SV, coef, X, Py_ssize_t min_parallel_work=-1):
 
     Parallel over X only from ``min_parallel_work`` kernel evaluations on (default: the engine's
     PARALLEL_MIN_WORK); the result does not depend on it, each row's sum is formed the same way.
-    Sparse X (CSR) goes through :func:`_kernel_expansion_csr` (SV then converted to CSR: it is small)."""
+    Sparse X (CSR) goes through :func:`_kernel_expansion_csr` (SV then converted to CSR: it is small).  A lookup
+    kernel's expansion is the reference's (refimpl.kernels.lookup_expansion: the user's kernel values, by blocks,
+    times coef)."""
+    if spec.lookup:
+        return _ref_kernels.lookup_expansion(spec, SV, coef, X)
     if sp.issparse(X) or sp.issparse(SV):
         return _kernel_expansion_csr(spec, sp.csr_matrix(SV), coef, sp.csr_matrix(X), min_parallel_work)
     cdef const double[:, ::1] sv = np.ascontiguousarray(SV, dtype=np.float64)

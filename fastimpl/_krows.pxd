@@ -12,7 +12,7 @@
 # * the one full-scan skeleton, kernel_rows: for every candidate row, its kernel row (a block of rows by one
 #   GEMM on the BLAS path), handed to a reduction (RowSink); weighted_rows is kernel_rows with the weighted
 #   sum sum_j w_j k(x, c_j) as the reduction (fused with the row on the SIMD radial path).
-from libc.math cimport exp, sqrt
+from libc.math cimport exp, sqrt, NAN
 
 cdef extern from "_vexp.h":
     void cv_vexp(double* buf, Py_ssize_t n) noexcept nogil
@@ -63,13 +63,25 @@ cdef enum RowKind:
     ROWS_KROW = 4       # by coordinate, radial kernels only: k_row's sums vectorised over the points
 
 
+cdef struct Lookup:
+    # the training kernel of a lookup kernel (refimpl.kernels.LOOKUP_KERNELS: kernel='precomputed' or a callable);
+    # the points are their training indices (refimpl.kernels.index_points: d = 1)
+    const double* gram         # 'precomputed': the Gram matrix as given (row-major, leading dimension ld); else NULL
+    Py_ssize_t ld
+    const double* diag         # k(x_i, x_i) of every training point
+    double** cols              # callable: cols[p][r] = k(x of the problem's row r, x_j) for the point j of column p
+    const Py_ssize_t* colpos   # training index j -> its column p, or -1
+    const Py_ssize_t* rowpos   # training index i -> the problem's row r
+
+
 cdef struct Kern:
-    int code          # 0 rbf, 1 laplacian, 2 poly, 3 linear (refimpl.kernels.KERNEL_CODES)
+    int code          # 0 rbf, 1 laplacian, 2 poly, 3 linear, 4 a lookup (refimpl.kernels.KERNEL_CODES)
     double gamma
     int degree
     double coef0
     int normalize
     Py_ssize_t d
+    const Lookup* lk  # code 4: the training kernel (owned by a _Lookup); else NULL
 
 
 # The kernel kinds by name, so that no site tests code ranges.  The radial kernels (Gaussian,
@@ -99,6 +111,28 @@ cdef inline bint k_is_linear(const Kern* K) noexcept nogil:
     return K.code == 3
 
 
+cdef inline bint k_is_lookup(const Kern* K) noexcept nogil:
+    """A kernel given on the training points (precomputed or callable): k(a, b) is looked up by index."""
+    return K.code == 4
+
+
+cdef inline double k_lookup(const Lookup* L, const double* a, const double* b) noexcept nogil:
+    """k(x_i, x_j) of the training indices i = a[0], j = b[0]: the Gram matrix's upper triangle (as
+    refimpl.kernels.KernelSource.block reads it), or the callable's column of j (else of i)."""
+    cdef Py_ssize_t i = <Py_ssize_t> a[0], j = <Py_ssize_t> b[0], p
+    if L.gram != NULL:
+        if i > j:
+            i, j = j, i
+        return L.gram[i * L.ld + j]
+    p = L.colpos[j]
+    if p >= 0:
+        return L.cols[p][L.rowpos[i]]
+    p = L.colpos[i]
+    if p >= 0:
+        return L.cols[p][L.rowpos[j]]
+    return NAN   # (never: the engine computes the column of every point it compares others with)
+
+
 cdef inline bint k_is_normalized(const Kern* K) noexcept nogil:
     """True when k(a, b) is k_raw(a, b) / sqrt(k_raw(a, a) k_raw(b, b)) (normalize and a dot-product kernel)."""
     return K.normalize != 0 and k_is_dot(K)
@@ -117,6 +151,8 @@ cdef inline double ipow(double x, int k) noexcept nogil:
 cdef inline double k_raw(const Kern* K, const double* a, const double* b) noexcept nogil:
     cdef Py_ssize_t t
     cdef double s = 0.0, u
+    if k_is_lookup(K):
+        return k_lookup(K.lk, a, b)
     if k_is_radial(K):
         for t in range(K.d):
             u = a[t] - b[t]
@@ -132,6 +168,8 @@ cdef inline double k_raw(const Kern* K, const double* a, const double* b) noexce
 
 
 cdef inline double k_rawdiag(const Kern* K, const double* a) noexcept nogil:
+    if k_is_lookup(K):
+        return K.lk.diag[<Py_ssize_t> a[0]]
     if k_is_radial(K):
         return 1.0
     return k_raw(K, a, a)
@@ -171,7 +209,10 @@ cdef inline double rawdiag_from_sq(const Kern* K, double sq) noexcept nogil:
 
 
 cdef inline double point_rawdiag(const Kern* K, const double* x) noexcept nogil:
-    """k_raw(x, x) for the dot-product kernels (what normalisation divides by); 1 for radial ones."""
+    """k_raw(x, x) for the dot-product kernels (what normalisation divides by); 1 for radial ones; the training
+    kernel's diagonal for a lookup."""
+    if k_is_lookup(K):
+        return K.lk.diag[<Py_ssize_t> x[0]]
     if k_is_radial(K):
         return 1.0
     return k_raw(K, x, x)
@@ -230,6 +271,20 @@ cdef inline void dots_to_kernel(const Kern* K, double* out, Py_ssize_t n, double
 
 
 cdef Kern make_kern(spec, Py_ssize_t d)
+
+
+cdef class _Lookup:
+    """Owns the Lookup of a lookup kernel for one problem (the Gram matrix's pointer, or the callable's columns
+    over the problem's rows, computed by blocks when a point first needs them: ``need``)."""
+    cdef Lookup L
+    cdef object keep            # the arrays the pointers above point into
+    cdef object source          # refimpl.kernels.KernelSource
+    cdef object rows            # the problem's training indices (intp)
+    cdef Py_ssize_t ncols, colcap
+    cdef Py_ssize_t* colpos_
+    cdef double** cols_
+    cdef public long long n_eval
+    cdef void need(self, object points) except *
 cdef void k_row(const Kern* K, const double* SVX, const double* sda, Py_ssize_t ns,
                 const double* x, double dax, double* out) noexcept nogil
 
@@ -250,6 +305,7 @@ cdef class _PointStore:
     cdef double* data
     cdef double* sq      # squared norms (the BLAS and CSR rows of radial kernels)
     cdef double* rd      # k_raw(c, c) (normalised dot-product kernels)
+    # (lookup kernels: points are training indices, by row, ROWS_SCALAR)
     # single-precision copy for the screening kernel (Gaussian kernel, coordinate layout): fl(c - fmu)
     cdef float* fdata
     cdef double fmu[16]      # the centre (d < BLAS_MIN_D = 16 on this layout)

@@ -27,6 +27,20 @@ kernel a width in its own distance (:func:`width_gamma`): gamma multiplies a squ
 Laplacian takes the reciprocal of the square root.  Every kernel value, hence the fitted model, is then the
 same for X and for X times any constant.
 
+Kernels given on the training points (:data:`LOOKUP_KERNELS`, scikit-learn's ``kernel='precomputed'`` and
+``kernel=callable``): the user's Gram matrix K(X, X), or a function ``kernel(A, B)`` of two blocks of rows
+returning [k(a_i, b_j)].  Both are *looked up*: the engines see the training points as their indices (an
+m x 1 column, :func:`index_points`) and the :class:`KernelSpec` carries, during a fit, the training kernel
+(:class:`KernelSource`: the Gram matrix as given, never copied, or the function with the training rows, and
+the diagonal k(x_i, x_i)).  A callable is evaluated by blocks of rows (``kernel(X[I], X[J])``), never pair by
+pair; every block is checked (shape, finite values).  Their diagonal need not be constant: like the
+polynomial and linear kernels they go through the generalized CVM (000 Sec. 3.2), and when the diagonal
+*is* constant (a Gram matrix of a Gaussian kernel) kappa is its value, so the fit is the one of a built-in
+kernel with that diagonal.  A fitted model keeps no training kernel: ``kernel_spec_`` then holds the name
+(and the function), and prediction takes K(X_test, X_train) ('precomputed', whose columns at the support
+vectors it reads) or calls the function on the test rows and the support vectors.  The sigmoid kernel
+(:data:`NOT_PSD`) is refused: it is not positive semi-definite, so it defines no ball in a feature space.
+
 Sparse input: every function here also takes ``scipy.sparse`` CSR rows (never densified as a whole).  The
 radial kernels then go through row norms, ||a - b||^2 = ||a||^2 + ||b||^2 - 2 a'b, with the pairs that
 cancellation may have spoiled (||a - b||^2 below 1e-6 (||a||^2 + ||b||^2)) recomputed exactly by a
@@ -36,7 +50,7 @@ here is Euclidean, so row norms serve it as they serve the Gaussian.)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -46,8 +60,16 @@ from scipy.spatial.distance import cdist
 #: tests read this tuple.  A new kernel adds its name here, its code below, its values in _raw_block and
 #: _raw_diag, and the same formula in C (fastimpl/_krows.pxd).
 KERNELS = ("rbf", "laplacian", "poly", "linear")
-#: integer codes shared with the Cython implementation (fastimpl/_krows.pxd)
-KERNEL_CODES = {"rbf": 0, "laplacian": 1, "poly": 2, "linear": 3}
+#: the kernels given on the training points, looked up by index (see the module docstring): the Gram
+#: matrix ('precomputed') or a function of two blocks of rows ('callable': the spec's name for kernel=f)
+LOOKUP_KERNELS = ("precomputed", "callable")
+#: integer codes shared with the Cython implementation (fastimpl/_krows.pxd); both lookups are code 4
+KERNEL_CODES = {"rbf": 0, "laplacian": 1, "poly": 2, "linear": 3, "precomputed": 4, "callable": 4}
+#: kernels scikit-learn's SVC has that no minimum enclosing ball can use, and why
+NOT_PSD = {"sigmoid": "kernel='sigmoid' (tanh(gamma x'y + coef0)) is not positive semi-definite for any gamma > 0 "
+                      "(nor conditionally so), so it defines no feature space and no enclosing ball: the core-set "
+                      "loop's squared distances could be negative.  Use 'rbf', 'laplacian', 'poly' or 'linear', or "
+                      "a positive semi-definite kernel as a callable or a precomputed Gram matrix"}
 #: the kernels that are functions of ||x - y|| (k(x, x) = 1; computed from distances, not dot products)
 RADIAL_KERNELS = ("rbf", "laplacian")
 
@@ -61,10 +83,25 @@ class KernelSpec:
     degree: int = 3
     coef0: float = 0.0
     normalize: bool = False
+    #: the lookup kernels' constant diagonal k(x, x) (None: not constant, or not a lookup kernel)
+    kappa: float | None = None
+    #: kernel='callable': the user's function kernel(A, B)
+    function: object = field(default=None, compare=False, repr=False)
+    #: the training kernel of a lookup kernel during a fit (:class:`KernelSource`); None in a fitted model
+    source: object = field(default=None, compare=False, repr=False)
 
     @property
     def code(self) -> int:
         return KERNEL_CODES[self.name]
+
+    @property
+    def lookup(self) -> bool:
+        """True for the kernels given on the training points (:data:`LOOKUP_KERNELS`)."""
+        return self.name in LOOKUP_KERNELS
+
+    def fitted(self) -> "KernelSpec":
+        """The spec a fitted model keeps: without the training kernel (a Gram matrix is m x m)."""
+        return replace(self, source=None) if self.source is not None else self
 
     @property
     def radial(self) -> bool:
@@ -73,14 +110,17 @@ class KernelSpec:
 
     @property
     def constant_diagonal(self) -> bool:
-        """True when k(x, x) is the same for every x (condition (4) of 001)."""
+        """True when k(x, x) is the same for every x (condition (4) of 001); for a lookup kernel, when the
+        training points' k(x, x) are all equal (a Gram matrix of a Gaussian kernel)."""
+        if self.lookup:
+            return self.kappa is not None
         return self.normalize or self.radial
 
     def diag_constant(self) -> float:
         """kappa = k(x, x) for constant-diagonal kernels."""
         if not self.constant_diagonal:
             raise ValueError(f"kernel {self.name!r} has no constant diagonal")
-        return 1.0
+        return float(self.kappa) if self.lookup else 1.0
 
 
 def beta_heuristic(X: np.ndarray) -> float:
@@ -302,11 +342,15 @@ def check_kernel_extent(spec, value, size):
             what = "the largest squared distance between two rows of X"
             bad = not np.isfinite(value) or 0.0 < value < tiny
         else:
-            value = largest_self_kernel(spec, value)
+            value = value if spec.lookup else largest_self_kernel(spec, value)
             what = "the largest kernel value k(x, x) of X"
             # the engine multiplies kernel values together (QP steps, squared distances): products of two
             # must stay finite, so k(x, x) <= sqrt(largest float) ~ 1.3e154
             bad = not value <= math.sqrt(np.finfo(np.float64).max) or 0.0 < value < tiny
+    if bad and spec.lookup:
+        raise ValueError(f"kernel={spec.name!r}: {what} is {value:.3g}, a scale float64 cannot hold (the engine "
+                         "multiplies kernel values; at most sqrt(largest float) ~ 1.3e154, no subnormal number). "
+                         "Rescale the kernel.")
     if bad:
         raise ValueError(f"X is of a scale float64 cannot hold for kernel={spec.name!r}: {what} is {value:.3g} "
                          f"(max|X| = {_size_of(size):.3g}), so the kernel values would over- or "
@@ -345,8 +389,185 @@ def resolve_gamma(gamma, X: np.ndarray, kernel: str) -> float:
     return gamma
 
 
+# ------------------------------------------------------------------------------------------------------------------
+# kernels given on the training points: kernel='precomputed' and kernel=callable
+# ------------------------------------------------------------------------------------------------------------------
+#: rows per block of the callable's diagonal, k(x_i, x_i) from kernel(X[b], X[b]) (its diagonal)
+DIAG_BLOCK = 128
+#: at most this many training points form the principal submatrix whose eigenvalues test PSD at a fit
+PSD_SAMPLE = 200
+#: rows per block of the Gram matrix's symmetry test (a block of rows against the same block of columns)
+SYMMETRY_BLOCK = 256
+#: relative tolerances of those tests, against max |k(x, x)|: a Gram matrix computed in float64 (X @ X.T, an
+#: RBF through BLAS) is symmetric and PSD to ~1e-15; a kernel that is not is wrong by far more
+SYMMETRY_RTOL = 1e-8
+PSD_RTOL = 1e-8
+
+
+def index_points(m: int) -> np.ndarray:
+    """The m training points as the engines see them under a lookup kernel: their indices, an m x 1 float64
+    column (exact up to 2^53).  Subsets (a one-vs-one pair, the rows of positive weight) keep the indices of
+    the training set, so every lookup reads the training kernel."""
+    return np.arange(m, dtype=np.float64)[:, None]
+
+
+def point_indices(A) -> np.ndarray:
+    """The training indices of index points (:func:`index_points`)."""
+    A = np.asarray(A)
+    return A.reshape(len(A), -1)[:, 0].astype(np.intp)
+
+
+def _kernel_name(function) -> str:
+    return getattr(function, "__name__", None) or type(function).__name__
+
+
+def call_kernel(function, A, B) -> np.ndarray:
+    """[k(a_i, b_j)] = ``function(A, B)``, checked: a finite float array of shape (len(A), len(B)); a ValueError
+    that names the function and what it returned otherwise."""
+    K = function(A, B)
+    if sp.issparse(K):
+        K = K.toarray()
+    K = np.asarray(K, dtype=np.float64)
+    want = (A.shape[0], B.shape[0])
+    if K.shape != want:
+        raise ValueError(f"kernel={_kernel_name(function)!r} returned an array of shape {K.shape} for blocks of "
+                         f"{want[0]} and {want[1]} rows: a callable kernel must return the {want[0]} x {want[1]} "
+                         "matrix [k(a_i, b_j)] of its two arguments' rows")
+    if not np.all(np.isfinite(K)):
+        raise ValueError(f"kernel={_kernel_name(function)!r} returned non-finite values (NaN or inf) for a "
+                         f"block of {want[0]} x {want[1]} rows")
+    return K
+
+
+class KernelSource:
+    """The training kernel of a lookup kernel during a fit: the Gram matrix ``gram`` (m x m, the user's array,
+    read in place) or ``function`` with the training rows ``data``, and ``diag`` = [k(x_i, x_i)].
+
+    Lookups read the upper triangle, k(i, j) = K[min(i, j), max(i, j)], in both engines, so that a Gram
+    matrix whose halves differ in their last bits gives the same values to both."""
+
+    def __init__(self, diag, gram=None, function=None, data=None):
+        self.gram, self.function, self.data = gram, function, data
+        self.diag = np.ascontiguousarray(diag, dtype=np.float64)
+
+    @property
+    def m(self) -> int:
+        return len(self.diag)
+
+    def block(self, I, J) -> np.ndarray:
+        """[k(x_i, x_j)] for training indices i in I, j in J."""
+        I, J = np.asarray(I, dtype=np.intp), np.asarray(J, dtype=np.intp)
+        if self.gram is None:
+            return call_kernel(self.function, self.data[I], self.data[J])
+        lo = np.minimum(I[:, None], J[None, :])
+        hi = np.maximum(I[:, None], J[None, :])
+        return np.asarray(self.gram[lo, hi], dtype=np.float64)
+
+
+def _refuse_lookup_options(name, normalize):
+    if normalize:
+        raise ValueError(f"normalize=True is not available with kernel={name!r}: normalise the kernel itself, "
+                         "k(x, y) / sqrt(k(x, x) k(y, y)) (prediction with a precomputed kernel is given no k(x, x) "
+                         "of the test points)")
+
+
+def _check_psd(K, what):
+    """A ValueError when the symmetric block K (principal submatrix of the kernel on a sample of the training
+    points) has an eigenvalue below -PSD_RTOL max|eig|: a kernel with a negative eigenvalue there is not PSD."""
+    ev = np.linalg.eigvalsh(0.5 * (K + K.T))
+    scale = max(float(np.max(np.abs(ev))), np.finfo(np.float64).tiny)
+    if ev[0] < -PSD_RTOL * scale:
+        raise ValueError(f"{what} is not positive semi-definite: the kernel matrix of {len(K)} training points has "
+                         f"the eigenvalue {ev[0]:.3g} (largest {ev[-1]:.3g}), and a minimum enclosing ball needs "
+                         "k(x, y) = <phi(x), phi(y)> for some feature map phi")
+
+
+def _psd_sample(m):
+    """The training points whose kernel matrix the fit's PSD test reads (all of them up to PSD_SAMPLE)."""
+    if m <= PSD_SAMPLE:
+        return np.arange(m)
+    return np.sort(np.random.default_rng(0).choice(m, PSD_SAMPLE, replace=False))
+
+
+def _kappa(diag):
+    """The constant k(x, x) of the training points, or None when they differ."""
+    return float(diag[0]) if len(diag) and bool(np.all(diag == diag[0])) else None
+
+
+def gram_source(G) -> KernelSource:
+    """The training kernel of ``kernel='precomputed'``: G must be the square Gram matrix K(X_train, X_train)
+    (dense, finite: the caller's input checks), symmetric (within SYMMETRY_RTOL max|k(x, x)|, tested by blocks of
+    rows: no m x m temporary) with a non-negative diagonal, and PSD on a sample of PSD_SAMPLE points."""
+    if sp.issparse(G):
+        raise ValueError("kernel='precomputed' takes X as a dense Gram matrix (n_samples, n_samples); got a sparse "
+                         "matrix")
+    if G.ndim != 2 or G.shape[0] != G.shape[1]:
+        raise ValueError(f"kernel='precomputed': X must be the square Gram matrix K(X_train, X_train) of shape "
+                         f"(n_samples, n_samples); got shape {G.shape}")
+    m = G.shape[0]
+    diag = np.array(np.diagonal(G), dtype=np.float64)
+    if np.any(diag < 0):
+        i = int(np.argmin(diag))
+        raise ValueError(f"kernel='precomputed': the Gram matrix's diagonal has k(x, x) = {diag[i]:.3g} < 0 at "
+                         f"row {i}; a kernel has k(x, x) = ||phi(x)||^2 >= 0")
+    tol = SYMMETRY_RTOL * max(float(diag.max(initial=0.0)), np.finfo(np.float64).tiny)
+    for lo in range(0, m, SYMMETRY_BLOCK):
+        hi = min(lo + SYMMETRY_BLOCK, m)
+        gap = np.abs(G[lo:hi, lo:] - G[lo:, lo:hi].T)
+        if gap.size and gap.max() > tol:
+            i, j = np.unravel_index(int(np.argmax(gap)), gap.shape)
+            i, j = lo + int(i), lo + int(j)
+            raise ValueError(f"kernel='precomputed': the Gram matrix is not symmetric: X[{i}, {j}] = {G[i, j]!r} but "
+                             f"X[{j}, {i}] = {G[j, i]!r}")
+    source = KernelSource(diag, gram=G)
+    idx = _psd_sample(m)
+    _check_psd(source.block(idx, idx), "kernel='precomputed'")
+    return source
+
+
+def callable_source(function, X) -> KernelSource:
+    """The training kernel of ``kernel=function`` on the rows X: the diagonal by blocks of DIAG_BLOCK rows (each
+    block's ``function(X[b], X[b])``), and on a sample of PSD_SAMPLE points a block that must be symmetric and PSD."""
+    m = X.shape[0]
+    diag = np.empty(m)
+    for lo in range(0, m, DIAG_BLOCK):
+        rows = X[lo:lo + DIAG_BLOCK]
+        diag[lo:lo + DIAG_BLOCK] = np.diagonal(call_kernel(function, rows, rows))
+    name = _kernel_name(function)
+    if np.any(diag < 0):
+        i = int(np.argmin(diag))
+        raise ValueError(f"kernel={name!r} gives k(x, x) = {diag[i]:.3g} < 0 for training row {i}; a kernel has "
+                         "k(x, x) = ||phi(x)||^2 >= 0")
+    idx = _psd_sample(m)
+    K = call_kernel(function, X[idx], X[idx])
+    tol = SYMMETRY_RTOL * max(float(diag.max(initial=0.0)), np.finfo(np.float64).tiny)
+    gap = np.abs(K - K.T)
+    if gap.size and gap.max() > tol:
+        i, j = np.unravel_index(int(np.argmax(gap)), gap.shape)
+        raise ValueError(f"kernel={name!r} is not symmetric: k(x_{idx[i]}, x_{idx[j]}) = {K[i, j]!r} but "
+                         f"k(x_{idx[j]}, x_{idx[i]}) = {K[j, i]!r}")
+    _check_psd(K, f"kernel={name!r}")
+    return KernelSource(diag, function=function, data=X)
+
+
+def lookup_spec(X, kernel, normalize=False) -> KernelSpec:
+    """The :class:`KernelSpec` of ``kernel='precomputed'`` (X the Gram matrix) or ``kernel=function`` (X the
+    training rows), holding the checked training kernel (:func:`gram_source`, :func:`callable_source`)."""
+    name = "precomputed" if isinstance(kernel, str) else "callable"
+    _refuse_lookup_options(kernel if name == "precomputed" else _kernel_name(kernel), normalize)
+    source = gram_source(X) if name == "precomputed" else callable_source(kernel, X)
+    check_kernel_extent(KernelSpec(name, kappa=1.0), float(source.diag.max(initial=0.0)),
+                        lambda: float(source.diag.max(initial=0.0)))
+    return KernelSpec(name, 1.0, 3, 0.0, False, kappa=_kappa(source.diag),
+                      function=None if name == "precomputed" else kernel, source=source)
+
+
 def make_kernel_spec(X, kernel="rbf", gamma="beta", degree=3, coef0=0.0, normalize=False) -> KernelSpec:
     """Validate kernel options and return a resolved :class:`KernelSpec`."""
+    if isinstance(kernel, str) and kernel in NOT_PSD:
+        raise ValueError(NOT_PSD[kernel])
+    if callable(kernel) or kernel == "precomputed":
+        return lookup_spec(X, kernel, normalize)
     if not isinstance(kernel, str) or kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
     if isinstance(degree, bool) or not isinstance(degree, (int, np.integer)) or degree < 1:
@@ -385,6 +606,8 @@ def checked_kernel_spec(X, kernel, gamma, degree, coef0, normalize):
     (measured: a linear CVMClassifier on X * 1e100, k ~ 1e200, ran for more than a minute), and neither
     may be a nonzero subnormal number."""
     spec = make_kernel_spec(X, kernel, gamma, degree, coef0, normalize)
+    if spec.lookup:  # (lookup_spec checked the training kernel's values)
+        return spec
     if not sp.issparse(X):
         X = np.asarray(X, dtype=np.float64)
     if X.shape[0] * X.shape[1] == 0:
@@ -427,8 +650,17 @@ def _raw_diag(spec: KernelSpec, A: np.ndarray) -> np.ndarray:
     return (spec.gamma * sq + spec.coef0) ** spec.degree
 
 
+def _source(spec):
+    if spec.source is None:
+        raise ValueError(f"kernel={spec.name!r}: the training kernel is held by a fit only; a fitted model "
+                         "predicts from K(X_test, X_train) ('precomputed') or its function's values")
+    return spec.source
+
+
 def kernel_block(spec: KernelSpec, A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """The |A| x |B| block [k(a_i, b_j)]."""
+    """The |A| x |B| block [k(a_i, b_j)] (lookup kernels: A, B index points, :func:`index_points`)."""
+    if spec.lookup:
+        return _source(spec).block(point_indices(A), point_indices(B))
     K = _raw_block(spec, A, B)
     if spec.normalize and not spec.radial:
         da, db = _raw_diag(spec, A), _raw_diag(spec, B)
@@ -439,7 +671,9 @@ def kernel_block(spec: KernelSpec, A: np.ndarray, B: np.ndarray) -> np.ndarray:
 
 
 def kernel_diag(spec: KernelSpec, A: np.ndarray) -> np.ndarray:
-    """[k(a_i, a_i)]."""
+    """[k(a_i, a_i)] (lookup kernels: A index points)."""
+    if spec.lookup:
+        return _source(spec).diag[point_indices(A)]
     if spec.normalize:
         d = _raw_diag(spec, A)
         return np.where(d > 0, 1.0, 0.0)
@@ -451,10 +685,52 @@ EXPANSION_BLOCK = 2048
 
 
 def kernel_expansion(spec: KernelSpec, SV: np.ndarray, coef: np.ndarray, X: np.ndarray) -> np.ndarray:
-    """f(x) = sum_t coef_t k(sv_t, x) for every row x of X, in blocks (no |X| x |SV| matrix at once)."""
+    """f(x) = sum_t coef_t k(sv_t, x) for every row x of X, in blocks (no |X| x |SV| matrix at once).
+
+    Lookup kernels: during a fit (the spec holds the training kernel) X and SV are index points; in a fitted
+    model, kernel='precomputed' takes X = K(X_test, X_train) and SV the support vectors' index points (its
+    columns at them are read), kernel='callable' the test rows and the support vectors' rows."""
+    if spec.lookup:
+        return lookup_expansion(spec, SV, coef, X)
     if not sp.issparse(X):
         X = np.asarray(X, dtype=np.float64)
     out = np.empty(X.shape[0])
     for start in range(0, X.shape[0], EXPANSION_BLOCK):
         out[start:start + EXPANSION_BLOCK] = kernel_block(spec, X[start:start + EXPANSION_BLOCK], SV) @ coef
+    return out
+
+
+def lookup_expansion(spec: KernelSpec, SV, coef, X) -> np.ndarray:
+    """:func:`kernel_expansion` of a lookup kernel (both implementations use it: it is a product of the user's
+    kernel values with coef, by blocks of EXPANSION_BLOCK rows)."""
+    coef = np.asarray(coef, dtype=np.float64)
+    out = np.empty(X.shape[0])
+    if spec.source is not None:
+        sv = point_indices(SV)
+        rows = point_indices(X)
+        for start in range(0, len(rows), EXPANSION_BLOCK):
+            out[start:start + EXPANSION_BLOCK] = spec.source.block(rows[start:start + EXPANSION_BLOCK], sv) @ coef
+        return out
+    if spec.name == "precomputed":
+        sv = point_indices(SV)
+        for start in range(0, X.shape[0], EXPANSION_BLOCK):
+            out[start:start + EXPANSION_BLOCK] = np.asarray(X[start:start + EXPANSION_BLOCK][:, sv]) @ coef
+        return out
+    for start in range(0, X.shape[0], EXPANSION_BLOCK):
+        out[start:start + EXPANSION_BLOCK] = call_kernel(spec.function, X[start:start + EXPANSION_BLOCK], SV) @ coef
+    return out
+
+
+def lookup_test_diag(spec: KernelSpec, X) -> np.ndarray:
+    """k(x, x) of test points under a fitted lookup kernel: kappa for a precomputed kernel of constant diagonal
+    (a K(X_test, X_train) holds no k(x, x)), the callable's diagonal by blocks of DIAG_BLOCK rows."""
+    if spec.name == "precomputed":
+        if spec.kappa is None:
+            raise ValueError("kernel='precomputed' with a diagonal k(x, x) that is not constant: the distance to the "
+                             "centre needs k(x, x) of the test points, which K(X_test, X_train) does not hold")
+        return np.full(X.shape[0], float(spec.kappa))
+    out = np.empty(X.shape[0])
+    for lo in range(0, X.shape[0], DIAG_BLOCK):
+        rows = X[lo:lo + DIAG_BLOCK]
+        out[lo:lo + DIAG_BLOCK] = np.diagonal(call_kernel(spec.function, rows, rows))
     return out
