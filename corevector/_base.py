@@ -28,12 +28,12 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import _check_sample_weight, validate_data
 
 from refimpl.driver import HYBRID_NU
-from refimpl.kernels import KERNELS, compact_columns
+from refimpl.kernels import KERNELS, compact_columns, index_points, point_indices
 from refimpl.meb import validate_engine_params
 
 from . import chunked
 from ._libsvm_layout import to_sklearn
-from ._validation import CORE_CONSTRAINTS, check_eps, checked_kernel_spec
+from ._validation import CORE_CONSTRAINTS, check_eps, checked_kernel_spec, is_lookup_kernel
 from .chunked.fit import fit_meb as chunked_fit_meb
 from .chunked.methods import expansion as chunked_expansion
 from .numerics import numerics
@@ -328,10 +328,43 @@ class CoreVectorBase(BaseEstimator):
     _parameter_constraints: dict = dict(CORE_CONSTRAINTS)
 
     def _validated(self, X, *args, **kwargs):
-        """``validate_data`` of a fit: for chunked X its chunked checks, which keep X where it is."""
+        """``validate_data`` of a fit: for chunked X its chunked checks, which keep X where it is.
+
+        A lookup kernel (``kernel='precomputed'``, a callable) is resolved here, on the whole training set (its
+        checks: refimpl.kernels.gram_source, callable_source), and the fit goes on with the training points'
+        indices (refimpl.kernels.index_points) in place of X: subsets, pairs and folds keep the training
+        indices, and the engines look the kernel up.  :meth:`_finish_lookup` ends such a fit."""
+        lookup = is_lookup_kernel(self.kernel)
         if chunked.needs_chunked(X):
+            if lookup:
+                raise ValueError(f"{type(self).__name__}: kernel={self._kernel_shown()} takes X in memory (a NumPy "
+                                 "array); chunked inputs (Dask, zarr, HDF5, memory maps) are read by blocks of rows, "
+                                 "and a lookup kernel reads any pair of training points")
             return chunked.validate(self, X, *args, **kwargs)
-        return validate_data(self, X, *args, **kwargs)
+        self.__dict__.pop("_lookup_spec", None)
+        out = validate_data(self, X, *args, **kwargs)
+        if not lookup:
+            return out
+        Xv = out[0] if isinstance(out, tuple) else out
+        self._lookup_spec = checked_kernel_spec(Xv, self.kernel, self.gamma, self.degree, self.coef0, self.normalize)
+        P = index_points(Xv.shape[0])
+        return (P,) + tuple(out[1:]) if isinstance(out, tuple) else P
+
+    def _kernel_shown(self):
+        return "'precomputed'" if isinstance(self.kernel, str) else "a callable"
+
+    def _finish_lookup(self):
+        """The end of a fit with a lookup kernel: ``kernel_spec_`` without the training kernel (a fitted model
+        keeps no Gram matrix nor training rows), and a callable's support vectors as their training rows (what
+        its predictions call it with); a precomputed kernel's ``support_vectors_`` stay the support vectors'
+        training indices, the columns of K(X_test, X_train) that prediction reads."""
+        spec = getattr(self, "kernel_spec_", None)
+        self.__dict__.pop("_lookup_spec", None)
+        if spec is None or not spec.lookup or spec.source is None:
+            return
+        if spec.name == "callable":
+            self.support_vectors_ = spec.source.data[point_indices(self.support_vectors_)]
+        self.kernel_spec_ = spec.fitted()
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -346,6 +379,8 @@ class CoreVectorBase(BaseEstimator):
 
     def _kernel_spec(self, X, gamma=None):
         """The resolved kernel of X, at ``gamma`` (default: this estimator's)."""
+        if is_lookup_kernel(self.kernel):  # (resolved on the whole training set by _validated)
+            return self._lookup_spec
         check = chunked.kernel_spec if isinstance(X, chunked.ChunkedRows) else checked_kernel_spec
         return check(X, self.kernel, self.gamma if gamma is None else gamma, self.degree, self.coef0, self.normalize)
 
@@ -379,6 +414,8 @@ class CoreVectorBase(BaseEstimator):
     def _expansion(self, X, SV, coef):
         if isinstance(SV, chunked.ChunkedRows):
             SV = SV.materialize()
+        if self.kernel_spec_.lookup:  # (refimpl.kernels.lookup_expansion)
+            return numerics(self.impl).kernel_expansion(self.kernel_spec_, SV, coef, X)
         if isinstance(X, chunked.ChunkedRows):  # e.g. a cross-validation fold's held-out rows
             return chunked_expansion(self.impl, self.kernel_spec_, SV, coef, X)
         # the support vectors take the layout of X (they are few): CSR against CSR, dense against dense

@@ -22,12 +22,12 @@ import numpy as np
 from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
 
 from refimpl.driver import STOPS
-from refimpl.kernels import KERNELS, checked_kernel_spec  # noqa: F401  (re-exported: every estimator uses it)
+from refimpl.kernels import KERNELS, NOT_PSD, checked_kernel_spec  # noqa: F401  (re-exported: every estimator uses it)
 from .engine_policy import SOLVERS
 
 from .numerics import IMPLS
 
-__all__ = ["POSITIVE", "EPS", "EPS_MAX", "CORE_CONSTRAINTS", "plain", "shared_constraints", "invalid_parameter", "check_eps",
+__all__ = ["POSITIVE", "EPS", "EPS_MAX", "CORE_CONSTRAINTS", "KERNEL", "is_lookup_kernel", "refuse_lookup_kernel", "plain", "shared_constraints", "invalid_parameter", "check_eps",
            "checked_kernel_spec"]
 
 #: a real number in (0, inf): NaN and inf are rejected
@@ -51,12 +51,38 @@ EPS_MAX = {"radius": 1.0, "hybrid": 1.0, "gap": 1.0, "margin": math.sqrt(3.0) - 
 #: the constraint of ``eps`` alone (the largest bound of any rule); :func:`check_eps` adds the rule's own
 EPS = Interval(Real, 0, 1, closed="neither")
 
+class KernelOptions(StrOptions):
+    """The kernels' names (:data:`refimpl.kernels.KERNELS` and 'precomputed'), as scikit-learn lists them in its
+    message.  A name scikit-learn's SVC has but no enclosing ball can use (:data:`refimpl.kernels.NOT_PSD`:
+    'sigmoid') passes, so that the fit refuses it with the reason (``make_kernel_spec``)."""
+
+    def is_satisfied_by(self, val):
+        return super().is_satisfied_by(val) or (isinstance(val, str) and val in NOT_PSD)
+
+
+#: the ``kernel`` constraint: a built-in kernel, 'precomputed' (X is the Gram matrix) or a callable kernel(A, B)
+KERNEL = [KernelOptions(set(KERNELS) | {"precomputed"}), callable]
+
+
+def is_lookup_kernel(kernel) -> bool:
+    """True for ``kernel='precomputed'`` and a callable kernel (refimpl.kernels.LOOKUP_KERNELS)."""
+    return callable(kernel) or (isinstance(kernel, str) and kernel == "precomputed")
+
+
+def refuse_lookup_kernel(estimator, why):
+    """A ValueError naming ``kernel`` when the estimator cannot take a precomputed or callable kernel (``why``)."""
+    kernel = estimator.kernel
+    if is_lookup_kernel(kernel):
+        shown = "'precomputed'" if isinstance(kernel, str) else "a callable"
+        raise ValueError(f"{type(estimator).__name__} does not take kernel={shown}: {why}")
+
+
 #: The constraints of the options every core-set estimator has (kernel, core-set loop, implementation):
 #: the lists of kernels (refimpl.kernels.KERNELS), stop rules (refimpl.driver.STOPS), solvers
 #: (corevector.engine_policy.SOLVERS) and implementations (corevector.numerics.IMPLS) are read, never repeated.
 CORE_CONSTRAINTS = {
     "eps": [EPS],
-    "kernel": [StrOptions(set(KERNELS))],
+    "kernel": KERNEL,
     "gamma": [StrOptions({"scale", "beta", "auto"}), POSITIVE],
     "degree": [Interval(Integral, 1, None, closed="left")],
     "coef0": [Interval(Real, None, None, closed="neither")],

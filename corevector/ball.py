@@ -6,7 +6,7 @@ from sklearn.base import OutlierMixin, _fit_context
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from refimpl import cvm
-from refimpl.kernels import kernel_diag
+from refimpl.kernels import kernel_diag, lookup_test_diag
 
 from ._base import CoreVectorBase, shared_doc, _drop_zero_weights, _point_weights
 from ._validation import POSITIVE, store_params
@@ -132,11 +132,17 @@ class MEB(OutlierMixin, CoreVectorBase):
         if Xk.shape[0] < 2:
             raise ValueError(f"sample_weight is positive for {Xk.shape[0]} sample; {type(self).__name__} needs 2")
         self.kernel_spec_ = self._kernel_spec(Xk)
+        if self.kernel_spec_.name == "precomputed" and not self.kernel_spec_.constant_diagonal:
+            raise ValueError(f"{type(self).__name__} with kernel='precomputed' needs a Gram matrix of constant "
+                             "diagonal k(x, x) (e.g. a Gaussian kernel's): its decision function holds k(x, x) of the "
+                             "test points, which K(X_test, X_train) does not give.  Normalise the kernel, or pass it "
+                             "as a callable")
         problem = self._problem(Xk, wk)
         result = self._run(problem)
         self._set_fitted(Xk, result, self._recover(problem, result))
         if kept is not None:  # indices into the training set as given
             self.support_, self.core_set_ = kept[self.support_], kept[self.core_set_]
+        self._finish_lookup()
         return self
 
     def _problem(self, X, weights=None):
@@ -159,7 +165,7 @@ class MEB(OutlierMixin, CoreVectorBase):
 
     def _dist2(self, X):
         return self.rho_ - 2.0 * self._expansion(X, self.support_vectors_, self.center_coef_) \
-            + kernel_diag(self.kernel_spec_, X)
+            + (lookup_test_diag(self.kernel_spec_, X) if self.kernel_spec_.lookup else kernel_diag(self.kernel_spec_, X))
 
     def decision_function(self, X):
         """Compute the signed squared distance to the ball's surface.

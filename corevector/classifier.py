@@ -228,6 +228,7 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
             self.probA_ = np.array([ab[0] for ab in platt])
             self.probB_ = np.array([ab[1] for ab in platt])
         collected.emit(len(pairs))  # each kind of warning once per fit, with the pairs it arose in
+        self._finish_lookup()
         return self
 
     def _weights(self, X, y, sample_weight):

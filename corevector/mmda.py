@@ -20,7 +20,7 @@ from refimpl import mmda as ref_mmda
 from refimpl.baselines.mmda_svm import SOLVERS as QP_SOLVERS
 from refimpl.progress import Steps
 
-from ._validation import (plain, POSITIVE, check_eps, checked_kernel_spec, invalid_parameter, shared_constraints,
+from ._validation import (refuse_lookup_kernel, plain, POSITIVE, check_eps, checked_kernel_spec, invalid_parameter, shared_constraints,
                           store_params)
 from ._base import kernel_doc
 from .parallel.tasks import run_tasks, submits_tasks
@@ -218,6 +218,8 @@ class MMDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         classes = np.unique(y)
         if len(classes) < 2:
             raise ValueError(f"y has only one class ({plain(classes[0])!r}); MMDA needs at least 2")
+        refuse_lookup_kernel(self, "MMDA's transform projects new points on directions expanded over training rows "
+                                   "through its own constrained-MEB numerics, which evaluate built-in kernels only")
         spec = checked_kernel_spec(X, self.kernel, self.gamma, self.degree, self.coef0, self.normalize)
         ops_class, _ = _numerics(self.impl, spec)
         if self.method == "cvm":

@@ -340,6 +340,7 @@ class CVR(RegressorMixin, CoreVectorBase):
             m, mk, z = X.shape[0], len(kept), self.core_set_
             self.support_ = kept[self.support_]
             self.core_set_ = np.where(z < mk, kept[z % mk], kept[z % mk] + m)
+        self._finish_lookup()
         return self
 
     def _fit(self, X, y, weights=None):
@@ -347,7 +348,8 @@ class CVR(RegressorMixin, CoreVectorBase):
         normalize_y=False (the one-set of 000 Sec. 4.2)."""
         self._validate_params()
         self._check_fit_params(X.shape[0])
-        self.n_features_in_ = X.shape[1]
+        if not hasattr(self, "_lookup_spec"):  # (a lookup kernel's X here is the index points)
+            self.n_features_in_ = X.shape[1]
         self.kernel_spec_ = self._kernel_spec(X)
         loc, scale = _target_normalisation(y, weights) if self.normalize_y else (0.0, 1.0)
         with np.errstate(over="ignore", under="ignore", invalid="ignore"):

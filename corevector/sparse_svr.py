@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from refimpl.progress import Steps
 from refimpl.ssvr import SELECTIONS, auto_delta
 
-from ._validation import POSITIVE, checked_kernel_spec, plain, invalid_parameter, shared_constraints, store_params
+from ._validation import POSITIVE, refuse_lookup_kernel, checked_kernel_spec, plain, invalid_parameter, shared_constraints, store_params
 from ._base import kernel_doc
 from .numerics import numerics
 
@@ -250,6 +250,8 @@ class SparseSVR(RegressorMixin, BaseEstimator):
         else:
             delta = float(self.delta)
         solve, _ = get_solver(self.impl)
+        refuse_lookup_kernel(self, "SSVR-SRS (002) scores candidate basis vectors by kernel columns of its own "
+                                   "numerics, which evaluate built-in kernels only")
         self.kernel_spec_ = checked_kernel_spec(X, self.kernel, self.gamma, self.degree, self.coef0, self.normalize)
         b = float(y.mean()) if self.fit_intercept else 0.0
         with Steps(self.verbose, f"SparseSVR ({self.impl}) basis", n_basis, unit="basis") as bar:

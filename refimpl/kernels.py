@@ -714,7 +714,8 @@ def lookup_expansion(spec: KernelSpec, SV, coef, X) -> np.ndarray:
     if spec.name == "precomputed":
         sv = point_indices(SV)
         for start in range(0, X.shape[0], EXPANSION_BLOCK):
-            out[start:start + EXPANSION_BLOCK] = np.asarray(X[start:start + EXPANSION_BLOCK][:, sv]) @ coef
+            blk = X[start:start + EXPANSION_BLOCK][:, sv]
+            out[start:start + EXPANSION_BLOCK] = (blk.toarray() if sp.issparse(blk) else np.asarray(blk)) @ coef
         return out
     for start in range(0, X.shape[0], EXPANSION_BLOCK):
         out[start:start + EXPANSION_BLOCK] = call_kernel(spec.function, X[start:start + EXPANSION_BLOCK], SV) @ coef
