@@ -28,7 +28,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import _check_sample_weight, validate_data
 
 from refimpl.driver import HYBRID_NU
-from refimpl.kernels import KERNELS, compact_columns, index_points, point_indices
+from refimpl.kernels import KERNELS, compact_columns, index_points, point_indices, selector_rows
 from refimpl.meb import validate_engine_params
 
 from . import chunked
@@ -356,14 +356,17 @@ class CoreVectorBase(BaseEstimator):
     def _finish_lookup(self):
         """The end of a fit with a lookup kernel: ``kernel_spec_`` without the training kernel (a fitted model
         keeps no Gram matrix nor training rows), and a callable's support vectors as their training rows (what
-        its predictions call it with); a precomputed kernel's ``support_vectors_`` stay the support vectors'
-        training indices, the columns of K(X_test, X_train) that prediction reads."""
+        its predictions call it with); a precomputed kernel's ``support_vectors_`` are the rows e_i of the identity
+        at the support vectors' training indices i (refimpl.kernels.selector_rows): the columns of K(X_test,
+        X_train) that prediction reads, with the training points' count of features."""
         spec = getattr(self, "kernel_spec_", None)
         self.__dict__.pop("_lookup_spec", None)
         if spec is None or not spec.lookup or spec.source is None:
             return
         if spec.name == "callable":
             self.support_vectors_ = spec.source.data[point_indices(self.support_vectors_)]
+        else:
+            self.support_vectors_ = selector_rows(point_indices(self.support_vectors_), spec.source.m)
         self.kernel_spec_ = spec.fitted()
 
     def __sklearn_tags__(self):

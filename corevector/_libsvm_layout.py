@@ -52,6 +52,12 @@ class LibsvmModel:
 # ------------------------------------------------------------------------------------------------------
 def _kernel(est):
     spec = est.kernel_spec_
+    if spec.name == "precomputed":
+        # LIBSVM's kernel_type precomputed: each support vector is its training serial number (0:i, 1-based),
+        # and prediction reads the test row's kernel values at those serials
+        return "precomputed", 0.0, 3, 0.0
+    if spec.name == "callable":
+        return "callable", 0.0, 3, 0.0
     if spec.name not in KERNEL_NAMES:
         raise ValueError(f"{type(est).__name__} with kernel={spec.name!r} has no LIBSVM or scikit-learn SVM "
                          f"equivalent (kernels: {sorted(KERNEL_NAMES)})")
@@ -78,6 +84,7 @@ def from_estimator(est):
     check_is_fitted(est)
     kernel_type, gamma, degree, coef0 = _kernel(est)
     d = int(est.n_features_in_)
+    # (a precomputed kernel's support vectors are their training indices: one column, read as such by the writers)
     SV = _csr(est.support_vectors_)
     common = dict(kernel_type=kernel_type, gamma=gamma, degree=degree, coef0=coef0, n_features=d)
     if layout == "c_svc":
@@ -87,16 +94,18 @@ def from_estimator(est):
                            rho=np.array([-est.intercept_[0]]), labels=None, n_sv=None, prob_a=None, prob_b=None,
                            support=np.asarray(est.support_), **common)
     if layout == "meb":
-        if est.kernel_spec_.name != "rbf":
-            raise ValueError(f"MEB with kernel={est.kernel_spec_.name!r} has no LIBSVM one-class equivalent: its "
+        spec = est.kernel_spec_
+        if spec.name != "rbf" and not (spec.lookup and spec.kappa is not None):
+            raise ValueError(f"MEB with kernel={spec.name!r} has no LIBSVM one-class equivalent: its "
                              f"decision function holds k(x, x), which only the Gaussian kernel keeps constant")
+        kappa = float(spec.kappa) if spec.lookup else 1.0
         r2 = est.certified_radius_ ** 2
         # MEB.predict is +1 where r^2 - d^2 + MEMBERSHIP_RTOL r^2 > 0, LIBSVM's one-class rule (+1 where the
         # decision value is positive) on a rho lowered by that slack: the two agree at 0 and on the training
         # points a few ulps outside the ball they define
         slack = type(est).MEMBERSHIP_RTOL * r2
         return LibsvmModel("one_class", sv=SV, sv_coef=2.0 * est.center_coef_[None, :],
-                           rho=np.array([est.rho_ + 1.0 - r2 - slack]), labels=None, n_sv=None, prob_a=None,
+                           rho=np.array([est.rho_ + kappa - r2 - slack]), labels=None, n_sv=None, prob_a=None,
                            prob_b=None, support=np.asarray(est.support_), **common)
     return LibsvmModel("epsilon_svr", sv=SV, sv_coef=est.dual_coef_.copy(), rho=-est.intercept_.copy(),
                        labels=None, n_sv=None, prob_a=None, prob_b=None, support=np.asarray(est.support_), **common)
@@ -168,11 +177,14 @@ def to_sklearn(estimator):
     """
     m = from_estimator(estimator)
     kernel = "poly" if m.kernel_type == "polynomial" else m.kernel_type
-    kw = dict(kernel=kernel, gamma=m.gamma, degree=m.degree, coef0=m.coef0)
+    if kernel == "callable":
+        kernel = estimator.kernel_spec_.function
+    kw = dict(kernel=kernel, gamma="scale" if m.kernel_type in ("precomputed", "callable") else m.gamma,
+              degree=m.degree, coef0=m.coef0)
     # a model fitted on sparse rows (CSR support vectors) predicts on sparse input, as an SVC fitted on them does
     # (scikit-learn's sparse SVMs take dense input too); a large one is sparse whatever it was fitted on
-    sparse = sp.issparse(getattr(estimator, "support_vectors_", None)) \
-        or m.sv.shape[0] * m.n_features > DENSE_MAX_ENTRIES
+    sparse = (sp.issparse(getattr(estimator, "support_vectors_", None))
+              or m.sv.shape[0] * m.n_features > DENSE_MAX_ENTRIES) and m.kernel_type != "precomputed"
     SV = sp.csr_matrix((m.sv.data, m.sv.indices, m.sv.indptr), shape=(m.sv.shape[0], m.n_features))
     SV = SV if sparse else np.ascontiguousarray(SV.toarray())
     l = m.sv.shape[0]
@@ -209,6 +221,17 @@ def to_sklearn(estimator):
     out._gamma = float(m.gamma)
     out.fit_status_ = 0
     out.shape_fit_ = (l, int(m.n_features))
+    if m.kernel_type == "precomputed":
+        # scikit-learn's precomputed SVMs keep no support vectors: LIBSVM reads column support_[i] of K(X_test, X_train)
+        out.support_vectors_ = np.empty((0, 0))
+        out.shape_fit_ = (int(m.n_features), int(m.n_features))
+        out._gamma = 0.0
+    elif m.kernel_type == "callable":
+        # scikit-learn evaluates kernel(X, X_fit) and predicts from it as from a precomputed kernel, reading the
+        # columns support_: X_fit here is the support vectors themselves, so support_ numbers them 0 .. l - 1
+        out._BaseLibSVM__Xfit = SV
+        out.support_ = np.arange(l, dtype=np.int32)
+        out._gamma = 0.0
     out._dual_coef_ = _every_entry_csr(m.sv_coef) if sparse else np.ascontiguousarray(m.sv_coef)
     out._intercept_ = -np.asarray(m.rho, dtype=np.float64)
     if m.svm_type == "c_svc" and len(m.labels) == 2:  # scikit-learn's public sign for two classes

@@ -412,9 +412,24 @@ def index_points(m: int) -> np.ndarray:
 
 
 def point_indices(A) -> np.ndarray:
-    """The training indices of index points (:func:`index_points`)."""
+    """The training indices of index points (:func:`index_points`), or of the rows of a selector
+    (:func:`selector_rows`)."""
+    if sp.issparse(A):
+        A = sp.csr_matrix(A)
+        if np.any(np.diff(A.indptr) != 1):
+            raise ValueError("a precomputed kernel's support vectors are rows with one stored entry each")
+        return A.indices.astype(np.intp)
     A = np.asarray(A)
     return A.reshape(len(A), -1)[:, 0].astype(np.intp)
+
+
+def selector_rows(indices, m: int) -> sp.csr_matrix:
+    """A fitted precomputed kernel's support vectors: the rows e_i of the m x m identity at their training indices i,
+    so that K(X_test, X_train) @ selector.T holds the columns prediction reads (and the rows have the training
+    points' count of features, as the test rows of K(X_test, X_train) do)."""
+    indices = np.asarray(indices, dtype=np.int64)
+    n = len(indices)
+    return sp.csr_matrix((np.ones(n), indices.astype(np.int32), np.arange(n + 1, dtype=np.int64)), shape=(n, m))
 
 
 def _kernel_name(function) -> str:

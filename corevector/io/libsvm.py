@@ -38,7 +38,7 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
-from refimpl.kernels import KernelSpec
+from refimpl.kernels import KernelSpec, selector_rows
 
 from .._libsvm_layout import DENSE_MAX_ENTRIES, KERNEL_BY_LIBSVM, LibsvmModel, from_estimator, to_sklearn
 from ..registry import by_name
@@ -123,6 +123,10 @@ def save_libsvm_model(estimator, path):
     True
     """
     m = from_estimator(estimator)
+    if m.kernel_type == "callable":
+        raise ValueError(f"{type(estimator).__name__} with a callable kernel cannot be written as a LIBSVM model file: "
+                         "the file names its kernel and holds no code (to_sklearn() carries the callable; or "
+                         "precompute the kernel: kernel='precomputed' models are written)")
     lines = [f"svm_type {m.svm_type}", f"kernel_type {m.kernel_type}"]
     if m.kernel_type == "polynomial":
         lines.append(f"degree {m.degree}")
@@ -146,6 +150,14 @@ def save_libsvm_model(estimator, path):
         order = np.argsort(sv.indices[lo:hi], kind="stable")
         idx, val = sv.indices[lo:hi][order], sv.data[lo:hi][order]
         parts = [_num(c) for c in m.sv_coef[:, i]]
+        if m.kernel_type == "precomputed":
+            # LIBSVM's precomputed support vector: 0:serial, its 1-based training serial number; the feature count
+            # (the training points') is the last line's explicit zero, which LIBSVM's precomputed kernel never reads
+            parts.append(f"0:{int(m.support[i]) + 1}")
+            if i == sv.shape[0] - 1:
+                parts.append(f"{m.n_features}:0")
+            lines.append(" ".join(parts))
+            continue
         parts += [f"{j + 1}:{_num(v)}" for j, v in zip(idx, val) if v != 0]
         if i == sv.shape[0] - 1 and top < m.n_features:
             parts.append(f"{m.n_features}:0")  # the feature count (a zero, ignored by every kernel)
@@ -240,9 +252,9 @@ def _parse(path):
                                f"epsilon_svr, nu_svr")
     svm_type = {"nu_svc": "c_svc", "nu_svr": "epsilon_svr"}.get(v[0], v[0])
     ln, v = field("kernel_type")
-    if len(v) != 1 or v[0] not in KERNEL_BY_LIBSVM:
-        raise LibsvmModelError(f"{path} line {ln}: kernel_type must be one of {sorted(KERNEL_BY_LIBSVM)} "
-                               f"(corevector has no sigmoid or precomputed kernel)")
+    if len(v) != 1 or (v[0] not in KERNEL_BY_LIBSVM and v[0] != "precomputed"):
+        raise LibsvmModelError(f"{path} line {ln}: kernel_type must be one of {sorted(KERNEL_BY_LIBSVM)} or "
+                               f"precomputed (corevector has no sigmoid kernel: it is not positive semi-definite)")
     kernel_type = v[0]
 
     def scalar(key, conv, default, **kw):
@@ -292,13 +304,25 @@ def _parse(path):
         if int(n_sv.sum()) != total_sv:
             raise LibsvmModelError(f"{path} line {head['nr_sv'][0]}: nr_sv adds up to {int(n_sv.sum())}, "
                                    f"total_sv is {total_sv}")
-    sv, sv_coef = _support_vectors_of(path, it, nr_class - 1, total_sv)
+    sv, sv_coef = _support_vectors_of(path, it, nr_class - 1, total_sv, kernel_type == "precomputed")
+    if kernel_type == "precomputed":
+        # 0:serial (1-based training serial numbers), read as column -1 of the CSR; the feature count is the
+        # training points' (the largest index, or serial, that the file names)
+        serial = np.full(total_sv, -1, dtype=np.int64)
+        rows = np.repeat(np.arange(total_sv), np.diff(sv.indptr))
+        first = sv.indices == 0
+        serial[rows[first]] = sv.data[first].astype(np.int64)
+        n_train = max(int(serial.max(initial=0)), sv.shape[1] - 1)
+        return LibsvmModel(svm_type, kernel_type, gamma, degree, coef0, sv, sv_coef, rho, labels, n_sv, prob_a,
+                           prob_b, n_train, serial - 1)
     return LibsvmModel(svm_type, kernel_type, gamma, degree, coef0, sv, sv_coef, rho, labels, n_sv, prob_a,
                        prob_b, sv.shape[1], np.arange(total_sv))
 
 
-def _support_vectors_of(path, it, n_coef, total_sv):
-    """(SV as CSR, sv_coef (n_coef, l)) of the lines after 'SV' (the line iterator ``it``)."""
+def _support_vectors_of(path, it, n_coef, total_sv, precomputed=False):
+    """(SV as CSR, sv_coef (n_coef, l)) of the lines after 'SV' (the line iterator ``it``).  ``precomputed``: each
+    line starts with 0:serial (LIBSVM's precomputed kernel, a positive integer serial number), kept as column 0,
+    the features shifted by one."""
     coef_rows, data, indices, indptr = [], [], [], [0]
     for lineno, text in it:
         tok = text.split()
@@ -310,7 +334,16 @@ def _support_vectors_of(path, it, n_coef, total_sv):
             raise LibsvmModelError(f"{path} line {lineno}: {n_coef} coefficients expected")
         coef_rows.append([_float(t, path, lineno, "coefficient") for t in tok[:n_coef]])
         last = 0
-        for t in tok[n_coef:]:
+        rest = tok[n_coef:]
+        if precomputed:
+            head, sep, val = rest[0].partition(":") if rest else ("", "", "")
+            if head != "0" or not sep:
+                raise LibsvmModelError(f"{path} line {lineno}: a precomputed kernel's support vector starts with "
+                                       "0:serial")
+            indices.append(0)
+            data.append(float(_int(val, path, lineno, "serial number", low=1)))
+            rest = rest[1:]
+        for t in rest:
             i, sep, val = t.partition(":")
             if not sep:
                 raise LibsvmModelError(f"{path} line {lineno}: {t[:40]!r} is not index:value")
@@ -318,7 +351,7 @@ def _support_vectors_of(path, it, n_coef, total_sv):
             if j <= last:
                 raise LibsvmModelError(f"{path} line {lineno}: feature indices must increase ({j} after {last})")
             last = j
-            indices.append(j - 1)
+            indices.append(j if precomputed else j - 1)
             data.append(_float(val, path, lineno, "value"))
         indptr.append(len(indices))
     if len(coef_rows) != total_sv:
@@ -405,11 +438,16 @@ def _no_diagnostics(est, n_pairs=None):
 
 def _to_estimator(m):
     CVMClassifier, CVDD, CVR = (by_name(name).cls for name in ("CVMClassifier", "CVDD", "CVR"))
-    kernel = KERNEL_BY_LIBSVM[m.kernel_type]
-    gamma = m.gamma if kernel != "linear" else 1.0
-    spec = KernelSpec(kernel, gamma, m.degree, m.coef0, False)
-    kw = dict(kernel=kernel, gamma=gamma, degree=m.degree, coef0=m.coef0)
-    SV = _support_vectors(m.sv, m.n_features)
+    if m.kernel_type == "precomputed":
+        spec = KernelSpec("precomputed")
+        kw = dict(kernel="precomputed")
+        SV = selector_rows(m.support, m.n_features)   # (refimpl.kernels.selector_rows)
+    else:
+        kernel = KERNEL_BY_LIBSVM[m.kernel_type]
+        gamma = m.gamma if kernel != "linear" else 1.0
+        spec = KernelSpec(kernel, gamma, m.degree, m.coef0, False)
+        kw = dict(kernel=kernel, gamma=gamma, degree=m.degree, coef0=m.coef0)
+        SV = _support_vectors(m.sv, m.n_features)
     l = m.sv.shape[0]
     nan = float("nan")
     if m.svm_type == "c_svc":
@@ -443,7 +481,7 @@ def _to_estimator(m):
         est.classes_ = np.sort(m.labels)
         est.class_weight_ = np.ones(k)
         est.pairs_ = pairs
-        est.support_ = np.arange(l)
+        est.support_ = np.asarray(m.support, dtype=np.intp)
         est.support_vectors_ = SV
         est.dual_coef_ = dual
         est.intercept_ = intercept
@@ -454,7 +492,7 @@ def _to_estimator(m):
         est.probA_, est.probB_ = prob_a, prob_b
     elif m.svm_type == "one_class":
         est = CVDD(**kw)
-        est.support_ = np.arange(l)
+        est.support_ = np.asarray(m.support, dtype=np.intp)
         est.support_vectors_ = SV
         est.center_coef_ = m.sv_coef[0].copy()
         est.dual_coef_ = est.center_coef_[None, :]
@@ -465,7 +503,7 @@ def _to_estimator(m):
         _no_diagnostics(est)
     else:
         est = CVR(**kw)
-        est.support_ = np.arange(l)
+        est.support_ = np.asarray(m.support, dtype=np.intp)
         est.support_vectors_ = SV
         est.dual_coef_ = m.sv_coef.copy()
         est.intercept_ = -m.rho.copy()

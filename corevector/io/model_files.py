@@ -350,6 +350,10 @@ def save_model(estimator, path, *, feature_names=None, target_name=None, data_fo
     >>> bool((load_model(path).decision_function(X) == clf.decision_function(X)).all())
     True
     """
+    if callable(getattr(estimator, "kernel", None)):
+        raise TypeError(f"{type(estimator).__name__} with a callable kernel cannot be saved in a model file: model files "
+                        "hold no code, by design (load_model runs none).  Save the function with your code and "
+                        "refit, or precompute the kernel (kernel='precomputed' models are saved)")
     header = make_header(estimator, feature_names=feature_names, target_name=target_name, data_format=data_format)
     cls = type(estimator)
     schema = schemas()[cls]

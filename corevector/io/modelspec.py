@@ -315,14 +315,27 @@ class KernelSpecSpec(Spec):
     def dump(self, value, w, name):
         if not self.accepts(value):
             raise TypeError(f"{name}: expected a KernelSpec")
-        return {"name": value.name, "gamma": dump_float(value.gamma), "degree": int(value.degree),
-                "coef0": dump_float(value.coef0), "normalize": bool(value.normalize)}
+        if value.name == "callable":
+            raise TypeError(f"{name}: a callable kernel is code, which model files do not hold")
+        out = {"name": value.name, "gamma": dump_float(value.gamma), "degree": int(value.degree),
+               "coef0": dump_float(value.coef0), "normalize": bool(value.normalize)}
+        if value.name == "precomputed":  # (its constant diagonal, which MEB's distances use, or None)
+            out["kappa"] = None if value.kappa is None else dump_float(value.kappa)
+        return out
 
     def load(self, node, r, where):
         from refimpl.kernels import KERNELS, KernelSpec
-        if not isinstance(node, dict) or set(node) != {"name", "gamma", "degree", "coef0", "normalize"}:
+        keys = {"name", "gamma", "degree", "coef0", "normalize"}
+        if not isinstance(node, dict) or set(node) not in (keys, keys | {"kappa"}):
             raise r.fail(where, "malformed kernel")
-        name = Scalar(str, choices=KERNELS).load(node["name"], r, where + ".name")
+        name = Scalar(str, choices=KERNELS + ("precomputed",)).load(node["name"], r, where + ".name")
+        if name == "precomputed":  # a Gram matrix's model: the support vectors are training indices
+            if set(node) != keys | {"kappa"}:
+                raise r.fail(where, "malformed kernel")
+            kappa = None if node["kappa"] is None else Scalar(float, low=0.0).load(node["kappa"], r, where + ".kappa")
+            return KernelSpec("precomputed", kappa=kappa)
+        if "kappa" in node:
+            raise r.fail(where, "malformed kernel")
         gamma = Scalar(float).load(node["gamma"], r, where + ".gamma")
         degree = Scalar(int, low=1).load(node["degree"], r, where + ".degree")
         coef0 = Scalar(float, low=0.0 if name == "poly" else None).load(node["coef0"], r, where + ".coef0")
