@@ -150,6 +150,21 @@ def _every_entry_csr(a):
     return sp.csr_matrix((a.ravel(), np.tile(np.arange(cols, dtype=np.int32), rows), indptr), shape=(rows, cols))
 
 
+def _lookup_parts(out, m, SV):
+    """A precomputed or callable kernel's parts of the scikit-learn SVM ``out``."""
+    if m.kernel_type == "precomputed":
+        # scikit-learn's precomputed SVMs keep no support vectors: LIBSVM reads column support_[i] of K(X_test, X_train)
+        out.support_vectors_ = np.empty((0, 0))
+        out.shape_fit_ = (int(m.n_features), int(m.n_features))
+        out._gamma = 0.0
+    elif m.kernel_type == "callable":
+        # scikit-learn evaluates kernel(X, X_fit) and predicts from it as from a precomputed kernel, reading the
+        # columns support_: X_fit here is the support vectors themselves, so support_ numbers them 0 .. l - 1
+        out._BaseLibSVM__Xfit = SV
+        out.support_ = np.arange(SV.shape[0], dtype=np.int32)
+        out._gamma = 0.0
+
+
 def to_sklearn(estimator):
     """Return the fitted scikit-learn SVM with the estimator's decision function.
 
@@ -176,11 +191,8 @@ def to_sklearn(estimator):
         For what those SVMs cannot express (:mod:`corevector.io.libsvm`'s docstring lists it).
     """
     m = from_estimator(estimator)
-    kernel = "poly" if m.kernel_type == "polynomial" else m.kernel_type
-    if kernel == "callable":
-        kernel = estimator.kernel_spec_.function
-    kw = dict(kernel=kernel, gamma="scale" if m.kernel_type in ("precomputed", "callable") else m.gamma,
-              degree=m.degree, coef0=m.coef0)
+    kernel = {"polynomial": "poly", "callable": estimator.kernel_spec_.function}.get(m.kernel_type, m.kernel_type)
+    kw = dict(kernel=kernel, gamma="scale" if m.gamma == 0 else m.gamma, degree=m.degree, coef0=m.coef0)
     # a model fitted on sparse rows (CSR support vectors) predicts on sparse input, as an SVC fitted on them does
     # (scikit-learn's sparse SVMs take dense input too); a large one is sparse whatever it was fitted on
     sparse = (sp.issparse(getattr(estimator, "support_vectors_", None))
@@ -221,17 +233,7 @@ def to_sklearn(estimator):
     out._gamma = float(m.gamma)
     out.fit_status_ = 0
     out.shape_fit_ = (l, int(m.n_features))
-    if m.kernel_type == "precomputed":
-        # scikit-learn's precomputed SVMs keep no support vectors: LIBSVM reads column support_[i] of K(X_test, X_train)
-        out.support_vectors_ = np.empty((0, 0))
-        out.shape_fit_ = (int(m.n_features), int(m.n_features))
-        out._gamma = 0.0
-    elif m.kernel_type == "callable":
-        # scikit-learn evaluates kernel(X, X_fit) and predicts from it as from a precomputed kernel, reading the
-        # columns support_: X_fit here is the support vectors themselves, so support_ numbers them 0 .. l - 1
-        out._BaseLibSVM__Xfit = SV
-        out.support_ = np.arange(l, dtype=np.int32)
-        out._gamma = 0.0
+    _lookup_parts(out, m, SV)
     out._dual_coef_ = _every_entry_csr(m.sv_coef) if sparse else np.ascontiguousarray(m.sv_coef)
     out._intercept_ = -np.asarray(m.rho, dtype=np.float64)
     if m.svm_type == "c_svc" and len(m.labels) == 2:  # scikit-learn's public sign for two classes

@@ -5,10 +5,9 @@
 random draws, the same decisions (tie-breaking, stop rules, inner tolerances); only *how* the numbers are
 computed differs from :class:`refimpl.meb.MEBOps`:
 
-* kernel rows come from the kernel-row layer ``_krows.pxd`` (cimported; shared with ``_ssvr`` and
-  ``_mmda``): its point stores run the SIMD loops of ``_simd.h`` (points stored by coordinate) or, from
-  ``BLAS_MIN_D`` coordinates on, BLAS GEMV/GEMM against cached squared norms, and the scans and kernel
-  expansions are its full-scan skeleton (``weighted_rows``: every candidate's kernel row and its sum);
+* kernel rows come from the kernel-row layer ``_krows.pxd`` (shared with ``_ssvr``, ``_mmda``): SIMD loops of
+  ``_simd.h`` on coordinates, or from ``BLAS_MIN_D`` coordinates on BLAS GEMV/GEMM against cached squared norms;
+  scans and expansions are its full-scan skeleton (``weighted_rows``: each candidate's kernel row and sum);
 * rows of Q = K~[S, S] live in an LRU cache bounded by ``cache_size`` bytes (LIBSVM's design): a row is
   computed once, extended when the core set grows, and recomputed only after eviction; the active set's
   Cholesky factor and the stores of the core and support vectors (their coordinates, or CSR rows) are
@@ -22,24 +21,22 @@ computed differs from :class:`refimpl.meb.MEBOps`:
   O(nnz)), the core and support stores hold CSR rows, and a kernel row is a sparse-dense product against
   the query row scattered into a dense d-vector (``_krows.pyx``); nothing m x d is ever dense;
 * nothing is O(n) in sampling mode: only the initial pair, the samples and the final certificate touch
-  the data, and a full scan keeps only its top-k candidates, never n values.
+  the data, and a full scan keeps only its top-k candidates, never n values (lookup kernels, precomputed or
+  callable: the points are training indices, k(x_i, x_j) read from _krows' Lookup).
 
-One concern per file, each ``include``d into this module (so every call between them stays a C call):
+One concern per file, each ``include``d here (every call between them stays a C call):
 
 * ``_engine.pyx``: FastMEBOps -- the problem, the core set, rows of Q over it (``qrow``), the driver's calls;
 * ``_cache.pxi``: _RowCache -- the LRU cache of Q rows and the memory budget of the core set;
 * ``_scans.pxi``: _Support and the scans -- initial pair, sampled and full scans, top-k, certificate;
-* ``_kblock.pxi``: _KBlock -- the scans' kernel block at large d (single-precision values, GEMM extensions;
-  its weighted sums in ``_kblock.h``);
-* ``_screens.pxi``: _Screens -- the single-precision and Taylor screens of the scans (``_taylor.h``), when
-  each runs;
+* ``_kblock.pxi``: _KBlock -- the scans' kernel block at large d (float values, GEMM extensions; ``_kblock.h``);
+* ``_screens.pxi``: _Screens -- the scans' single-precision and Taylor screens (``_taylor.h``), when each runs;
 * ``_smo.pxi``, ``_active_set.pxi`` (_FreeSet): the two core-set QP solvers;
 * ``_owned.pxi``: the allocation table every unit registers its buffers in; ``_tolerances.pxi``: TAU, TIE,
   PIVOT_RTOL of refimpl.simplex_qp; ``_search.pxi``: binary search in the core set's sorted index;
 * ``_expansion.pxi``: kernel expansions (prediction); ``_hooks.pxi``: test hooks of the kernels and screens.
 
-A unit with state is a cdef class that FastMEBOps holds and that owns its buffers; the functions of a
-unit take the engine (``FastMEBOps ops``) for what the units share.
+A unit with state is a cdef class that FastMEBOps holds and that owns its buffers (its functions take the engine).
 """
 from collections import namedtuple
 
@@ -55,7 +52,6 @@ from libc.string cimport memcpy, memset
 from scipy.linalg.cython_lapack cimport dpotrf
 
 from refimpl import meb as _ref_meb
-from refimpl import kernels as _ref_kernels
 from refimpl.driver import Ball, Scan
 from refimpl.meb import smo_step_bound
 
@@ -89,9 +85,9 @@ cdef Py_ssize_t NEW_ROWS_STEP = 512
 
 
 from fastimpl._krows cimport (
-    BLAS_MIN_D, Kern, Queries, RowSink, _PointStore, _Lookup, make_kern, k_is_lookup, k_is_radial, k_is_gaussian, k_is_laplacian,
-    k_is_dot, k_is_normalized, k_raw, k_eval, k_diag, point_sq, point_rawdiag, rawdiag_from_sq, csr_scatter,
-    csr_clear, csr_dot_dense, csr_row_sq, dots_to_kernel, dense_queries, rows_scratch, kernel_rows,
+    BLAS_MIN_D, Kern, Queries, RowSink, _PointStore, _Lookup, lookup_of, make_kern, k_is_radial, k_is_gaussian,
+    k_is_laplacian, k_is_dot, k_is_normalized, k_raw, k_eval, k_diag, point_sq, point_rawdiag, rawdiag_from_sq,
+    csr_scatter, csr_clear, csr_dot_dense, csr_row_sq, dots_to_kernel, dense_queries, rows_scratch, kernel_rows,
     weighted_rows, cv_simd_level, cv_dot4, cv_radial_row, cv_radial_dot, cv_radial_dot_screen,
     cv_screen_available, CV_SCREEN_TERM_ERR)
 
@@ -221,14 +217,7 @@ cdef class FastMEBOps:
         self.d = problem.X.shape[1]
         self.mirror = bool(problem.mirror)
         self.K = make_kern(problem.kernel, self.d)
-        self.lookup = None
-        if k_is_lookup(&self.K):
-            # the points are training indices; k(x_i, x_j) is read from the Gram matrix or the callable's columns
-            if problem.kernel.source is None or sp.issparse(problem.X) or self.d != 1:
-                raise ValueError("a lookup kernel's problem has the index points of refimpl.kernels.index_points and "
-                                 "a KernelSpec holding its training kernel")
-            self.lookup = _Lookup(problem.kernel.source, _ref_kernels.point_indices(problem.X))
-            self.K.lk = &self.lookup.L
+        self.lookup = lookup_of(problem, &self.K)   # precomputed / callable kernels (K.lk), or None
         keep = []
         self.sparse = sp.issparse(problem.X)
         if self.sparse:
@@ -398,13 +387,7 @@ cdef class FastMEBOps:
     # ------------------------------------------------------------ the numerics interface
     def furthest_from(self, Py_ssize_t z, idx):
         """Initialisation: argmax over idx of ||phi~(z) - phi~(z_l)||^2 + Delta_l (refimpl.driver.initial_pair)."""
-        self._need([z])
         return furthest_point(self, z, idx)
-
-    cdef void _need(self, zs) except *:
-        """A callable kernel's columns of the points zs (computed by blocks before any nogil code reads them)."""
-        if self.lookup is not None:
-            self.lookup.need([self.X[self.pz(z), 0] for z in zs])
 
     def start(self, Py_ssize_t z_a, Py_ssize_t z_b):
         """S_0 = {z_a, z_b} with alpha = e_a (refimpl.meb.MEBOps.start)."""
@@ -419,7 +402,8 @@ cdef class FastMEBOps:
         are one GEMM against the core store (_new_rows)."""
         cdef Py_ssize_t z, k, k0 = self.size
         cdef int rc
-        self._need(zs)
+        if self.lookup is not None:  # a callable's columns of the new points, before nogil code reads them
+            self.lookup.need(zs)
         for zz in zs:
             z = zz
             k = self.size

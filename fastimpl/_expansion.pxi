@@ -42,7 +42,8 @@ def kernel_expansion(spec, SV, coef, X, Py_ssize_t min_parallel_work=-1):
     kernel's expansion is the reference's (refimpl.kernels.lookup_expansion: the user's kernel values, by blocks,
     times coef)."""
     if spec.lookup:
-        return _ref_kernels.lookup_expansion(spec, SV, coef, X)
+        from refimpl.kernels import lookup_expansion
+        return lookup_expansion(spec, SV, coef, X)
     if sp.issparse(X) or sp.issparse(SV):
         return _kernel_expansion_csr(spec, sp.csr_matrix(SV), coef, sp.csr_matrix(X), min_parallel_work)
     cdef const double[:, ::1] sv = np.ascontiguousarray(SV, dtype=np.float64)

@@ -284,7 +284,10 @@ cdef class _Lookup:
     cdef Py_ssize_t* colpos_
     cdef double** cols_
     cdef public long long n_eval
-    cdef void need(self, object points) except *
+    cdef void need(self, object zs) except *
+
+
+cdef _Lookup lookup_of(problem, Kern* K)
 cdef void k_row(const Kern* K, const double* SVX, const double* sda, Py_ssize_t ns,
                 const double* x, double dax, double* out) noexcept nogil
 

@@ -26,6 +26,7 @@ from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport dgemv, dgemm
 cimport numpy as cnp
 import numpy as np
+import scipy.sparse as sp
 
 from refimpl import kernels as refkernels
 
@@ -593,15 +594,16 @@ cdef class _Lookup:
             self.colpos_[j] = -1
         self.L.colpos = self.colpos_
 
-    cdef void need(self, object points) except *:
-        """The callable's columns of the training indices ``points`` (those it lacks), by one block call."""
+    cdef void need(self, object zs) except *:
+        """The callable's columns of the problem's points zs (those it lacks; z and z + m, the mirrored copy, share
+        row z mod m), by one block call."""
         cdef Py_ssize_t j, p, t, newcap
         cdef double** nc
         cdef const double[::1, :] blk
         if self.source.gram is not None:
             return
-        new = [j for j in dict.fromkeys(int(v) for v in np.asarray(points, dtype=np.intp).ravel())
-               if self.colpos_[j] < 0]
+        points = self.rows[np.asarray(zs, dtype=np.intp).ravel() % max(len(self.rows), 1)]
+        new = [j for j in dict.fromkeys(int(v) for v in points) if self.colpos_[j] < 0]
         if not new:
             return
         if self.ncols + len(new) > self.colcap:
@@ -626,3 +628,17 @@ cdef class _Lookup:
             self.cols_[p] = <double*> &blk[0, t] if len(self.rows) > 0 else NULL
             self.colpos_[new[t]] = p
         self.ncols += len(new)
+
+
+cdef _Lookup lookup_of(problem, Kern* K):
+    """The _Lookup of a lookup kernel's problem (its points the training indices, refimpl.kernels.index_points),
+    with ``K.lk`` pointed at it; None for the other kernels."""
+    cdef _Lookup lk
+    if not k_is_lookup(K):
+        return None
+    if problem.kernel.source is None or sp.issparse(problem.X) or problem.X.shape[1] != 1:
+        raise ValueError("a lookup kernel's problem has the index points of refimpl.kernels.index_points and a "
+                         "KernelSpec holding its training kernel")
+    lk = _Lookup(problem.kernel.source, refkernels.point_indices(problem.X))
+    K.lk = &lk.L
+    return lk

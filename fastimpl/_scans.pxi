@@ -71,6 +71,8 @@ cdef object furthest_point(FastMEBOps ops, Py_ssize_t z, idx):
     cdef double daz = ops.rawdiag(z), dal, v, best_v = -INFINITY, kzz, sz = ops.zsign(z), sl, kv
     cdef const double* xz = NULL
     cdef Py_ssize_t q
+    if ops.lookup is not None:  # a callable's column of z
+        ops.lookup.need([z])
     with nogil:
         kzz = k_diag(&ops.K, daz) + ops.label_bias + ops.cdiag(z)
         if ops.sparse:

@@ -143,7 +143,15 @@ def save_libsvm_model(estimator, path):
     if m.n_sv is not None:
         lines.append("nr_sv " + " ".join(str(int(v)) for v in m.n_sv))
     lines.append("SV")
-    sv = m.sv
+    lines += _sv_lines(m)
+    with atomic_write(path) as f:
+        f.write("\n".join(lines) + "\n")
+    return path
+
+
+def _sv_lines(m):
+    """The support vectors' lines: coefficients, then index:value pairs (a precomputed kernel: 0:serial)."""
+    lines, sv = [], m.sv
     top = int(sv.indices.max()) + 1 if sv.nnz else 0
     for i in range(sv.shape[0]):
         lo, hi = sv.indptr[i], sv.indptr[i + 1]
@@ -154,17 +162,13 @@ def save_libsvm_model(estimator, path):
             # LIBSVM's precomputed support vector: 0:serial, its 1-based training serial number; the feature count
             # (the training points') is the last line's explicit zero, which LIBSVM's precomputed kernel never reads
             parts.append(f"0:{int(m.support[i]) + 1}")
-            if i == sv.shape[0] - 1:
-                parts.append(f"{m.n_features}:0")
-            lines.append(" ".join(parts))
-            continue
-        parts += [f"{j + 1}:{_num(v)}" for j, v in zip(idx, val) if v != 0]
+            top = 0
+        else:
+            parts += [f"{j + 1}:{_num(v)}" for j, v in zip(idx, val) if v != 0]
         if i == sv.shape[0] - 1 and top < m.n_features:
             parts.append(f"{m.n_features}:0")  # the feature count (a zero, ignored by every kernel)
         lines.append(" ".join(parts))
-    with atomic_write(path) as f:
-        f.write("\n".join(lines) + "\n")
-    return path
+    return lines
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -305,18 +309,19 @@ def _parse(path):
             raise LibsvmModelError(f"{path} line {head['nr_sv'][0]}: nr_sv adds up to {int(n_sv.sum())}, "
                                    f"total_sv is {total_sv}")
     sv, sv_coef = _support_vectors_of(path, it, nr_class - 1, total_sv, kernel_type == "precomputed")
-    if kernel_type == "precomputed":
-        # 0:serial (1-based training serial numbers), read as column -1 of the CSR; the feature count is the
-        # training points' (the largest index, or serial, that the file names)
-        serial = np.full(total_sv, -1, dtype=np.int64)
-        rows = np.repeat(np.arange(total_sv), np.diff(sv.indptr))
-        first = sv.indices == 0
-        serial[rows[first]] = sv.data[first].astype(np.int64)
-        n_train = max(int(serial.max(initial=0)), sv.shape[1] - 1)
-        return LibsvmModel(svm_type, kernel_type, gamma, degree, coef0, sv, sv_coef, rho, labels, n_sv, prob_a,
-                           prob_b, n_train, serial - 1)
+    n_features, support = _precomputed_support(sv) if kernel_type == "precomputed" else (sv.shape[1], np.arange(total_sv))
     return LibsvmModel(svm_type, kernel_type, gamma, degree, coef0, sv, sv_coef, rho, labels, n_sv, prob_a,
-                       prob_b, sv.shape[1], np.arange(total_sv))
+                       prob_b, n_features, support)
+
+
+def _precomputed_support(sv):
+    """(training points, support vectors' training indices) of a precomputed model's support vectors: 0:serial
+    (1-based serial numbers) read as column 0; the count is the largest index or serial that the file names."""
+    serial = np.full(sv.shape[0], 0, dtype=np.int64)
+    rows = np.repeat(np.arange(sv.shape[0]), np.diff(sv.indptr))
+    first = sv.indices == 0
+    serial[rows[first]] = sv.data[first].astype(np.int64)
+    return max(int(serial.max(initial=0)), sv.shape[1] - 1), serial - 1
 
 
 def _support_vectors_of(path, it, n_coef, total_sv, precomputed=False):

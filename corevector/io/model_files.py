@@ -284,6 +284,7 @@ def _fitted_attributes(est):
 
 def make_header(estimator, *, feature_names=None, target_name=None, data_format=None):
     """The header of ``estimator``'s model file (without ``params`` and ``attributes``)."""
+    _refuse_callable_kernel(estimator)
     cls = type(estimator)
     if _class_by_name(cls.__name__) is not cls:
         raise TypeError(f"estimator must be one of {sorted(e.cls.__name__ for e in ESTIMATORS)}, got {cls.__name__}")
@@ -305,6 +306,13 @@ def make_header(estimator, *, feature_names=None, target_name=None, data_format=
     return {"format": FORMAT, "version": VERSION, "corevector_version": __version__, "estimator": cls.__name__,
             "n_features": int(n_features), "feature_names": feature_names,
             "target_name": None if target_name is None else str(target_name), "data_format": data_format}
+
+
+def _refuse_callable_kernel(estimator):
+    if callable(getattr(estimator, "kernel", None)):
+        raise TypeError(f"{type(estimator).__name__} with a callable kernel cannot be saved in a model file: model files "
+                        "hold no code, by design (load_model runs none).  Save the function with your code and "
+                        "refit, or precompute the kernel (kernel='precomputed' models are saved)")
 
 
 def save_model(estimator, path, *, feature_names=None, target_name=None, data_format=None):
@@ -350,10 +358,6 @@ def save_model(estimator, path, *, feature_names=None, target_name=None, data_fo
     >>> bool((load_model(path).decision_function(X) == clf.decision_function(X)).all())
     True
     """
-    if callable(getattr(estimator, "kernel", None)):
-        raise TypeError(f"{type(estimator).__name__} with a callable kernel cannot be saved in a model file: model files "
-                        "hold no code, by design (load_model runs none).  Save the function with your code and "
-                        "refit, or precompute the kernel (kernel='precomputed' models are saved)")
     header = make_header(estimator, feature_names=feature_names, target_name=target_name, data_format=data_format)
     cls = type(estimator)
     schema = schemas()[cls]
