@@ -474,9 +474,14 @@ class KernelSource:
         I, J = np.asarray(I, dtype=np.intp), np.asarray(J, dtype=np.intp)
         if self.gram is None:
             return call_kernel(self.function, self.data[I], self.data[J])
-        lo = np.minimum(I[:, None], J[None, :])
-        hi = np.maximum(I[:, None], J[None, :])
-        return np.asarray(self.gram[lo, hi], dtype=np.float64)
+        out = np.empty((len(I), len(J)))
+        for lo in range(0, len(I), SYMMETRY_BLOCK):  # (temporaries of SYMMETRY_BLOCK rows, not of the block)
+            rows = I[lo:lo + SYMMETRY_BLOCK]
+            out[lo:lo + len(rows)] = self.gram[np.ix_(rows, J)]
+            lower = rows[:, None] > J[None, :]
+            if lower.any():  # k(i, j) for i > j from the upper triangle, G[j, i]
+                np.copyto(out[lo:lo + len(rows)], self.gram[np.ix_(J, rows)].T, where=lower)
+        return out
 
 
 def _refuse_lookup_options(name, normalize):
@@ -528,7 +533,8 @@ def gram_source(G) -> KernelSource:
     tol = SYMMETRY_RTOL * max(float(diag.max(initial=0.0)), np.finfo(np.float64).tiny)
     for lo in range(0, m, SYMMETRY_BLOCK):
         hi = min(lo + SYMMETRY_BLOCK, m)
-        gap = np.abs(G[lo:hi, lo:] - G[lo:, lo:hi].T)
+        gap = np.subtract(G[lo:hi, lo:], G[lo:, lo:hi].T)  # (one block of rows at a time: no m x m temporary)
+        np.abs(gap, out=gap)
         if gap.size and gap.max() > tol:
             i, j = np.unravel_index(int(np.argmax(gap)), gap.shape)
             i, j = lo + int(i), lo + int(j)
