@@ -112,11 +112,14 @@ _DOC = """
         under ``'margin'``, LIBSVM's tolerance relative to the margin under ``'gap'``.  Must lie in
         (0, 1), and in (0, sqrt(3) - 1) under ``'margin'``, beyond which the test passes misclassified
         points (``corevector._validation.EPS_MAX``).
-    kernel : {kernels}, default='rbf'
+    kernel : {kernels}, 'precomputed' or callable, default='rbf'
         The kernel k: Gaussian ``exp(-gamma ||x - y||^2)``, Laplacian ``exp(-gamma ||x - y||)``
         (Euclidean, as in [000]; scikit-learn's ``laplacian_kernel`` uses the L1 norm), polynomial
         ``(gamma x'y + coef0)^degree`` or linear ``gamma x'y``.  Kernels whose ``k(x, x)`` is not
-        constant are handled by the generalized CVM ([000] Sec. 3.2).
+        constant are handled by the generalized CVM ([000] Sec. 3.2).  'precomputed' (X is the Gram matrix
+        K(X_train, X_train) at fit, K(X_test, X_train) at predict) or a callable ``kernel(A, B)`` returning
+        the block [k(a_i, b_j)] (called on blocks of rows) as scikit-learn's SVC; 'sigmoid' is refused (not
+        positive semi-definite).  See the user guide's "Precomputed and callable kernels".
     gamma : float or {{'scale', 'beta', 'auto'{gamma_extra}}}, default='{gamma}'
         {gamma_doc}{gamma_more}
     degree : int, default=3
