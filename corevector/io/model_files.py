@@ -58,6 +58,8 @@ from refimpl.surface import Level
 from .._version import __version__
 from ..registry import ESTIMATORS, by_name
 from .files import atomic_write
+from refimpl.kernels import NOT_PSD
+
 from .modelspec import (HEADER_MEMBER, Array, Either, History, KernelSpecSpec, ListOf, Matrix, ModelFileError,
                         PairList, Reader, Scalar, Schema, Struct, Timing, Writer, dump_float, load_float, one_line)
 
@@ -624,6 +626,8 @@ def _build(path, cls, params):
         values = {k: _load_param(v) for k, v in params.items()}
         est = cls(**values)
         est._validate_params()
+        if isinstance(values.get("kernel"), str) and values["kernel"] in NOT_PSD:  # (passes the constraint for
+            raise ValueError(NOT_PSD[values["kernel"]])                           # fit to say why it is refused)
     except (TypeError, ValueError, InvalidParameterError) as exc:
         raise ModelFileError(f"{path}: invalid parameters of {cls.__name__} ({one_line(exc)})") from None
     return est
