@@ -33,7 +33,7 @@ from refimpl.meb import validate_engine_params
 
 from . import chunked
 from ._libsvm_layout import to_sklearn
-from ._validation import CORE_CONSTRAINTS, check_eps, checked_kernel_spec, is_lookup_kernel
+from ._validation import CORE_CONSTRAINTS, check_eps, check_psd_kernel, checked_kernel_spec, is_lookup_kernel
 from .chunked.fit import fit_meb as chunked_fit_meb
 from .chunked.methods import expansion as chunked_expansion
 from .numerics import numerics
@@ -337,6 +337,7 @@ class CoreVectorBase(BaseEstimator):
         checks: refimpl.kernels.gram_source, callable_source), and the fit goes on with the training points'
         indices (refimpl.kernels.index_points) in place of X: subsets, pairs and folds keep the training
         indices, and the engines look the kernel up.  :meth:`_finish_lookup` ends such a fit."""
+        check_psd_kernel(self)
         lookup = is_lookup_kernel(self.kernel)
         if chunked.needs_chunked(X):
             if lookup:

@@ -27,7 +27,7 @@ from .engine_policy import SOLVERS
 
 from .numerics import IMPLS
 
-__all__ = ["POSITIVE", "EPS", "EPS_MAX", "CORE_CONSTRAINTS", "KERNEL", "is_lookup_kernel", "refuse_lookup_kernel", "plain", "shared_constraints", "invalid_parameter", "check_eps",
+__all__ = ["POSITIVE", "EPS", "EPS_MAX", "CORE_CONSTRAINTS", "KERNEL", "is_lookup_kernel", "check_psd_kernel", "refuse_lookup_kernel", "plain", "shared_constraints", "invalid_parameter", "check_eps",
            "checked_kernel_spec"]
 
 #: a real number in (0, inf): NaN and inf are rejected
@@ -69,8 +69,19 @@ def is_lookup_kernel(kernel) -> bool:
     return callable(kernel) or (isinstance(kernel, str) and kernel == "precomputed")
 
 
+def check_psd_kernel(estimator):
+    """scikit-learn's InvalidParameterError naming ``kernel`` for a kernel SVC has that is not positive semi-definite
+    (refimpl.kernels.NOT_PSD: 'sigmoid'), with the reason."""
+    kernel = estimator.kernel
+    if isinstance(kernel, str) and kernel in NOT_PSD:
+        raise invalid_parameter(estimator, "kernel", "positive semi-definite (one of " + ", ".join(
+            repr(k) for k in KERNELS + ("precomputed",)) + " or a callable): " + NOT_PSD[kernel], kernel)
+
+
 def refuse_lookup_kernel(estimator, why):
-    """A ValueError naming ``kernel`` when the estimator cannot take a precomputed or callable kernel (``why``)."""
+    """A ValueError naming ``kernel`` when the estimator cannot take a precomputed or callable kernel (``why``); the
+    refusal of a kernel that is not PSD (:func:`check_psd_kernel`) first."""
+    check_psd_kernel(estimator)
     kernel = estimator.kernel
     if is_lookup_kernel(kernel):
         shown = "'precomputed'" if isinstance(kernel, str) else "a callable"

@@ -66,9 +66,9 @@ LOOKUP_KERNELS = ("precomputed", "callable")
 #: integer codes shared with the Cython implementation (fastimpl/_krows.pxd); both lookups are code 4
 KERNEL_CODES = {"rbf": 0, "laplacian": 1, "poly": 2, "linear": 3, "precomputed": 4, "callable": 4}
 #: kernels scikit-learn's SVC has that no minimum enclosing ball can use, and why
-NOT_PSD = {"sigmoid": "kernel='sigmoid' (tanh(gamma x'y + coef0)) is not positive semi-definite for any gamma > 0 "
-                      "(nor conditionally so), so it defines no feature space and no enclosing ball: the core-set "
-                      "loop's squared distances could be negative.  Use 'rbf', 'laplacian', 'poly' or 'linear', or "
+NOT_PSD = {"sigmoid": "kernel='sigmoid' (tanh(gamma x'y + coef0)) is not positive semi-definite in general (its Gram "
+                      "matrices have negative eigenvalues for every gamma > 0 on some data), so it defines no feature "
+                      "space and no enclosing ball: the core-set loop's squared distances could be negative.  Use 'rbf', 'laplacian', 'poly' or 'linear', or "
                       "a positive semi-definite kernel as a callable or a precomputed Gram matrix"}
 #: the kernels that are functions of ||x - y|| (k(x, x) = 1; computed from distances, not dot products)
 RADIAL_KERNELS = ("rbf", "laplacian")
