@@ -25,6 +25,7 @@ cdef class _RowCache:
     cdef Py_ssize_t peak          # the most doubles rows, factor and stores have held together (held)
     cdef _PointStore core         # the stores charged to the budget (their own coordinates or CSR rows)
     cdef _PointStore sv
+    cdef const Py_ssize_t* lkheld # doubles a callable's column store reserves (_lookup.pxi), charged too, or NULL
     cdef _Owned own
 
     def __cinit__(self):
@@ -139,8 +140,9 @@ cdef class _RowCache:
 
     cdef inline Py_ssize_t held(self) noexcept nogil:
         """Doubles held against the budget: cached rows, the Cholesky factor, and the core and support
-        stores (the core vectors' own coordinates or CSR rows), and the scans' kernel block."""
-        return self.used + self.fres + (self.core.nbytes() + self.sv.nbytes() + self.kb.nbytes()) // sizeof(double)
+        stores (the core vectors' own coordinates or CSR rows), the scans' kernel block and a callable's columns."""
+        return self.used + self.fres + (self.core.nbytes() + self.sv.nbytes() + self.kb.nbytes()) // sizeof(double) \
+            + (self.lkheld[0] if self.lkheld != NULL else 0)
 
     cdef void evict_for(self, Py_ssize_t need, Py_ssize_t keep1, Py_ssize_t keep2) noexcept nogil:
         """Free least-recently used rows until ``need`` more doubles fit the budget (rows keep1/keep2

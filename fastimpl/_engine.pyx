@@ -11,8 +11,8 @@ computed differs from :class:`refimpl.meb.MEBOps`:
 * rows of Q = K~[S, S] live in an LRU cache bounded by ``cache_size`` bytes (LIBSVM's design): a row is
   computed once, extended when the core set grows, and recomputed only after eviction; the active set's
   Cholesky factor and the stores of the core and support vectors (their coordinates, or CSR rows) are
-  charged to the same budget (rows are evicted to make room for them), so ``cache_size`` bounds all
-  the memory the core set holds;
+  charged to the same budget (rows are evicted to make room for them), and a callable kernel's columns
+  (``_lookup_ops.pxi``), so ``cache_size`` bounds all the memory the core set holds;
 * the core-set QP (SMO with second-order working-set selection, or the active-set Newton method with an
   updated Cholesky factor) runs in C without the GIL;
 * scans and certificates run under ``nogil`` with OpenMP ``prange`` over chunks of candidates, and a full
@@ -21,8 +21,7 @@ computed differs from :class:`refimpl.meb.MEBOps`:
   O(nnz)), the core and support stores hold CSR rows, and a kernel row is a sparse-dense product against
   the query row scattered into a dense d-vector (``_krows.pyx``); nothing m x d is ever dense;
 * nothing is O(n) in sampling mode: only the initial pair, the samples and the final certificate touch
-  the data, and a full scan keeps only its top-k candidates, never n values (lookup kernels, precomputed or
-  callable: the points are training indices, k(x_i, x_j) read from _krows' Lookup).
+  the data, and a full scan keeps only its top-k candidates, never n values (lookup kernels: training indices).
 
 One concern per file, each ``include``d here (every call between them stays a C call):
 
@@ -34,7 +33,7 @@ One concern per file, each ``include``d here (every call between them stays a C 
 * ``_smo.pxi``, ``_active_set.pxi`` (_FreeSet): the two core-set QP solvers;
 * ``_owned.pxi``: the allocation table every unit registers its buffers in; ``_tolerances.pxi``: TAU, TIE,
   PIVOT_RTOL of refimpl.simplex_qp; ``_search.pxi``: binary search in the core set's sorted index;
-* ``_expansion.pxi``: kernel expansions (prediction); ``_hooks.pxi``: test hooks of the kernels and screens.
+* ``_expansion.pxi``: kernel expansions (prediction); ``_hooks.pxi``: test hooks; ``_lookup_ops.pxi``: callables.
 
 A unit with state is a cdef class that FastMEBOps holds and that owns its buffers (its functions take the engine).
 """
@@ -123,6 +122,7 @@ include "_scans.pxi"        # _Support; furthest_point, scan_sample, full_scan (
 include "_kblock.pxi"       # _KBlock: k(x_p, c_t) in single precision for the scans at large d; kb_scan_sample, kb_chunk
 include "_smo.pxi"          # smo_solve: SMO with second-order working-set selection
 include "_active_set.pxi"   # _FreeSet; active_set_solve: the active-set Newton method, updated Cholesky factor
+include "_lookup_ops.pxi"   # lookup_setup, lookup_row_ready, lookup_sums: a callable kernel's columns
 
 
 cdef class FastMEBOps:
@@ -217,7 +217,7 @@ cdef class FastMEBOps:
         self.d = problem.X.shape[1]
         self.mirror = bool(problem.mirror)
         self.K = make_kern(problem.kernel, self.d)
-        self.lookup = lookup_of(problem, &self.K)   # precomputed / callable kernels (K.lk), or None
+        lookup_setup(self, problem, cache_size)   # precomputed / callable kernels (K.lk; _lookup_ops.pxi)
         keep = []
         self.sparse = sp.issparse(problem.X)
         if self.sparse:
@@ -360,13 +360,12 @@ cdef class FastMEBOps:
         self.cache.rlen[i] = self.size
         return r
 
-
     cdef void _fill_row(self, Py_ssize_t i, Py_ssize_t lo, Py_ssize_t hi, double* r) noexcept nogil:
         """r[t] = Q[i, t] = s_i s_t (k(x_i, x_t) + beta_b) + delta_it c for t in [lo, hi)."""
         cdef Py_ssize_t t, c, nchunk, clo, chi, step, q = self.pz(self.S[i])
         cdef const double* x
         cdef double xsq = self.core.sq[i], xrd = self.core.rd[i], si = self.Ss[i]
-        if hi <= lo:
+        if hi <= lo or not lookup_row_ready(self, i, lo, hi, r):  # (a callable: the column of x_i)
             return
         x = self._dense_input(q, self.xd)
         if (hi - lo) * self.d < ROW_PARALLEL_MIN_WORK or self.core.blas or self.sparse:
@@ -402,8 +401,6 @@ cdef class FastMEBOps:
         are one GEMM against the core store (_new_rows)."""
         cdef Py_ssize_t z, k, k0 = self.size
         cdef int rc
-        if self.lookup is not None:  # a callable's columns of the new points, before nogil code reads them
-            self.lookup.need(zs)
         for zz in zs:
             z = zz
             k = self.size
@@ -418,6 +415,7 @@ cdef class FastMEBOps:
             self._index(z, k)
         with nogil:
             rc = self._new_rows(k0, self.size)
+        lookup_raise(self)
         if rc != 0:
             raise MemoryError("core-set kernel cache")
 
@@ -602,6 +600,7 @@ cdef class FastMEBOps:
             if steps == -1 or not active:
                 steps = smo_solve(self, tol, bound)
                 self.fs.fvalid = False  # SMO moved alpha: the free set is rebuilt from the support next time
+        lookup_raise(self)
         if steps == -2:
             raise MemoryError("core-set kernel cache")
         self.sup.dirty = True
@@ -651,18 +650,19 @@ cdef class FastMEBOps:
             self.kb.n_support += 1
         if self.sup.dirty:
             pack_support(self)
+        lookup_sums(self, idx)  # a callable's sums over the support's columns, which _kalpha reads
         if idx is not None:
             return scan_sample(self, np.ascontiguousarray(idx, dtype=np.intp), d2_over)
         return full_scan(self, k, d2_over, False)
 
     def memory_state(self):
         """MemoryState(cache, factor, stores, peak, budget) in bytes: the cache rows, the Cholesky factor, the
-        core and support stores, the peak of the three together and the budget; for tests of cache_size and the
-        reports' split of a chunked fit's memory."""
-        cdef Py_ssize_t b = sizeof(double)
+        core and support stores (and a callable's columns, whose reserve peak counts), the peak of the three and
+        the budget; for tests of cache_size and the reports' split of a chunked fit's memory."""
+        cdef Py_ssize_t b = sizeof(double), lk = self.lookup.held if self.lookup is not None else 0
         return MemoryState(int(self.cache.used * b), int(self.cache.fres * b),
-                           int(self.core.nbytes() + self.sup.store.nbytes() + self.kb.nbytes()),
-                           int(self.cache.peak * b), int(self.cache.budget * b))
+                           int(self.core.nbytes() + self.sup.store.nbytes() + self.kb.nbytes() + lk * b),
+                           int(max(self.cache.peak, self.cache.held()) * b), int(self.cache.budget * b))
 
     def block_state(self):
         """(the scans use the kernel block, core vectors in it, its bytes, candidates the last scan computed

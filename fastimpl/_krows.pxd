@@ -69,9 +69,10 @@ cdef struct Lookup:
     const double* gram         # 'precomputed': the Gram matrix as given (row-major, leading dimension ld); else NULL
     Py_ssize_t ld
     const double* diag         # k(x_i, x_i) of every training point
-    double** cols              # callable: cols[p][r] = k(x of the problem's row r, x_j) for the point j of column p
-    const Py_ssize_t* colpos   # training index j -> its column p, or -1
+    double** cols              # callable: cols[p][r] = k(x of the problem's row r, x_j) for the point j of slot p
+    const Py_ssize_t* colpos   # training index j -> the slot p of its cached column, or -1 (_lookup.pxi: LRU)
     const Py_ssize_t* rowpos   # training index i -> the problem's row r
+    const double* sums         # callable, during a scan: the candidates' weighted sums (_lookup.pxi), else NULL
 
 
 cdef struct Kern:
@@ -118,7 +119,9 @@ cdef inline bint k_is_lookup(const Kern* K) noexcept nogil:
 
 cdef inline double k_lookup(const Lookup* L, const double* a, const double* b) noexcept nogil:
     """k(x_i, x_j) of the training indices i = a[0], j = b[0]: the Gram matrix's upper triangle (as
-    refimpl.kernels.KernelSource.block reads it), or the callable's column of j (else of i)."""
+    refimpl.kernels.KernelSource.block reads it), or the callable's column of j -- in k_row, the query x, whose
+    column the caller made resident (a Q row: FastMEBOps._fill_row), so that each value comes from one column
+    whatever else the bounded column store holds."""
     cdef Py_ssize_t i = <Py_ssize_t> a[0], j = <Py_ssize_t> b[0], p
     if L.gram != NULL:
         if i > j:
@@ -127,10 +130,7 @@ cdef inline double k_lookup(const Lookup* L, const double* a, const double* b) n
     p = L.colpos[j]
     if p >= 0:
         return L.cols[p][L.rowpos[i]]
-    p = L.colpos[i]
-    if p >= 0:
-        return L.cols[p][L.rowpos[j]]
-    return NAN   # (never: the engine computes the column of every point it compares others with)
+    return NAN   # (never: see above)
 
 
 cdef inline bint k_is_normalized(const Kern* K) noexcept nogil:
@@ -275,19 +275,36 @@ cdef Kern make_kern(spec, Py_ssize_t d)
 
 cdef class _Lookup:
     """Owns the Lookup of a lookup kernel for one problem (the Gram matrix's pointer, or the callable's columns
-    over the problem's rows, computed by blocks when a point first needs them: ``need``)."""
+    over the problem's rows in slots bounded by a budget, least recently used evicted: _lookup.pxi)."""
     cdef Lookup L
     cdef object keep            # the arrays the pointers above point into
     cdef object source          # refimpl.kernels.KernelSource
     cdef object rows            # the problem's training indices (intp)
-    cdef Py_ssize_t ncols, colcap
+    cdef object xrows           # their rows of the training data (the callable's first argument, by blocks)
+    cdef object error           # an exception the callable raised where it could not propagate (nogil callers)
+    cdef Py_ssize_t nrows       # the problem's rows: doubles per column
+    cdef Py_ssize_t nslots, slotcap   # column slots allocated, and at most (the budget)
     cdef Py_ssize_t* colpos_
     cdef double** cols_
-    cdef public long long n_eval
-    cdef void need(self, object zs) except *
+    cdef Py_ssize_t* owner      # slot -> its column's training index, or -1
+    cdef long long* used        # slot -> the tick of its last use (LRU)
+    cdef long long tick
+    cdef double* scratch        # a sweep's column that no slot is free for (not cached)
+    cdef double* sums_          # the scans' weighted sums (nrows doubles)
+    cdef public Py_ssize_t held          # doubles held: slots, scratch, sums
+    cdef public Py_ssize_t peak          # the most doubles held
+    cdef public Py_ssize_t budget        # doubles allowed (slots + scratch + sums)
+    cdef public long long n_eval         # kernel values computed
+    cdef public long long n_columns      # columns computed (again, after an eviction or in the scratch)
+    cdef void _charge(self, Py_ssize_t doubles)
+    cdef void _fill(self, Py_ssize_t j, double* dst) except *
+    cdef const double* column(self, Py_ssize_t j, long long fresh) except NULL
+    cdef bint ready(self, Py_ssize_t j) noexcept
+    cdef double* sums_buffer(self) except NULL
+    cdef void raise_error(self) except *
 
 
-cdef _Lookup lookup_of(problem, Kern* K)
+cdef _Lookup lookup_of(problem, Kern* K, Py_ssize_t cache_size)
 cdef void k_row(const Kern* K, const double* SVX, const double* sda, Py_ssize_t ns,
                 const double* x, double dax, double* out) noexcept nogil
 

@@ -21,7 +21,7 @@
 * the kernels point by point (``Kern``, ``k_raw``, ``k_eval``, inline in the .pxd) and :func:`k_row`.
 """
 from libc.float cimport DBL_EPSILON
-from libc.stdlib cimport malloc, free, realloc
+from libc.stdlib cimport malloc, calloc, free, realloc
 from libc.string cimport memcpy, memset
 from scipy.linalg.cython_blas cimport dgemv, dgemm
 cimport numpy as cnp
@@ -536,109 +536,4 @@ cdef void weighted_rows(_PointStore store, const Queries* Q, const Py_ssize_t* i
     kernel_rows(store, Q, idx, lo, hi, c0, store.n, block, _weighted_sink, &c, buf)
 
 
-# ------------------------------------------------------------------------------------- lookup kernels
-cdef class _Lookup:
-    """The training kernel of a lookup kernel (kernel='precomputed' or a callable) for one problem, whose points
-    are the training indices ``rows`` (refimpl.kernels.index_points and its subsets).
-
-    'precomputed': the Gram matrix is read in place (C-contiguous float64, the estimator's input check).
-    Callable: k(x, x_j) for every row x of the problem, the column of j, is computed when j first enters the
-    core set or the initialisation compares the others with it (``need``), one call ``kernel(X[rows], X[js])`` for
-    the new points together (by blocks of rows), and kept: the scans and rows of Q then look their values up
-    without the GIL.  The columns take m * 8 bytes per core vector (beside the cache_size budget)."""
-
-    def __cinit__(self):
-        self.colpos_ = NULL
-        self.cols_ = NULL
-        self.ncols = 0
-        self.colcap = 0
-        self.n_eval = 0
-
-    def __dealloc__(self):
-        free(self.colpos_)
-        free(self.cols_)
-
-    def __init__(self, source, rows):
-        cdef const double[:, ::1] G
-        cdef const double[::1] dg
-        cdef Py_ssize_t j, m = source.m
-        self.source = source
-        self.rows = np.ascontiguousarray(rows, dtype=np.intp)
-        diag = np.ascontiguousarray(source.diag, dtype=np.float64)
-        self.keep = [diag]
-        dg = diag
-        self.L.diag = &dg[0] if m > 0 else NULL
-        self.L.gram = NULL
-        self.L.ld = 0
-        self.L.cols = NULL
-        self.L.colpos = NULL
-        self.L.rowpos = NULL
-        if source.gram is not None:
-            gram = source.gram
-            if not (isinstance(gram, np.ndarray) and gram.dtype == np.float64 and gram.flags.c_contiguous):
-                raise ValueError("kernel='precomputed': the engine reads the Gram matrix in place, as a C-contiguous "
-                                 "float64 array")
-            self.keep.append(gram)
-            G = gram
-            self.L.gram = &G[0, 0] if m > 0 else NULL
-            self.L.ld = m
-            return
-        rowpos = np.full(max(m, 1), -1, dtype=np.intp)
-        rowpos[self.rows] = np.arange(len(self.rows), dtype=np.intp)
-        self.keep.append(rowpos)
-        self.L.rowpos = <const Py_ssize_t*> cnp.PyArray_DATA(rowpos)
-        self.colpos_ = <Py_ssize_t*> malloc(max(m, 1) * sizeof(Py_ssize_t))
-        if self.colpos_ == NULL:
-            raise MemoryError("callable kernel's columns")
-        for j in range(m):
-            self.colpos_[j] = -1
-        self.L.colpos = self.colpos_
-
-    cdef void need(self, object zs) except *:
-        """The callable's columns of the problem's points zs (those it lacks; z and z + m, the mirrored copy, share
-        row z mod m), by one block call."""
-        cdef Py_ssize_t j, p, t, newcap
-        cdef double** nc
-        cdef const double[::1, :] blk
-        if self.source.gram is not None:
-            return
-        points = self.rows[np.asarray(zs, dtype=np.intp).ravel() % max(len(self.rows), 1)]
-        new = [j for j in dict.fromkeys(int(v) for v in points) if self.colpos_[j] < 0]
-        if not new:
-            return
-        if self.ncols + len(new) > self.colcap:
-            newcap = max(2 * self.colcap, self.ncols + len(new), 16)
-            nc = <double**> realloc(self.cols_, newcap * sizeof(double*))
-            if nc == NULL:
-                raise MemoryError("callable kernel's columns")
-            self.cols_ = nc
-            self.colcap = newcap
-            self.L.cols = self.cols_
-        data = self.source.data
-        js = np.array(new, dtype=np.intp)
-        cols = np.empty((len(self.rows), len(new)), dtype=np.float64, order="F")
-        step = max(1, (1 << 22) // max(len(new), 1))   # rows per call: blocks of at most 4M values
-        for lo in range(0, len(self.rows), step):
-            cols[lo:lo + step] = refkernels.call_kernel(self.source.function, data[self.rows[lo:lo + step]], data[js])
-        self.n_eval += cols.size
-        self.keep.append(cols)
-        blk = cols
-        for t in range(len(new)):
-            p = self.ncols + t
-            self.cols_[p] = <double*> &blk[0, t] if len(self.rows) > 0 else NULL
-            self.colpos_[new[t]] = p
-        self.ncols += len(new)
-
-
-cdef _Lookup lookup_of(problem, Kern* K):
-    """The _Lookup of a lookup kernel's problem (its points the training indices, refimpl.kernels.index_points),
-    with ``K.lk`` pointed at it; None for the other kernels."""
-    cdef _Lookup lk
-    if not k_is_lookup(K):
-        return None
-    if problem.kernel.source is None or sp.issparse(problem.X) or problem.X.shape[1] != 1:
-        raise ValueError("a lookup kernel's problem has the index points of refimpl.kernels.index_points and a "
-                         "KernelSpec holding its training kernel")
-    lk = _Lookup(problem.kernel.source, refkernels.point_indices(problem.X))
-    K.lk = &lk.L
-    return lk
+include "_lookup.pxi"    # lookup kernels: kernel='precomputed' and callables (_Lookup, lookup_of)

@@ -70,9 +70,10 @@ cdef object furthest_point(FastMEBOps ops, Py_ssize_t z, idx):
     cdef Py_ssize_t cnt = a.shape[0], p, l, best = -1
     cdef double daz = ops.rawdiag(z), dal, v, best_v = -INFINITY, kzz, sz = ops.zsign(z), sl, kv
     cdef const double* xz = NULL
+    cdef const double* colz = NULL
     cdef Py_ssize_t q
-    if ops.lookup is not None:  # a callable's column of z
-        ops.lookup.need([z])
+    if ops.K.lk != NULL and ops.K.lk.gram == NULL:  # a callable: the column of z, k(x_l, x_z) at l's row
+        colz = ops.lookup.column(<Py_ssize_t> ops.X[ops.pz(z), 0], -1)
     with nogil:
         kzz = k_diag(&ops.K, daz) + ops.label_bias + ops.cdiag(z)
         if ops.sparse:
@@ -85,6 +86,8 @@ cdef object furthest_point(FastMEBOps ops, Py_ssize_t z, idx):
                 q = ops.pz(l)
                 kv = csr_dot_dense(xz, ops.Xind, ops.Xval, ops.Xptr[q], ops.Xptr[q + 1])
                 dots_to_kernel(&ops.K, &kv, 1, ops.Xsq[ops.pz(z)], &ops.Xsq[q], daz, &dal)
+            elif colz != NULL:
+                kv = colz[ops.pz(l)]
             else:
                 kv = k_eval(&ops.K, &ops.X[ops.pz(z), 0], &ops.X[ops.pz(l), 0], daz, dal)
             v = sz * sl * (kv + ops.label_bias)
@@ -137,7 +140,12 @@ cdef inline void _kalpha(FastMEBOps ops, Py_ssize_t lo, Py_ssize_t hi, const Py_
     """out[p - lo] = sum_t alpha_t s_t k(x_t, x_p(z)) for the candidates z = idx[p] (idx NULL: the
     input rows p themselves), p in [lo, hi): the support store's weighted rows (_krows.pyx: the SIMD rows
     fused with the sum, GEMM_BLOCK candidates a GEMM on the BLAS path, scattered CSR rows).  ``buf``:
-    _bufsize(ops) doubles."""
+    _bufsize(ops) doubles.  A callable's sums were computed before the scan (lookup_sums, by position or row p)."""
+    cdef Py_ssize_t p
+    if ops.K.lk != NULL and ops.K.lk.sums != NULL:
+        for p in range(lo, hi):
+            out[p - lo] = ops.K.lk.sums[p]
+        return
     weighted_rows(ops.sup.store, &ops.Q, idx, lo, hi, 0, ops.sup.coef, False, True, out, GEMM_BLOCK, buf)
 
 

@@ -238,3 +238,70 @@ def test_a_fit_on_a_gram_matrix_allocates_no_second_one():
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         assert peak < (0.5 if impl == "fast" else 1.0) * K.nbytes, (impl, peak, K.nbytes)
+
+
+# ------------------------------------------------------------------------- the callable's bounded column store
+def rbf_cdist(A, B):
+    """The Gaussian kernel by cdist (a cheap callable: the small-cache fits below compute many columns again)."""
+    return np.exp(-G_RBF * cdist(A, B, "sqeuclidean"))
+
+
+def callable_engine_fit(m, cache_size):
+    """The fast engine's two-class fit of rbf_cdist on m points with ``cache_size`` bytes: (result, engine)."""
+    from fastimpl._engine import FastMEBOps, fit_meb
+    from refimpl.cvm import two_class_problem
+    from refimpl.kernels import index_points, make_kernel_spec
+    X, y, _ = data(m, seed=4, n_test=1)
+    problem = two_class_problem(index_points(m), np.where(y > 0, 1, -1), make_kernel_spec(X, rbf_cdist), C=10.0)
+    made = []
+
+    def ops(p, cache):
+        made.append(FastMEBOps(p, cache))
+        return made[-1]
+
+    result = fit_meb(problem, 1e-3, ops_class=ops, cache_size=cache_size, sample_size=59, random_state=0,
+                     stop="margin")
+    return result, made[0]
+
+
+def test_callable_columns_stay_within_cache_size_and_give_the_same_fit():
+    """A callable's columns (m_rows x 8 bytes each) are kept within half of cache_size, the least recently used
+    computed again on a miss: with 512 KB on 1,500 rows (a column is 12 KB, the core set over a hundred) the engine's
+    own memory -- Q rows, stores and columns, MemoryState's peak -- stays within cache_size (and the two rows an SMO
+    step holds, as for every kernel: test_fast_vs_ref_scale) where keeping every
+    column would take more than twice it, and the fit is the one with room for every column, bit for bit (each
+    column is computed by itself, so its values do not depend on what was cached)."""
+    from fastimpl._engine import lookup_column_state
+    small_budget, rows = 512 * 2**10, 1500
+    big, big_ops = callable_engine_fit(rows, 400 * 2**20)
+    small, small_ops = callable_engine_fit(rows, small_budget)
+    np.testing.assert_array_equal(small.core_set, big.core_set)
+    np.testing.assert_array_equal(small.alpha, big.alpha)
+    assert small.radius2 == big.radius2
+    n_core = len(small.core_set)
+    assert n_core * rows * 8 > 2 * small_budget                  # every column kept would overrun the budget
+    cached, slots, held, peak, budget, computed, _ = lookup_column_state(small_ops)
+    assert cached == slots < n_core and peak * 8 <= budget * 8 <= small_budget // 2
+    assert computed > 2 * n_core                                   # columns were evicted and computed again
+    state = small_ops.memory_state()
+    row_bytes = 8 * (n_core + n_core // 4 + 16)                    # (the two rows an SMO step holds at once)
+    assert state.budget == small_budget and state.peak <= small_budget + 2 * row_bytes, state
+    assert state.stores >= held * 8
+    big_cached, _, big_held, _, _, big_computed, _ = lookup_column_state(big_ops)
+    assert big_computed == big_cached >= n_core                    # with room, each column is computed once
+    assert big_ops.memory_state().peak > small_budget
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_callable_fit_with_a_small_cache_is_the_fit_with_a_large_one(classes):
+    """CVMClassifier with a callable and cache_size of a few columns (one-vs-one pairs: columns over a pair's rows)
+    gives the model of a cache that holds everything: the same support vectors, coefficients and decision values."""
+    X, y, Xt = data(m=900, seed=2, classes=classes)
+    kw = dict(kernel=rbf_cdist, C=10.0, random_state=0)
+    big = CVMClassifier(cache_size=400, **kw).fit(X, y)
+    small = CVMClassifier(cache_size=0.1, **kw).fit(X, y)   # 100 KB: under 7 columns of 7.2 KB, half for columns
+    assert len(big.support_) > 20
+    np.testing.assert_array_equal(small.support_, big.support_)
+    np.testing.assert_array_equal(small.dual_coef_, big.dual_coef_)
+    np.testing.assert_array_equal(small.intercept_, big.intercept_)
+    np.testing.assert_array_equal(small.decision_function(Xt), big.decision_function(Xt))
