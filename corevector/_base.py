@@ -357,6 +357,19 @@ class CoreVectorBase(BaseEstimator):
     def _kernel_shown(self):
         return "'precomputed'" if isinstance(self.kernel, str) else "a callable"
 
+    def _check_predict_kernel(self, X):
+        """Before a prediction's ``validate_data``: a model fitted with kernel='precomputed' takes the n x m_train
+        matrix K(X_test, X_train), and X of another count of columns is refused saying so (scikit-learn's message
+        would speak of features)."""
+        spec = getattr(self, "kernel_spec_", None)
+        if spec is None or spec.name != "precomputed":
+            return
+        shape = X.shape if hasattr(X, "shape") else np.shape(X)
+        m = getattr(self, "n_features_in_", None)
+        if m is not None and len(shape) == 2 and shape[1] != m:
+            raise ValueError(f"kernel='precomputed': predict needs the n x m_train kernel matrix against the m_train = "
+                             f"{m} training points, got {shape[1]} columns")
+
     def _finish_lookup(self):
         """The end of a fit with a lookup kernel: ``kernel_spec_`` without the training kernel (a fitted model
         keeps no Gram matrix nor training rows), and a callable's support vectors as their training rows (what

@@ -181,6 +181,7 @@ class MEB(OutlierMixin, CoreVectorBase):
             ``r_cert^2 - ||c - phi(x)||^2``: positive inside the certified ball, negative outside.
         """
         check_is_fitted(self)
+        self._check_predict_kernel(X)
         X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", reset=False)
         return self.certified_radius_ ** 2 - self._dist2(X)
 
@@ -365,6 +366,7 @@ class CVDD(MEB):
             ``w'phi(x) - rho``: non-negative for inliers, negative for outliers.
         """
         check_is_fitted(self)
+        self._check_predict_kernel(X)
         X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", reset=False)
         return self._expansion(X, self.support_vectors_, self.center_coef_) + self.intercept_[0]
 

@@ -341,6 +341,7 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
             per class, as scikit-learn's SVC with ``decision_function_shape='ovr'``.
         """
         check_is_fitted(self)
+        self._check_predict_kernel(X)
         X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", reset=False)
         dec = self._pair_decisions(X)
         if len(self.classes_) == 2:
@@ -397,6 +398,7 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
             the class).
         """
         check_is_fitted(self)
+        self._check_predict_kernel(X)
         X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", reset=False)
         return class_probabilities(self._pair_decisions(X), self.probA_, self.probB_, self.pairs_,
                                    len(self.classes_), self.MIN_PROB)

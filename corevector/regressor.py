@@ -582,6 +582,7 @@ class CVR(RegressorMixin, CoreVectorBase):
             targets' units.
         """
         check_is_fitted(self)
+        self._check_predict_kernel(X)
         X = validate_data(self, X, dtype=np.float64, order="C", accept_sparse="csr", reset=False)
         return self._expansion(X, self.support_vectors_, self.dual_coef_[0]) + self.intercept_[0]
 

@@ -176,7 +176,7 @@ def test_precomputed_shapes_are_checked():
     with pytest.raises(ValueError, match="square Gram matrix"):
         CVMClassifier(kernel="precomputed").fit(K[:, :50], y)
     clf = CVMClassifier(kernel="precomputed", random_state=0).fit(K, y)
-    with pytest.raises(ValueError, match="120 features"):
+    with pytest.raises(ValueError, match="against the m_train = 120 training points, got 60 columns"):
         clf.predict(rbf(Xt, X[:60]))
     with pytest.raises(ValueError, match="not symmetric"):
         bad = K.copy()
@@ -238,6 +238,24 @@ def test_a_fit_on_a_gram_matrix_allocates_no_second_one():
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         assert peak < (0.5 if impl == "fast" else 1.0) * K.nbytes, (impl, peak, K.nbytes)
+
+
+@pytest.mark.parametrize("E", [CVMClassifier, MEB, CVDD, CVR])
+def test_precomputed_predict_names_the_kernel_matrix_it_needs(E):
+    """predict, decision_function and score_samples of a precomputed model take K(X_test, X_train): another count of
+    columns is refused naming the n x m_train matrix and the m_train training points, not features."""
+    X, y, Xt = data()
+    target = X[:, 0] if E is CVR else (y if E is CVMClassifier else None)
+    est = E(kernel="precomputed", random_state=0).fit(rbf(X, X), target)
+    want = (r"kernel='precomputed': predict needs the n x m_train kernel matrix against the m_train = 120 training "
+            r"points, got 119 columns")
+    methods = ["predict"] + [m for m in ("decision_function", "score_samples") if hasattr(est, m)]
+    for method in methods:
+        with pytest.raises(ValueError, match=want):
+            getattr(est, method)(rbf(Xt, X[:119]))
+        with pytest.raises(ValueError, match=want):
+            getattr(est, method)(rbf(Xt, X[:119]).tolist())
+        assert len(getattr(est, method)(rbf(Xt, X))) == len(Xt)
 
 
 # ------------------------------------------------------------------------- the callable's bounded column store
