@@ -195,21 +195,24 @@ def auto_C_and_tube(est, X, yn, weights, M, seed):
                 n_eval=sum(len(t[2]) for t in picks), r2_pilot=1.0 - e_rel, p=p, q=q, mu=mu, nu_scale=nu_scale,
                 gamma=float(spec.gamma), r2_pilot_widths=[1.0 - t[0] / var if var > 0 else 0.0 for t in picks])
     initial = None
-    if p >= est.SEED_MIN_OUTSIDE and isinstance(X, np.ndarray):  # (rows in memory: one pass over them)
+    if p >= est.SEED_MIN_OUTSIDE:  # (one pass over the rows, wherever they are: the same start for every layout)
         with _blas_single_threaded():
-            initial = _predicted_outside(spec, X, yn, Xa, splits[0].coef(C), q)
+            initial = _predicted_outside(spec, X, yn, a, splits[0].coef(C), q)
         info["n_initial"] = len(initial)
     return TubeChoice(C, mu, nu_scale, info, initial)
 
 
-def _predicted_outside(spec, X, yn, Xa, beta, q, block=4096):
-    """The augmented points the pilot (coefficients beta on the rows Xa) puts outside a tube of half-width q:
-    i where y_i - f(x_i) > q (lambda_i), m + i where it is below -q (lambda*_i); by blocks of rows."""
+def _predicted_outside(spec, X, yn, a, beta, q, block=4096):
+    """The augmented points the pilot (coefficients beta on the rows a) puts outside a tube of half-width q:
+    i where y_i - f(x_i) > q (lambda_i), m + i where it is below -q (lambda*_i).  By blocks of rows, read as
+    the pilot's rows are (:func:`_dense_rows`), so that dense, CSR and chunked rows give one start."""
     from refimpl.kernels import kernel_block
 
     m, out = X.shape[0], []
     for s in range(0, m, block):
-        r = yn[s:s + block] - (kernel_block(spec, X[s:s + block], Xa) + 1.0) @ beta
+        rows = np.arange(s, min(s + block, m))
+        Xs, Xa = _dense_rows(X, rows, a)
+        r = yn[rows] - (kernel_block(spec, Xs, Xa) + 1.0) @ beta
         out += [s + np.flatnonzero(r > q), m + s + np.flatnonzero(r < -q)]
     return np.sort(np.concatenate(out))
 

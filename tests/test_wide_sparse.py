@@ -20,7 +20,8 @@ from corevector import CVDD, CVR, MEB, CVMClassifier
 from corevector.cli.command import DEFAULT_SEED
 from corevector.numerics import numerics
 from refimpl.kernels import (COMPACT_MIN_COLUMNS, beta_heuristic, checked_kernel_spec, compact_columns,
-                             kernel_block, make_kernel_spec, sparse_column_spans_sq_sum, stored_column_variances)
+                             kernel_block, make_kernel_spec, resolve_gamma, sparse_column_spans_sq_sum,
+                             stored_column_variances)
 
 
 def _wide(m, d, nnz_per_row, seed):
@@ -99,7 +100,7 @@ _UNDER_LIMIT = textwrap.dedent("""
 def test_the_forty_byte_libsvm_file_fits_in_50_mb(tmp_path):
     """Issue 26: ``1 1:0.5 2000000000:1`` asked for a dense 15 GiB array.  Fit and predict now run under an
     address-space limit of 50 MB beyond the interpreter (RLIMIT_AS, which counts every mapping, touched or
-    not), both implementations; cvm resolves gamma='scale', cvr gamma='beta'."""
+    not), both implementations; both resolve gamma='scale' (cvr's 'select' below 10,000 rows) over all 2e9 columns."""
     data = tmp_path / "wide.libsvm"
     data.write_text("1 1:0.5 2000000000:1\n-1 1:1 3:0.25\n")
     assert data.stat().st_size == 35
@@ -126,7 +127,11 @@ def test_the_forty_byte_libsvm_file_fits_in_50_mb(tmp_path):
                 # the stored columns (1, 3, 2e9), same seed
                 narrow = np.array([[0.5, 0.0, 1.0], [1.0, 0.25, 0.0]])
                 impl = "fast" if "fast" in argv[1] else "ref"
-                want = CVR(impl=impl, random_state=DEFAULT_SEED).fit(narrow, [1.0, -1.0]).predict(narrow)
+                # (at the wide file's width: 'scale' is 1 / (d Var X) over every one of its 2e9 columns)
+                wide = sp.csr_matrix((np.array([0.5, 1.0, 1.0, 0.25]), np.array([0, 1999999999, 0, 2]),
+                                      np.array([0, 2, 4])), shape=(2, 2_000_000_000))
+                g = resolve_gamma("scale", wide, "rbf")
+                want = CVR(impl=impl, random_state=DEFAULT_SEED, gamma=g).fit(narrow, [1.0, -1.0]).predict(narrow)
                 assert np.sign(pred).tolist() == [1, -1], argv
                 np.testing.assert_allclose(pred, want, rtol=1e-9, atol=1e-12, err_msg=str(argv))
             else:
