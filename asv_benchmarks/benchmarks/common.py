@@ -4,7 +4,7 @@ A benchmark of a new algorithm is a few declarative lines in its own module::
 
     class CVRFriedman(CoreSetTracks, EstimatorBenchmark):
         params = (["ref", "fast"], M_GRID)
-        max_m = {"ref": 1e4, "fast": 1e6}
+        max_m = by_size({"ref": 1e3, "fast": 1e4}, {"ref": 1e4, "fast": 1e6})
         dataset = staticmethod(friedman)            # (m, seed) -> (X, y)
 
         def setup_cache(self):                      # required: one line, see below
@@ -19,9 +19,24 @@ defines its own one-line ``setup_cache`` calling ``prepare_cache``.
 
 Parameters are ``(impl, m)``; combinations with m above ``max_m[impl]`` are skipped by raising
 NotImplementedError in ``setup`` (asv's convention for impossible combinations).  The data of every
-size is generated once in ``setup_cache`` (saved as .npy files in asv's cache folder) and the
-models needed by the ``time_predict`` / ``track_*`` benchmarks are fitted there too, so that
+size is generated once in ``setup_cache`` (pickled into asv's cache folder) and every model the
+``time_predict`` / ``track_*`` benchmarks read is fitted there, once per parameter set, so that
 ``time_fit`` and ``peakmem_fit`` are the only benchmarks that fit.
+
+**Sizes.**  The default grid is the regression check's (a whole run of the suite in minutes); with the
+environment variable ``COREVECTOR_BENCH_SIZES=full`` every class adds its larger m (``by_size``).
+
+**What a time is.**  Every ``time_*`` benchmark measures CPU seconds of the benchmark process
+(``timer = time.process_time``) with OpenMP and BLAS limited to one thread (:func:`one_thread`): on a
+shared machine wall time follows the other jobs (the same fit took 0.21-0.37 s wall against 0.155-0.164 s
+CPU on 2 busy cores), while the work a commit does is what a regression check asks about.  Parallel
+speed-ups are the reports' business (``reports/``).
+
+**Samples.**  A sample averages ``number`` calls, chosen per parameter set from the time one call took
+in ``setup_cache`` (:data:`SAMPLE_SECONDS` of CPU per sample, at most :data:`MAX_NUMBER` calls), after one
+warm-up call; ``rounds = 2`` processes take ``repeat`` samples each.  ``setup`` keeps what it loaded in
+the process (:func:`loaded`), since asv runs it again before every timed call.  ``time_predict`` times warm
+calls: the model has predicted once in ``setup`` before any call is timed.
 
 The mixins are abstract (``make_estimator`` is an abstractmethod), and asv does not collect
 abstract classes; a subclass becomes a benchmark as soon as it defines ``make_estimator``.
@@ -37,6 +52,7 @@ import abc
 import os
 import pickle
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -46,13 +62,26 @@ try:  # asv with --python=same imports the package from the current interpreter
     import corevector  # noqa: F401
 except ImportError:  # a plain checkout: use the working tree
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    import corevector  # noqa: F401
 
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 
+#: 'full' (COREVECTOR_BENCH_SIZES=full): every class adds its larger training-set sizes
+FULL = os.environ.get("COREVECTOR_BENCH_SIZES", "").strip().lower() == "full"
+
+
+def by_size(default, full):
+    """``full`` under COREVECTOR_BENCH_SIZES=full, else ``default``."""
+    return full if FULL else default
+
+
 #: training-set sizes (log-spaced); each class caps them per implementation with max_m
-M_GRID = [1_000, 10_000, 30_000, 100_000, 1_000_000]
+M_GRID = by_size([1_000, 10_000, 100_000], [1_000, 10_000, 30_000, 100_000, 1_000_000])
 N_TEST = 2_000
 SEED = 0
+#: CPU seconds a time sample aims at (``number`` calls of a fast function are averaged into one sample)
+SAMPLE_SECONDS = 0.05
+MAX_NUMBER = 5000
 #: the warning of ``stop='radius'`` when its slack is coarse against the margin (refimpl.driver
 #: ``warn_if_radius_too_coarse``): expected in the papers' setting gamma = 1, C = 1e4, eps = 1e-6
 RADIUS_TOO_COARSE = (ConvergenceWarning, r"stop='radius' with eps=")
@@ -64,6 +93,50 @@ def checkerboard(m, seed):
     return cb(int(m), random_state=seed)
 
 
+_ONE_THREAD = []
+
+
+def one_thread():
+    """OpenMP and BLAS limited to one thread in this process (once; the engine's extension is loaded first,
+    so that threadpoolctl sees its OpenMP runtime)."""
+    if not _ONE_THREAD:
+        import fastimpl._engine  # noqa: F401
+        from threadpoolctl import threadpool_limits
+        _ONE_THREAD.append(threadpool_limits(limits=1))
+
+
+def cpu_seconds(func):
+    """(CPU seconds of one call of ``func``, its result)."""
+    t0 = time.process_time()
+    out = func()
+    return time.process_time() - t0, out
+
+
+def calls_per_sample(seconds):
+    """``number`` for a function whose call took ``seconds`` of CPU: SAMPLE_SECONDS per sample."""
+    return int(min(MAX_NUMBER, max(1, round(SAMPLE_SECONDS / max(seconds, 1e-6)))))
+
+
+def set_number(method, number):
+    """asv reads a benchmark's ``number`` from the function first, after ``setup``: set it per parameter set."""
+    method.__func__.number = int(number)
+
+
+_LOADED = {}
+
+
+def loaded(key, load):
+    """``load()`` once per process and key: asv runs ``setup`` again before every timed call."""
+    if key not in _LOADED:
+        _LOADED[key] = load()
+    return _LOADED[key]
+
+
+def forget(key):
+    """What :func:`loaded` kept under ``key`` (None if nothing), no longer kept."""
+    return _LOADED.pop(key, None)
+
+
 class EstimatorBenchmark(abc.ABC):
     """time_fit, peakmem_fit, time_predict, track_test_accuracy, track_n_support over (impl, m)."""
 
@@ -73,11 +146,12 @@ class EstimatorBenchmark(abc.ABC):
     max_m = {}
     #: (m, seed) -> (X, y)
     dataset = staticmethod(checkerboard)
-    timeout = 1200
-    # one fit per sample is plenty for fits that take seconds (asv defaults to many)
+    timeout = 1800
+    timer = staticmethod(time.process_time)
     number = 1
-    repeat = (1, 3, 60.0)
-    warmup_time = 0.0
+    rounds = 2
+    repeat = (4, 10, 4.0)
+    warmup_time = 0.001  # one warm-up call
     #: (warning category, message regex) pairs a fit of this benchmark raises by design: silenced
     expected_warnings = ()
 
@@ -92,26 +166,42 @@ class EstimatorBenchmark(abc.ABC):
                 warnings.filterwarnings("ignore", message=message, category=category)
             return self.make_estimator(impl).fit(X, y)
 
+    def predict(self, model, X):
+        """What ``time_predict`` times."""
+        return model.predict(X)
+
+    def data(self, m):
+        """(X, y, X_test, y_test) of size m: ``dataset(m, SEED)`` and a shared test set."""
+        X, y = self.dataset(m, SEED)
+        Xt, yt = self.dataset(N_TEST, SEED + 10_000)
+        return X, y, Xt, yt
+
     def _combos(self):
         impls, sizes = self.params
         return [(impl, m) for impl in impls for m in sizes if m <= self.max_m.get(impl, 0)]
 
     def prepare_cache(self):
-        """Generate every training set once (to .npy files) and fit the models used by predict/track.
+        """Every data set once (pickled), the models used by predict/track fitted once per parameter set,
+        and the CPU seconds of one fit and one prediction (they set ``number``).
 
         Call it from the subclass' own ``setup_cache`` (see the module docstring)."""
-        Xt, yt = self.dataset(N_TEST, SEED + 10_000)
-        files, models = {}, {}
+        one_thread()
+        files, models, seconds = {}, {}, {}
         for m in sorted({m for _, m in self._combos()}):
-            X, y = self.dataset(m, SEED)
-            name = f"{type(self).__name__}_{m}"
-            np.save(name + "_X.npy", X)
-            np.save(name + "_y.npy", y)
-            files[m] = os.path.abspath(name)
+            files[m] = os.path.abspath(f"{type(self).__name__}_{m}.pkl")
+            with open(files[m], "wb") as f:
+                pickle.dump(self.data(m), f, protocol=pickle.HIGHEST_PROTOCOL)
         for impl, m in self._combos():
-            X, y = np.load(files[m] + "_X.npy"), np.load(files[m] + "_y.npy")
-            models[(impl, m)] = pickle.dumps(self.fit(impl, X, y))
-        return {"owner": type(self).__name__, "files": files, "models": models, "Xt": Xt, "yt": yt}
+            with open(files[m], "rb") as f:
+                X, y, Xt, yt = pickle.load(f)
+            t_fit, model = cpu_seconds(lambda: self.fit(impl, X, y))
+            if t_fit < 1.0:  # the first fit of a process pays for its imports: time a second one
+                t_fit = cpu_seconds(lambda: self.fit(impl, X, y))[0]
+            self.predict(model, Xt)
+            t_pred = cpu_seconds(lambda: self.predict(model, Xt))[0]
+            models[(impl, m)] = pickle.dumps(model)
+            seconds[(impl, m)] = (t_fit, t_pred)
+        return {"owner": type(self).__name__, "files": files, "models": models, "seconds": seconds}
 
     def setup(self, cache, impl, m):
         if m > self.max_m.get(impl, 0):
@@ -119,10 +209,19 @@ class EstimatorBenchmark(abc.ABC):
         if cache.get("owner") != type(self).__name__:
             raise RuntimeError(f"{type(self).__name__} received the setup_cache of {cache.get('owner')}: "
                                "define `def setup_cache(self): return self.prepare_cache()` in the class")
-        self.X = np.load(cache["files"][m] + "_X.npy")
-        self.y = np.load(cache["files"][m] + "_y.npy")
-        self.Xt, self.yt = cache["Xt"], cache["yt"]
-        self.model = pickle.loads(cache["models"][(impl, m)])
+        one_thread()
+        self.X, self.y, self.Xt, self.yt, self.model = loaded((type(self).__name__, impl, m),
+                                                              lambda: self._load(cache, impl, m))
+        t_fit, t_pred = cache["seconds"][(impl, m)]
+        set_number(self.time_fit, calls_per_sample(t_fit))
+        set_number(self.time_predict, calls_per_sample(t_pred))
+
+    def _load(self, cache, impl, m):
+        with open(cache["files"][m], "rb") as f:
+            X, y, Xt, yt = pickle.load(f)
+        model = pickle.loads(cache["models"][(impl, m)])
+        self.predict(model, Xt)  # warm: the timed calls are not the model's first
+        return X, y, Xt, yt, model
 
     def time_fit(self, cache, impl, m):
         self.fit(impl, self.X, self.y)
@@ -131,7 +230,7 @@ class EstimatorBenchmark(abc.ABC):
         self.fit(impl, self.X, self.y)
 
     def time_predict(self, cache, impl, m):
-        self.model.predict(self.Xt)
+        self.predict(self.model, self.Xt)
 
     def track_test_accuracy(self, cache, impl, m):
         return float(self.model.score(self.Xt, self.yt))
@@ -172,4 +271,5 @@ class RegressionTracks(abc.ABC):
 
 
 __all__ = ["EstimatorBenchmark", "CoreSetTracks", "RegressionTracks", "M_GRID", "N_TEST", "RADIUS_TOO_COARSE",
-           "checkerboard"]
+           "FULL", "by_size", "checkerboard", "one_thread", "cpu_seconds", "calls_per_sample", "set_number",
+           "loaded", "forget"]

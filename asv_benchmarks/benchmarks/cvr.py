@@ -1,5 +1,5 @@
 """CVR (000 Sec. 4.1) on Friedman #1 over (impl, m): time, core-set size, #SV, R^2 and RMSE on 2,000 test points."""
-from .common import M_GRID, CoreSetTracks, EstimatorBenchmark, RegressionTracks
+from .common import M_GRID, CoreSetTracks, EstimatorBenchmark, RegressionTracks, by_size
 
 # C and mu as tuned by reports/cvr.py on a 2,000-point subset of Friedman #1 (gamma = 1/beta)
 C, MU, EPS = 1e4, 0.01, 1e-6
@@ -14,7 +14,7 @@ class CVRFriedman1(CoreSetTracks, RegressionTracks, EstimatorBenchmark):
     """CVR with the default stop rule; the reference only up to 1e4 (its NumPy SMO beyond 1,000 SVs)."""
 
     params = (["ref", "fast"], M_GRID)
-    max_m = {"ref": 10_000, "fast": 100_000}
+    max_m = by_size({"ref": 1_000, "fast": 10_000}, {"ref": 10_000, "fast": 100_000})
     dataset = staticmethod(friedman1)
 
     def setup_cache(self):
@@ -33,7 +33,7 @@ class SVRFriedman1(RegressionTracks, EstimatorBenchmark):
     """sklearn.svm.SVR (LIBSVM) at the same kernel width, the CVR paper's baseline."""
 
     params = (["libsvm"], M_GRID)
-    max_m = {"libsvm": 30_000}
+    max_m = by_size({"libsvm": 1_000}, {"libsvm": 30_000})
     dataset = staticmethod(friedman1)
 
     def setup_cache(self):

@@ -1,63 +1,60 @@
 """Sparse high-dimensional input: m x 5,000 CSR rows at 1% density with a planted sparse linear
 rule (:func:`refimpl.datasets.sparse_planted`), CVMClassifier (fast, ref) beside SVC on the same CSR data."""
-import warnings
-
 from sklearn.exceptions import ConvergenceWarning
 
+from .common import N_TEST, CoreSetTracks, EstimatorBenchmark, by_size
+
 D, DENSITY, C = 5000, 0.01, 10.0
-M_SPARSE = [1_000, 5_000, 20_000]
+M_SPARSE = by_size([500, 2_000], [500, 2_000, 5_000, 20_000])
 
 
-class SparseCSR:
-    """time_fit, peakmem_fit, time_predict, track_test_accuracy, track_n_support on CSR input."""
+def planted(m):
+    """(X, y, X_test, y_test): m + N_TEST rows of one planted rule, the first N_TEST held out."""
+    from refimpl.datasets import sparse_planted
+    X, y = sparse_planted(m + N_TEST, D, DENSITY, 0)
+    return X[N_TEST:], y[N_TEST:], X[:N_TEST], y[:N_TEST]
 
-    param_names = ["impl", "m"]
-    params = (["fast", "ref", "libsvm"], M_SPARSE)
-    max_m = {"fast": 20_000, "ref": 1_000, "libsvm": 20_000}
-    timeout = 3600
-    number = 1
-    repeat = (1, 3, 60.0)
-    warmup_time = 0.0
 
-    def setup(self, impl, m):
-        if m > self.max_m[impl]:
-            raise NotImplementedError(f"{impl} is not run above m={self.max_m[impl]:g}")
-        from refimpl.datasets import sparse_planted
-        X, y = sparse_planted(m + m // 4, D, DENSITY, 0)
-        nt = m // 4
-        self.X, self.y, self.Xt, self.yt = X[nt:], y[nt:], X[:nt], y[:nt]
-        self.gamma = float(1.0 / (D * (self.X.multiply(self.X).mean() - self.X.mean() ** 2)))
-        self.model = None
+def width(X):
+    """gamma = 1 / (d Var(X)), sklearn's 'scale', from the CSR matrix without densifying it."""
+    return float(1.0 / (D * (X.multiply(X).mean() - X.mean() ** 2)))
 
-    def _fit(self, impl):
-        if impl == "libsvm":
-            from sklearn.svm import SVC
-            est = SVC(C=C, gamma=self.gamma)
-        else:
-            from corevector import CVMClassifier
-            est = CVMClassifier(C=C, gamma=self.gamma, random_state=0, impl=impl)
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", category=ConvergenceWarning)  # SVC's max_iter notice, if any
-            return est.fit(self.X, self.y)
 
-    def _model(self, impl):
-        if self.model is None:
-            self.model = self._fit(impl)
-        return self.model
+class _OnCSR(EstimatorBenchmark):
+    params = ([], M_SPARSE)
 
-    def time_fit(self, impl, m):
-        self._fit(impl)
+    def data(self, m):
+        return planted(m)
 
-    def peakmem_fit(self, impl, m):
-        self._fit(impl)
+    def fit(self, impl, X, y):
+        self._gamma = width(X)
+        return super().fit(impl, X, y)
 
-    def time_predict(self, impl, m):
-        self._model(impl).predict(self.Xt)
 
-    def track_test_accuracy(self, impl, m):
-        return float(self._model(impl).score(self.Xt, self.yt))
-    track_test_accuracy.unit = "accuracy"
+class SparseCSR(CoreSetTracks, _OnCSR):
+    """CVMClassifier(C=10, gamma='scale' of the data) with its other defaults, on CSR rows."""
 
-    def track_n_support(self, impl, m):
-        return int(len(self._model(impl).support_))
-    track_n_support.unit = "vectors"
+    params = (["fast", "ref"], M_SPARSE)
+    max_m = by_size({"fast": 2_000, "ref": 500}, {"fast": 20_000, "ref": 5_000})
+
+    def setup_cache(self):
+        return self.prepare_cache()
+
+    def make_estimator(self, impl):
+        from corevector import CVMClassifier
+        return CVMClassifier(C=C, gamma=self._gamma, random_state=0, impl=impl)
+
+
+class SVCSparse(_OnCSR):
+    """sklearn.svm.SVC with the same C and gamma on the same CSR rows."""
+
+    params = (["libsvm"], M_SPARSE)
+    max_m = by_size({"libsvm": 2_000}, {"libsvm": 20_000})
+    expected_warnings = ((ConvergenceWarning, "Solver terminated early"),)  # SVC's max_iter notice, if any
+
+    def setup_cache(self):
+        return self.prepare_cache()
+
+    def make_estimator(self, impl):
+        from sklearn.svm import SVC
+        return SVC(C=C, gamma=self._gamma)

@@ -1,11 +1,11 @@
 """SSVR-SRS (002) on Friedman3 over (impl, m): the sparse primal SVR, RSVM and LIBSVM's SVR."""
 import numpy as np
 
-from .common import EstimatorBenchmark, RegressionTracks
+from .common import EstimatorBenchmark, RegressionTracks, by_size
 
 #: the paper's Friedman3 setting (Table 2: 240 basis functions), inputs scaled to [-1, 1]
 N_BASIS, LAM, EPSILON, DELTA, GAMMA = 240, 1e-3, 0.05, 0.3, 1.0
-SIZES = [1_000, 10_000, 30_000]
+SIZES = by_size([1_000, 10_000], [1_000, 10_000, 30_000])
 
 
 def friedman3(m, seed):
@@ -30,7 +30,14 @@ class _RegressionTracks(RegressionTracks):
     track_n_support.unit = "vectors"
 
 
-class _SparseSVROnFriedman3(_RegressionTracks, EstimatorBenchmark):
+class _BasisTracks:
+    def track_core_set_size(self, cache, impl, m):
+        """The basis the model expands in (SSVR-SRS: chosen by sampled greedy selection; RSVM: at random)."""
+        return int(self.model.n_basis_)
+    track_core_set_size.unit = "basis functions"
+
+
+class _SparseSVROnFriedman3(_BasisTracks, _RegressionTracks, EstimatorBenchmark):
     dataset = staticmethod(friedman3)
     selection = "srs"
 
@@ -44,7 +51,7 @@ class SSVRSRSFriedman3(_SparseSVROnFriedman3):
     """SparseSVR (SSVR-SRS), 240 basis functions, |O| = 100."""
 
     params = (["ref", "fast"], SIZES)
-    max_m = {"ref": 30_000, "fast": 30_000}
+    max_m = by_size({"ref": 1_000, "fast": 10_000}, {"ref": 30_000, "fast": 30_000})
 
     def setup_cache(self):
         return self.prepare_cache()
@@ -54,7 +61,7 @@ class RSVMFriedman3(_SparseSVROnFriedman3):
     """RSVM: random basis of the same size, same primal solver (fast implementation)."""
 
     params = (["fast"], SIZES)
-    max_m = {"fast": 30_000}
+    max_m = by_size({"fast": 10_000}, {"fast": 30_000})
     selection = "random"
 
     def setup_cache(self):
@@ -65,7 +72,7 @@ class SVRFriedman3(_RegressionTracks, EstimatorBenchmark):
     """scikit-learn's SVR (LIBSVM), the paper's full-SVR baseline."""
 
     params = (["libsvm"], SIZES)
-    max_m = {"libsvm": 30_000}
+    max_m = by_size({"libsvm": 1_000}, {"libsvm": 30_000})
     dataset = staticmethod(friedman3)
 
     def setup_cache(self):
