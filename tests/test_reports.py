@@ -332,45 +332,6 @@ def test_asv_fits_silence_the_expected_warning_and_no_other():
         Capped().fit("fast", X, y)
 
 
-class _FakeResults:
-    """What plot_results.series reads from asv's Results: keys, their parameter lists and values
-    (in the order of itertools.product of the parameters, None where a combination was skipped)."""
-
-    def __init__(self, data):
-        self.data = data
-
-    def get_all_result_keys(self):
-        return self.data.keys()
-
-    def get_result_params(self, key):
-        return self.data[key][0]
-
-    def get_result_value(self, key, params):
-        return self.data[key][1]
-
-
-def test_plot_results_series_groups_values_by_m():
-    sys.path.insert(0, str(REPO / "asv_benchmarks"))
-    try:
-        import plot_results
-    finally:
-        sys.path.remove(str(REPO / "asv_benchmarks"))
-    params = [["'ref'", "'fast'"], ["1000", "10000"]]
-    res = _FakeResults({
-        "cvm.A.time_fit": (params, [0.5, None, 0.1, 0.2]),
-        "cvm.A.track_test_accuracy": (params, [0.9, float("nan"), 0.9, 0.95]),
-        "mmda.Scan.time_furthest": ([["50"]], [1e-3]),
-    })
-    benchmarks = {"cvm.A.time_fit": {"param_names": ["impl", "m"]},
-                  "cvm.A.track_test_accuracy": {"param_names": ["impl", "m"]},
-                  "mmda.Scan.time_furthest": {"param_names": ["n_sv"]}}
-    data = plot_results.series([res], benchmarks)
-    assert data == {"cvm.A": {"time_fit": {"impl=ref": [(1000, 0.5)], "impl=fast": [(1000, 0.1), (10000, 0.2)]},
-                              "track_test_accuracy": {"impl=ref": [(1000, 0.9)],
-                                                      "impl=fast": [(1000, 0.9), (10000, 0.95)]}}}
-    assert plot_results.series([res], benchmarks, pattern="^mmda") == {}
-
-
 def test_chunked_experiment(tiny_report):
     """Every input kind gives the same fit; the chunked ones fetch rows, not the data set, per iteration."""
     df = pd.read_csv(tiny_report / "chunked.csv")

@@ -32,7 +32,8 @@ Subcommands
     Run the asv suite in ``asv_benchmarks/`` (default: ``asv run --python=same --quick
     --set-commit-hash HEAD``, so the results are saved against the checkout's HEAD; an asv subcommand that
     would build environments gets ``--python=same``; it says which checkout it benchmarks; needs a source
-    checkout).
+    checkout).  ``bench compare A B`` (the regression verdict), ``bench record`` and ``bench plot`` are
+    ``corevector/cli/bench_compare.py``'s.
 ``--version``
     Print the version.
 
@@ -513,6 +514,9 @@ def cmd_bench(args):
         bench_dir = _need_checkout("bench") / "asv_benchmarks"
     if not (bench_dir / "asv.conf.json").is_file():
         raise CLIError(f"no asv.conf.json in {bench_dir} (the benchmarks need a source checkout)")
+    from .bench_compare import TOOLS, run_tool
+    if args.asv_args[:1] and args.asv_args[0] in TOOLS:  # compare, record, plot: corevector's own
+        return run_tool(args.asv_args, bench_dir)
     # asv.conf.json's repo is "..": the checkout whose commit the results are saved against
     root = bench_dir.resolve().parent
     commit, dirty = git_head(root)

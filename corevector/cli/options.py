@@ -294,14 +294,19 @@ def add_convert_parser(sub):
 def add_bench_parser(sub):
     """``bench``: the asv suite; everything after 'bench' but a lone -h/--help goes to asv."""
     b = sub.add_parser(
-        "bench", help="run the asv benchmarks (asv run --python=same --quick [ARGS])",
-        usage=f"{PROG} bench [-h] [ASV ARGS ...]",
+        "bench", help="run the asv benchmarks (asv run --python=same --quick [ARGS]); 'bench record', "
+                      "'bench compare A B' (the verdict), 'bench plot --commits A B'",
+        usage=f"{PROG} bench [-h] [record|compare|plot|ASV ARGS ...]",
         description="Run the asv benchmark suite of asv_benchmarks/ in this interpreter.  Without arguments: asv "
                     "run --python=same --quick --show-stderr --set-commit-hash HEAD, so the results are saved "
                     "against the checkout's HEAD.  ASV ARGS are added to that command, or, when they start with "
-                    "an asv subcommand (run, continuous, compare, ...), run as that subcommand, with "
+                    "an asv subcommand (run, continuous, publish, ...), run as that subcommand, with "
                     "--python=same for those that would build environments.  Says which checkout it benchmarks; "
-                    "needs a source checkout (an editable install).",
+                    "needs a source checkout (an editable install).  Three subcommands are corevector's own "
+                    "(each has --help): 'bench record' measures a checkout's code and saves every sample against "
+                    "its HEAD, 'bench compare A B' prints the verdict between two commits' results (status 1 only "
+                    "on a change), 'bench plot --commits A B' draws them side by side against m on an offline "
+                    "page (asv's own compare: run asv compare in asv_benchmarks/).",
         epilog=f"Everything after 'bench' goes to asv, except -h/--help alone: '{PROG} bench -- --help' shows "
                f"asv run's help, '{PROG} bench continuous --help' asv continuous's.")
     b.add_argument("--config-dir", help=argparse.SUPPRESS)
