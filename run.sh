@@ -2,7 +2,8 @@
 # corevector's two commands (see README):
 #   bash run.sh report [--quick|--full] [extra args]   the main job: regenerate reports/output/, then build
 #                                                       the documentation site into docs/_build/html
-#                                                       (--full also runs the tests marked slow)
+#                                                       (--full also runs the tests marked slow and records
+#                                                       the asv benchmarks of this commit: docs/benchmarks.md)
 #   bash run.sh test   [pytest args]                    the test suite (what CI runs)
 # Each creates its own virtual environment (.venv, or $COREVECTOR_VENV), installs the project
 # with its build requirements (compiling the Cython extensions in place), and is safe to re-run.
@@ -66,6 +67,9 @@ case "$cmd" in
         if [ -z "$mode" ]; then
             # the full job also runs the long checks kept out of the default test suite
             "$VENV/bin/python" -m pytest -m slow -q
+            # ... and records this commit's benchmarks into asv_benchmarks/results (corevector bench compare
+            # and bench plot read them); a failed benchmark is reported there, not a failed job
+            "$VENV/bin/corevector" bench record || echo "run.sh: some benchmarks failed (asv_benchmarks/results)" >&2
         fi
         ;;
     test)

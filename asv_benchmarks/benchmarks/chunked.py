@@ -12,8 +12,8 @@ import warnings
 
 import numpy as np
 
-from .common import N_TEST, RADIUS_TOO_COARSE, SEED, by_size, calls_per_sample, checkerboard, cpu_seconds, \
-    forget, loaded, one_thread, set_number
+from .common import (N_TEST, RADIUS_TOO_COARSE, REPEAT, ROUNDS, SEED, by_size, calls_per_sample, checkerboard,
+                     cpu_seconds, forget, loaded, one_thread, set_number, warm_up)
 
 INPUTS = ["memory", "memmap", "zarr", "dask"]
 M_CHUNKED = by_size([10_000, 100_000], [10_000, 100_000, 1_000_000])
@@ -68,9 +68,9 @@ class ChunkedInputs:
     params = (INPUTS, M_CHUNKED)
     timeout = 1800
     timer = staticmethod(time.process_time)
-    rounds = 2
-    repeat = (4, 10, 4.0)
-    warmup_time = 0.001
+    rounds = ROUNDS
+    repeat = REPEAT
+    warmup_time = 0.0
 
     def setup_cache(self):
         """The data of every m, once, and every (input, m) fitted once for the tracks."""
@@ -101,6 +101,10 @@ class ChunkedInputs:
         one_thread()
         self.X = loaded((kind, m), lambda: open_input(cache["folder"], kind, m))
         self.y = loaded(m, lambda: np.load(os.path.join(cache["folder"], f"y{m}.npy")))
+        # warm: a fit of the smallest m from the same kind of input
+        m0 = M_CHUNKED[0]
+        loaded("warm", lambda: warm_up(lambda: fit(open_input(cache["folder"], kind, m0),
+                                                   np.load(os.path.join(cache["folder"], f"y{m0}.npy")))))
         set_number(self.time_fit, calls_per_sample(cache["tracks"][(kind, m)][0]))
 
     def time_fit(self, cache, kind, m):

@@ -24,7 +24,8 @@ size is generated once in ``setup_cache`` (pickled into asv's cache folder) and 
 ``time_fit`` and ``peakmem_fit`` are the only benchmarks that fit.
 
 **Sizes.**  The default grid is the regression check's (a whole run of the suite in minutes); with the
-environment variable ``COREVECTOR_BENCH_SIZES=full`` every class adds its larger m (``by_size``).
+environment variable ``COREVECTOR_BENCH_SIZES=full`` every class adds its larger m (``by_size``), and the
+scikit-learn baselines (``impl='libsvm'``, which measure no code of this project) run.
 
 **What a time is.**  Every ``time_*`` benchmark measures CPU seconds of the benchmark process
 (``timer = time.process_time``) with OpenMP and BLAS limited to one thread (:func:`one_thread`): on a
@@ -33,10 +34,14 @@ CPU on 2 busy cores), while the work a commit does is what a regression check as
 speed-ups are the reports' business (``reports/``).
 
 **Samples.**  A sample averages ``number`` calls, chosen per parameter set from the time one call took
-in ``setup_cache`` (:data:`SAMPLE_SECONDS` of CPU per sample, at most :data:`MAX_NUMBER` calls), after one
-warm-up call; ``rounds = 2`` processes take ``repeat`` samples each.  ``setup`` keeps what it loaded in
-the process (:func:`loaded`), since asv runs it again before every timed call.  ``time_predict`` times warm
-calls: the model has predicted once in ``setup`` before any call is timed.
+in ``setup_cache`` (:data:`SAMPLE_SECONDS` of CPU per sample, at most :data:`MAX_NUMBER` calls).  On a shared
+machine the cost of the same call drifts with the other jobs by 10-25% from one minute to the next, more
+than between the samples of one minute: so a benchmark takes its samples in :data:`ROUNDS` rounds, which asv
+spreads over the whole run (round 1 of every benchmark, then round 2, ...), a few samples each
+(:data:`REPEAT`), and its quartiles measure that drift too.  ``setup`` keeps what it loaded in the process
+(:func:`loaded`), since asv runs it again before every timed call, and warms the process up there: one fit of
+a small subset, one prediction; so no timed call is a process's first (``warmup_time = 0``), and
+``time_predict`` times warm, repeated calls.
 
 The mixins are abstract (``make_estimator`` is an abstractmethod), and asv does not collect
 abstract classes; a subclass becomes a benchmark as soon as it defines ``make_estimator``.
@@ -82,6 +87,12 @@ SEED = 0
 #: CPU seconds a time sample aims at (``number`` calls of a fast function are averaged into one sample)
 SAMPLE_SECONDS = 0.05
 MAX_NUMBER = 5000
+#: rounds of a time benchmark (each in a process of its own, spread over the run) and samples per round:
+#: (at least, at most, seconds after which a round stops once it has the least)
+ROUNDS = 6
+REPEAT = (2, 5, 1.0)
+#: rows of the warm-up fit in ``setup``
+WARM_ROWS = 200
 #: the warning of ``stop='radius'`` when its slack is coarse against the margin (refimpl.driver
 #: ``warn_if_radius_too_coarse``): expected in the papers' setting gamma = 1, C = 1e4, eps = 1e-6
 RADIUS_TOO_COARSE = (ConvergenceWarning, r"stop='radius' with eps=")
@@ -132,6 +143,17 @@ def loaded(key, load):
     return _LOADED[key]
 
 
+def warm_up(call):
+    """``call()`` once, its warnings and errors ignored: the code paths of a fit, loaded and run once in this
+    process before any timed call."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            call()
+        except Exception:  # noqa: BLE001  (a subset the estimator rejects warms nothing: no harm)
+            pass
+
+
 def forget(key):
     """What :func:`loaded` kept under ``key`` (None if nothing), no longer kept."""
     return _LOADED.pop(key, None)
@@ -149,9 +171,9 @@ class EstimatorBenchmark(abc.ABC):
     timeout = 1800
     timer = staticmethod(time.process_time)
     number = 1
-    rounds = 2
-    repeat = (4, 10, 4.0)
-    warmup_time = 0.001  # one warm-up call
+    rounds = ROUNDS
+    repeat = REPEAT
+    warmup_time = 0.0  # (setup warms up)
     #: (warning category, message regex) pairs a fit of this benchmark raises by design: silenced
     expected_warnings = ()
 
@@ -221,6 +243,7 @@ class EstimatorBenchmark(abc.ABC):
             X, y, Xt, yt = pickle.load(f)
         model = pickle.loads(cache["models"][(impl, m)])
         self.predict(model, Xt)  # warm: the timed calls are not the model's first
+        warm_up(lambda: self.fit(impl, X[:WARM_ROWS], None if y is None else y[:WARM_ROWS]))
         return X, y, Xt, yt, model
 
     def time_fit(self, cache, impl, m):
@@ -272,4 +295,4 @@ class RegressionTracks(abc.ABC):
 
 __all__ = ["EstimatorBenchmark", "CoreSetTracks", "RegressionTracks", "M_GRID", "N_TEST", "RADIUS_TOO_COARSE",
            "FULL", "by_size", "checkerboard", "one_thread", "cpu_seconds", "calls_per_sample", "set_number",
-           "loaded", "forget"]
+           "loaded", "forget", "warm_up", "ROUNDS", "REPEAT"]

@@ -82,7 +82,7 @@ class SVCCheckerboard(EstimatorBenchmark):
     """sklearn.svm.SVC (LIBSVM, L1-SVM) with the same C and gamma: the baseline of 001 Fig. 2."""
 
     params = (["libsvm"], M_GRID)
-    max_m = by_size({"libsvm": 10_000}, {"libsvm": 100_000})
+    max_m = by_size({"libsvm": 0}, {"libsvm": 100_000})
 
     def setup_cache(self):
         return self.prepare_cache()
@@ -137,7 +137,7 @@ class SVCGaussians(EstimatorBenchmark):
     """sklearn.svm.SVC() with its defaults (LIBSVM): the baseline of the Gaussians targets."""
 
     params = (["libsvm"], M_GAUSS)
-    max_m = by_size({"libsvm": 10_000}, {"libsvm": 100_000})
+    max_m = by_size({"libsvm": 0}, {"libsvm": 100_000})
     dataset = staticmethod(gaussians)
 
     def setup_cache(self):

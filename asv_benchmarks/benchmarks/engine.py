@@ -8,8 +8,8 @@ import warnings
 
 import numpy as np
 
-from .common import M_GRID, RADIUS_TOO_COARSE, SEED, by_size, calls_per_sample, checkerboard, cpu_seconds, loaded, one_thread, \
-    set_number
+from .common import (M_GRID, RADIUS_TOO_COARSE, REPEAT, ROUNDS, SEED, by_size, calls_per_sample, checkerboard,
+                     cpu_seconds, loaded, one_thread, set_number)
 
 C, GAMMA, EPS = 1e4, 1.0, 1e-6
 
@@ -44,9 +44,9 @@ class EngineScan:
     max_m = by_size({"ref": 100_000, "fast": 100_000}, {"ref": 100_000, "fast": 1_000_000})
     timeout = 1200
     timer = staticmethod(time.process_time)
-    rounds = 2
-    repeat = (4, 10, 4.0)
-    warmup_time = 0.001
+    rounds = ROUNDS
+    repeat = REPEAT
+    warmup_time = 0.0
 
     def setup(self, impl, m):
         if m > self.max_m[impl]:

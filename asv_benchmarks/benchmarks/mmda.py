@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 
-from .common import M_GRID, EstimatorBenchmark, by_size, calls_per_sample, cpu_seconds, loaded, one_thread, set_number
+from .common import M_GRID, REPEAT, ROUNDS, EstimatorBenchmark, by_size, calls_per_sample, cpu_seconds, loaded, one_thread, set_number
 
 
 class MMDACheckerboard(EstimatorBenchmark):
@@ -53,9 +53,9 @@ class MMDASampledScan:
     params = ([1_000, 10_000, 100_000], [50, 300], [0, 2])
     param_names = ["m", "n_sv", "s"]
     timer = staticmethod(time.process_time)
-    rounds = 2
-    repeat = (4, 10, 4.0)
-    warmup_time = 0.001
+    rounds = ROUNDS
+    repeat = REPEAT
+    warmup_time = 0.0
 
     def setup(self, m, n_sv, s):
         one_thread()

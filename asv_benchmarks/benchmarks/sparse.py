@@ -49,7 +49,7 @@ class SVCSparse(_OnCSR):
     """sklearn.svm.SVC with the same C and gamma on the same CSR rows."""
 
     params = (["libsvm"], M_SPARSE)
-    max_m = by_size({"libsvm": 2_000}, {"libsvm": 20_000})
+    max_m = by_size({"libsvm": 0}, {"libsvm": 20_000})
     expected_warnings = ((ConvergenceWarning, "Solver terminated early"),)  # SVC's max_iter notice, if any
 
     def setup_cache(self):
