@@ -101,7 +101,9 @@ def plot_class(name: str, per_commit: list, path: Path) -> bool:
             for line, points in sorted(ms.get(method, {}).items()):
                 k = labels.index(line)
                 xs, ys = zip(*points)
+                # earlier commits drawn wider, so that a later one on top of them leaves them visible
                 ax.plot(xs, ys, color=f"C{c}", marker=MARKERS[k % len(MARKERS)], linestyle=STYLES[k % len(STYLES)],
+                        linewidth=max(1.0, 2.8 - 0.7 * c), markersize=max(3.0, 8.0 - 2.0 * c),
                         label=f"{commit} {line}".strip())
         ax.set_xscale("log")
         if logy:
@@ -130,6 +132,8 @@ def _html_table(rows, info):
     head = "<tr><th>verdict</th><th>A</th><th>B</th><th>B/A</th><th>spread A/B</th><th>benchmark</th></tr>"
     body = []
     for r in rows:
+        if r.verdict == "skipped":
+            continue
         cls = "bad" if r.verdict in bc.FLAGGED else "good" if r.verdict in ("faster", "smaller") else ""
         ratio = "" if r.ratio is None else f"{r.ratio:.3f}"
         spreads = f"{bc._pct(r.spread_a)}/{bc._pct(r.spread_b)}" if r.kind == "time" else ""
@@ -184,6 +188,8 @@ def main(argv=None) -> int:
     for path in files:
         meta, res = bc.load_result(path)
         loaded.append((str(meta["commit_hash"])[:8], meta, res))
+    if len({label for label, _, _ in loaded}) < len(loaded):  # one commit's results twice: name them by file
+        loaded = [(Path(path).stem, meta, res) for path, (_, meta, res) in zip(files, loaded)]
     per_class: dict = {}
     for label, _, res in loaded:
         for cls, methods in series(res, info, args.bench).items():

@@ -154,6 +154,13 @@ def test_track_memory_and_failure_verdicts():
     assert bc.status(rows + [judge("x.T.track_core_set_size", (), "track", _m(value=5), _m(value=9))]) == 1
 
 
+def test_benchmark_kinds_follow_asv_types():
+    info = {"x.T.peakmem_fit": {"type": "peakmemory"}, "x.T.time_fit": {"type": "time"}}
+    assert [bc.kind_of(n, info) for n in ("x.T.peakmem_fit", "x.T.time_fit", "x.T.track_n_support")] == \
+        ["memory", "time", "track"]
+    assert bc.kind_of("x.T.peakmem_fit", {}) == "memory"  # without benchmarks.json: from the method's name
+
+
 def test_parameters_sort_as_numbers():
     combos = [("'fast'", "100000"), ("'ref'", "30000"), ("'ref'", "1000"), ("'fast'", "1000000"), ("'ref'", "100000")]
     assert sorted(combos, key=bc.param_key)[:3] == [("'fast'", "100000"), ("'fast'", "1000000"), ("'ref'", "1000")]

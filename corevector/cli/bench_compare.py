@@ -188,7 +188,8 @@ def describe(name, combo, info):
 def kind_of(name, info):
     """'time', 'memory' or 'track' (from benchmarks.json's type, else from the method's name)."""
     kind = info.get(name, {}).get("type") or name.rsplit(".", 1)[-1].split("_", 1)[0]
-    return {"time": "time", "peakmem": "memory", "memory": "memory", "mem": "memory"}.get(kind, "track")
+    return {"time": "time", "peakmemory": "memory", "peakmem": "memory", "memory": "memory", "mem": "memory"}.get(
+        kind, "track")
 
 
 def center_and_quartiles(m):
@@ -307,9 +308,10 @@ def _pct(s):
 
 
 def format_rows(rows, info=None, every=False):
-    """The table of verdicts (those flagged, faster, smaller, unsure or noisy; every row with ``every``)."""
+    """The table of verdicts (those flagged, faster, smaller, unsure or noisy; with ``every``, all but the
+    skipped ones)."""
     info = info or {}
-    shown = [r for r in rows if every or r.verdict not in ("same", "skipped") or r.note]
+    shown = [r for r in rows if r.verdict != "skipped" and (every or r.verdict != "same" or r.note)]
     lines = [f"{'verdict':8} {'A':>9} {'B':>9} {'B/A':>6} {'spread A/B':>11}  benchmark"]
     for r in shown:
         ratio = "" if r.ratio is None else f"{r.ratio:.2f}"
