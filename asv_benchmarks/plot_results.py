@@ -181,7 +181,7 @@ def main(argv=None) -> int:
     try:
         commits = args.commits or ([args.commit] if args.commit else [latest_commit(results_dir, args.machine)])
         files = [bc.result_file(results_dir, c, args.machine, args.environment, HERE.parent) for c in commits]
-    except bc.CLIError as exc:
+    except bc.BenchError as exc:
         raise SystemExit(f"plot_results: {exc}") from None
     info = bc.benchmark_info(results_dir)
     loaded = []
@@ -226,7 +226,7 @@ def latest_commit(results_dir: Path, machine=None) -> str:
         if best is None or key > best[0]:
             best = (key, data["commit_hash"])
     if best is None:
-        raise bc.CLIError(f"no result files in {mdir}")
+        raise bc.BenchError(f"no result files in {mdir}")
     return best[1]
 
 

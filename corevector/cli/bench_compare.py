@@ -45,7 +45,7 @@ TRACK_TOLERANCE = 0.01
 FLAGGED = ("slower", "larger", "changed", "failed")
 
 
-class CLIError(ValueError):
+class BenchError(ValueError):
     """Results that cannot be read, a checkout that cannot be benchmarked: one line on stderr.  (This module
     imports nothing of the package, so that ``asv_benchmarks/plot_results.py`` loads it by its path, from the
     checkout it lies in, whatever corevector the interpreter would import.)"""
@@ -57,13 +57,13 @@ def machine_dir(results_dir, machine=None):
     results_dir = Path(results_dir)
     if machine is not None:
         if not (results_dir / machine / "machine.json").is_file():
-            raise CLIError(f"no results of machine {machine!r} in {results_dir}")
+            raise BenchError(f"no results of machine {machine!r} in {results_dir}")
         return results_dir / machine
     found = sorted(p.parent for p in results_dir.glob("*/machine.json"))
     if not found:
-        raise CLIError(f"no saved results in {results_dir}: record some first ('corevector bench record')")
+        raise BenchError(f"no saved results in {results_dir}: record some first ('corevector bench record')")
     if len(found) > 1:
-        raise CLIError(f"results of several machines ({', '.join(p.name for p in found)}): pass --machine")
+        raise BenchError(f"results of several machines ({', '.join(p.name for p in found)}): pass --machine")
     return found[0]
 
 
@@ -99,10 +99,10 @@ def result_file(results_dir, which, machine=None, environment=None, root=None):
     if environment is not None:
         envs = {k: v for k, v in envs.items() if environment in k}
     if not envs:
-        raise CLIError(f"no results of {which} ({commit[:12]}) in {mdir}"
+        raise BenchError(f"no results of {which} ({commit[:12]}) in {mdir}"
                        + (f" for an environment matching {environment!r}" if environment else ""))
     if len(envs) > 1:
-        raise CLIError(f"results of {which} in {len(envs)} environments ({', '.join(sorted(envs))}): "
+        raise BenchError(f"results of {which} in {len(envs)} environments ({', '.join(sorted(envs))}): "
                        "pass --environment")
     return next(iter(envs.values()))
 
@@ -355,7 +355,7 @@ def _compare_parser():
 def cmd_compare(argv, bench_dir):
     args = _compare_parser().parse_args(argv)
     if not args.factor > 1.0:
-        raise CLIError(f"--factor must be above 1, got {args.factor}")
+        raise BenchError(f"--factor must be above 1, got {args.factor}")
     results = Path(args.results) if args.results else Path(bench_dir) / "results"
     root = Path(bench_dir).resolve().parent
     paths = [result_file(results, w, args.machine, args.environment, root) for w in (args.a, args.b)]
@@ -421,11 +421,11 @@ def cmd_record(argv, bench_dir):
     checkout = Path(args.checkout).resolve() if args.checkout else Path(bench_dir).resolve().parent
     commit, dirty = _head(checkout)
     if commit is None:
-        raise CLIError(f"{checkout} is not a git checkout: its results could not be saved against a commit")
+        raise BenchError(f"{checkout} is not a git checkout: its results could not be saved against a commit")
     probe = subprocess.run([sys.executable, "-c", "import corevector, fastimpl._engine; print(corevector.__file__)"],
                            capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(checkout)})
     if probe.returncode != 0 or not Path(probe.stdout.strip()).resolve().is_relative_to(checkout):
-        raise CLIError(f"{checkout}'s code does not import from there (build its extensions: cd {checkout} && "
+        raise BenchError(f"{checkout}'s code does not import from there (build its extensions: cd {checkout} && "
                        f"{Path(sys.executable).name} setup.py build_ext --inplace)")
     cmd, env = record_command(args, rest, bench_dir, checkout, commit)
     if not Path("~/.asv-machine.json").expanduser().is_file():
@@ -437,13 +437,13 @@ def cmd_record(argv, bench_dir):
     try:
         return subprocess.call(cmd, cwd=bench_dir, env=env)
     except FileNotFoundError:
-        raise CLIError("asv is not installed (pip install asv)") from None
+        raise BenchError("asv is not installed (pip install asv)") from None
 
 
 def cmd_plot(argv, bench_dir):
     script = Path(bench_dir) / "plot_results.py"
     if not script.is_file():
-        raise CLIError(f"no plot_results.py in {bench_dir}")
+        raise BenchError(f"no plot_results.py in {bench_dir}")
     return subprocess.call([sys.executable, str(script), *argv], cwd=bench_dir)
 
 
@@ -453,7 +453,7 @@ def run_tool(argv, bench_dir):
     if tool == "compare":
         try:
             return cmd_compare(rest, bench_dir)
-        except CLIError as exc:
+        except BenchError as exc:
             print(f"corevector bench compare: error: {exc}", file=sys.stderr)
             return 2
     return {"record": cmd_record, "plot": cmd_plot}[tool](rest, bench_dir)
