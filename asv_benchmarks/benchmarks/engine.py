@@ -1,6 +1,7 @@
 """The core-set engine's scan on its own: squared distances from the ball's center to m candidates (a full scan,
 as the certificate's) and to 59 random candidates (a sampled scan, the loop's step 2), against the core set a fit
-of the checkerboard (001 Sec. 5.1: gamma = 1, C = 1e4, eps = 1e-6) ended with, over (impl, m):
+of the checkerboard (001 Sec. 5.1: gamma = 1, C = 1e4, eps = 1e-6; the estimators' loop, solver='auto') ended
+with, over (impl, m):
 ``FastMEBOps.scan`` (fastimpl/_engine.pyx) and ``refimpl.meb.MEBOps.scan``.  A fit spends a share of its time
 here; a change of the scan shows here whole."""
 import time
@@ -24,6 +25,11 @@ def fitted_ops(impl, m):
         from fastimpl._engine import FastMEBOps as base, fit_meb
     else:
         base, fit_meb = meb.MEBOps, meb.fit_meb
+    try:  # the estimators' loop (solver='auto': the batched loop), as CVMCheckerboard's fits run it
+        from corevector.engine_policy import with_policy
+        fit_meb = with_policy(fit_meb)
+    except ImportError:  # a checkout from before corevector/engine_policy.py: fit_meb's own 'auto'
+        pass
     kept = []
 
     def ops_class(problem, cache_size):
