@@ -127,8 +127,12 @@ def _noisy(center, rel, n=12, seed=0):
 def test_time_verdicts_need_the_ratio_and_separated_quartiles():
     base = _m(_noisy(0.1, 0.02))
     assert bc.judge("x.T.time_fit", (), "time", base, _m(_noisy(0.1, 0.02, seed=1))).verdict == "same"
-    assert bc.judge("x.T.time_fit", (), "time", base, _m(_noisy(0.125, 0.02, seed=1))).verdict == "slower"
-    assert bc.judge("x.T.time_fit", (), "time", base, _m(_noisy(0.08, 0.02, seed=1))).verdict == "faster"
+    assert bc.judge("x.T.time_fit", (), "time", base, _m(_noisy(0.135, 0.02, seed=1))).verdict == "slower"
+    assert bc.judge("x.T.time_fit", (), "time", base, _m(_noisy(0.075, 0.02, seed=1))).verdict == "faster"
+    # past the ratio by less than the default factor: a change only under a smaller --factor
+    assert bc.judge("x.T.time_fit", (), "time", base, _m(_noisy(0.12, 0.02, seed=1))).verdict == "same"
+    assert bc.judge("x.T.time_fit", (), "time", base, _m(_noisy(0.12, 0.02, seed=1)), factor=1.15).verdict \
+        == "slower"
     # a ratio past the threshold whose quartiles overlap is noise
     wide = bc.judge("x.T.time_fit", (), "time", _m(_noisy(0.1, 0.5)), _m(_noisy(0.12, 0.5, seed=1)))
     assert wide.verdict == "same" and wide.note.startswith("noisy")
