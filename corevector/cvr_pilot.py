@@ -190,7 +190,9 @@ def auto_C_and_tube(est, X, yn, weights, M, seed):
     var = float(np.average((y_out - np.average(y_out, weights=w_out)) ** 2, weights=w_out))
     e_rel = e / var if var > 0 else 1.0
     p_free = min(max(est.AUTO_TUBE_OUTSIDE, est.AUTO_TUBE_NOISE * e_rel, est.AUTO_TUBE_CP / C), est.AUTO_TUBE_NOISY)
-    mu, p, q, nu_scale = _tube(r_in, w_in, p_free, M, est.TUBE_MAX_OUTSIDE)
+    # the count bound grows with the noise: a noisy target needs its support vectors in proportion to m
+    max_outside = est.TUBE_MAX_OUTSIDE * max(1.0, est.AUTO_NOISY_MAX_OUTSIDE * e_rel)
+    mu, p, q, nu_scale = _tube(r_in, w_in, p_free, M, max_outside)
     info = dict(n_fit=len(a), n_out=len(b), two_way=two_way, C_pilot=float(grid[best]),
                 n_eval=sum(len(t[2]) for t in picks), r2_pilot=1.0 - e_rel, p=p, q=q, mu=mu, nu_scale=nu_scale,
                 gamma=float(spec.gamma), r2_pilot_widths=[1.0 - t[0] / var if var > 0 else 0.0 for t in picks])

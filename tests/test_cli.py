@@ -1145,7 +1145,7 @@ def test_cvrs_defaults_in_help_and_docs_are_the_codes():
             f"{CVR.AUTO_PILOT_SIZE} points, at most {CVR.AUTO_C_MAX:g}") in text  # --C
     auto = (f"cvr auto: the tube set from the residuals of that kernel ridge pilot, leaving about a fraction "
             f"min(max({CVR.AUTO_TUBE_OUTSIDE:g}, {CVR.AUTO_TUBE_NOISE:g} e, {CVR.AUTO_TUBE_CP:g}/C), "
-            f"{CVR.AUTO_TUBE_NOISY:g}, {CVR.TUBE_MAX_OUTSIDE:g}/m)")
+            f"{CVR.AUTO_TUBE_NOISY:g}, {CVR.TUBE_MAX_OUTSIDE:g} max(1, {CVR.AUTO_NOISY_MAX_OUTSIDE:g} e)/m)")
     assert auto in text
     assert (f"with a given C, min(max({CVR.TUBE_OUTSIDE:g}, {CVR.TUBE_CP:g}/C), {CVR.TUBE_MAX_OUTSIDE:g}/m) from a "
             f"pilot of that C on {CVR.PILOT_SIZE} points") in text
@@ -1159,7 +1159,7 @@ def test_cvrs_defaults_in_help_and_docs_are_the_codes():
         assert stated and ast.literal_eval(stated.group(1)) == params[k], k
     assert (f"min({CVR.AUTO_C_FACTOR:g} C_pilot, {CVR.AUTO_C_MAX:g})" in row
             and f"p = min(max({CVR.AUTO_TUBE_OUTSIDE:g}, {CVR.AUTO_TUBE_NOISE:g} e, {CVR.AUTO_TUBE_CP:g}/C), "
-                f"{CVR.AUTO_TUBE_NOISY:g}, {CVR.TUBE_MAX_OUTSIDE:,.0f}/m)" in row)
+                f"{CVR.AUTO_TUBE_NOISY:g}, {CVR.TUBE_MAX_OUTSIDE:,.0f} max(1, {CVR.AUTO_NOISY_MAX_OUTSIDE:g} e)/m)" in row)
     for page in ("defaults.md", "design.md", "guide.md"):
         text = (REPO / "docs" / page).read_text()
         for stale in ("3000·max|y|", "3000 max|y|", "C/(50 m)", "C / (50 m)"):

@@ -148,3 +148,21 @@ def test_gamma_select_keeps_the_width_of_the_smaller_hold_out_error():
     assert fits[0]._pilot_info["n_fit"] == 700
     assert fits[1].kernel_spec_ == fits[0].kernel_spec_ and fits[1].C_ == fits[0].C_
     assert CVR(gamma="scale", random_state=0).fit(X[:500], y[:500]).kernel_spec_.gamma == resolve_gamma("scale", X[:500], "rbf")
+
+
+def test_the_count_bound_grows_with_the_noise():
+    """TUBE_MAX_OUTSIDE bounds the points outside the tube on smooth targets; on noisy ones the bound is
+    AUTO_NOISY_MAX_OUTSIDE e times larger (a noisy target needs its support in proportion to m), so that the fit
+    keeps most points in the loss (here with the bound lowered to 300 so that a 3,000-point set reaches it)."""
+    Bounded = type("Bounded", (CVR,), {"TUBE_MAX_OUTSIDE": 300.0})
+    X, y = _sin(3000, 0.05, 10)
+    smooth = Bounded(random_state=0).fit(X, y)
+    assert smooth._pilot_info["p"] == pytest.approx(300 / 3000)
+    Xn, yn = _sin(3000, 2.0, 11)
+    noisy = Bounded(random_state=0).fit(Xn, yn)
+    e = 1.0 - noisy._pilot_info["r2_pilot"]
+    assert CVR.AUTO_NOISY_MAX_OUTSIDE * e > 1.0
+    assert noisy._pilot_info["p"] == pytest.approx(min(300 * CVR.AUTO_NOISY_MAX_OUTSIDE * e / 3000,
+                                                       CVR.AUTO_TUBE_NOISY))
+    outside = np.mean(np.abs(yn - noisy.predict(Xn)) > noisy.epsilon_bar_)
+    assert outside > 1.5 * 300 / 3000
