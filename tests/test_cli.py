@@ -153,8 +153,11 @@ def test_an_interrupted_command_exits_130_in_one_line(tmp_path):
     import select
     import time
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    # SIGINT at its default in the child: a test run started in the background (`bash .ci/run &`, as the fresh-clone
+    # check does) ignores SIGINT, children inherit that, and Python then installs no KeyboardInterrupt handler
     proc = subprocess.Popen([sys.executable, "-m", "corevector.cli", "verify"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env)
+                            stderr=subprocess.PIPE, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         seen, deadline = b"", time.time() + 120
         while b"verify" not in seen and time.time() < deadline:  # (the progress bar: the grid has started)
