@@ -153,11 +153,14 @@ def test_an_interrupted_command_exits_130_in_one_line(tmp_path):
     import select
     import time
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-    # SIGINT at its default in the child: a test run started in the background (`bash .ci/run &`, as the fresh-clone
-    # check does) ignores SIGINT, children inherit that, and Python then installs no KeyboardInterrupt handler
+    # SIGINT at its default and unblocked in the child: an ignored or blocked SIGINT survives exec (a process that
+    # started the suite in the background, or a thread of an earlier test's cluster, leaves it so), and Python then
+    # installs no KeyboardInterrupt handler: in the fresh-clone run verify went on past the signal for 120 s
+    def sigint_default():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     proc = subprocess.Popen([sys.executable, "-m", "corevector.cli", "verify"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            stderr=subprocess.PIPE, env=env, preexec_fn=sigint_default)
     try:
         seen, deadline = b"", time.time() + 120
         while b"verify" not in seen and time.time() < deadline:  # (the progress bar: the grid has started)
