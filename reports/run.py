@@ -77,27 +77,73 @@ def main(argv=None):
     # the quick mode (a first look) and the tiny one (the test suite's smoke run) time every fit once;
     # the full mode takes the median of common.REPEATS fresh processes
     common.MODE_REPEATS = QUICK_REPEATS if mode in ("tiny", "quick") else None
+    usage = {}
     try:
-        sections = _run_experiments(registry, names, mode, out, args)
+        sections = _run_experiments(registry, names, mode, out, args, usage)
     finally:
         common.MODE_REPEATS = None
     total = time.perf_counter() - t_start
     command = "python -m reports.run " + " ".join(shlex.quote(a) for a in argv)
-    write_report(out, sections, mode, started, total, command.strip())
+    write_report(out, sections, mode, started, total, command.strip(), usage)
     print(f"report written to {out / 'REPORT.md'} in {total:.0f} s", file=sys.stderr)
     return 0
 
 
-def _run_experiments(registry, names, mode, out, args):
+def tree_cpu():
+    """CPU seconds (user + system) of this process and its descendants, the ones still running and the ones
+    that have ended: the measured fits are children of the fork server (grandchildren of this process), the
+    ``--one`` measurements children of this one and their workers grandchildren.  Linux: read from /proc
+    (utime + stime + cutime + cstime of this process and every live descendant); elsewhere this process and
+    its ended children."""
+    try:
+        tck = os.sysconf("SC_CLK_TCK")
+        procs = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    stat = f.read()
+            except OSError:  # ended meanwhile
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            procs[int(entry)] = (int(fields[1]), sum(int(v) for v in fields[11:15]))
+        me, total = os.getpid(), 0
+        for pid, (_, ticks) in procs.items():
+            p = pid
+            while p in procs and p != me and p > 1:
+                p = procs[p][0]
+            if p == me:
+                total += ticks
+        if me in procs:
+            return total / tck
+    except (OSError, ValueError, AttributeError):
+        pass
+    import resource
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + r.ru_utime + r.ru_stime
+
+
+def _loadavg():
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+
+
+def _run_experiments(registry, names, mode, out, args, usage=None):
+    """Runs the experiments; returns (experiment, result, wall seconds) per experiment, and fills ``usage``
+    (name -> (CPU seconds of the process tree, 1-minute load at the start, at the end)) when given."""
     sections = []
     for name in names:
         exp = registry[name]
         sizes = exp.sizes.get(mode, [])
         ctx = Context(out=out, mode=mode, sizes=list(sizes), seed=args.seed, progress=not args.no_progress)
         print(f"== {name}: {exp.title} ({mode})", file=sys.stderr)
-        t0 = time.perf_counter()
+        load0, cpu0, t0 = _loadavg(), tree_cpu(), time.perf_counter()
         result = exp.func(ctx)
         elapsed = time.perf_counter() - t0
+        cpu = tree_cpu() - cpu0
+        if usage is not None:
+            usage[name] = (cpu, load0, _loadavg())
+        print(f"== {name}: {elapsed:.1f} s, {cpu:.1f} CPU s, load {load0:.2f} -> {_loadavg():.2f}", file=sys.stderr)
         missing = [f for f in result.outputs if not (out / f).exists()]
         if missing:
             raise RuntimeError(f"experiment {name} did not write {missing}")
@@ -105,7 +151,9 @@ def _run_experiments(registry, names, mode, out, args):
     return sections
 
 
-def write_report(out, sections, mode, started, total, command):
+def write_report(out, sections, mode, started, total, command, usage=None):
+    """REPORT.md; ``usage``: name -> (CPU seconds, load at the start, at the end) of each experiment (a header
+    line: on a shared machine the wall times alone say little)."""
     info = machine_info()
     lines = [
         "# corevector experiment report",
@@ -120,6 +168,12 @@ def write_report(out, sections, mode, started, total, command):
         f"- OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}",
         f"- timings: {'one fresh process per fit' if mode != 'full' else 'median of several fresh processes'}"
         + (" (quick mode: a first look; the full mode repeats every fit)" if mode == "quick" else ""),
+    ]
+    if usage:
+        lines.append("- CPU seconds per experiment (this process and every process it started, the measured fits "
+                     "included; 1-minute load at its start and end): "
+                     + "; ".join(f"{name} {cpu:.1f} (load {l0:.1f}–{l1:.1f})" for name, (cpu, l0, l1) in usage.items()))
+    lines += [
         "",
         "## Contents",
         "",
