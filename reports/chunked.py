@@ -4,7 +4,7 @@ store read here, and the zarr store read by a LocalCluster's workers (a Dask arr
 Data: the checkerboard (001 Sec. 5.1: gamma = 1, C = 1e4, the paper's setting) at m points, float64 (the
 memory map float32), written once per m into ``<out>/chunked-data`` (zarr chunks of ``CHUNK_ROWS`` rows);
 2,000 test points.  Every measurement runs in a fresh process (``python -m reports.chunked --one ...``),
-``REPEATS`` times, and the table gives medians:
+``REPEATS`` times in full mode (once in the quick and tiny modes), and the table gives medians:
 
 * ``fit_time`` / ``fit_cpu_time`` -- wall and CPU seconds of the fit (CPU: the caller plus, on a cluster, its
   workers), ``load`` the 1-minute load average when it started;
@@ -254,7 +254,8 @@ def chunked(ctx: Context) -> ExperimentResult:
     for m in ctx.sizes:
         data_files(folder, m)
         for kind in KINDS:
-            rows.append(measure(kind, m, folder, TIMEOUT[ctx.mode], repeats=1 if ctx.mode == "tiny" else REPEATS))
+            # the quick and tiny modes time every fit once (as common.MODE_REPEATS), the full mode REPEATS times
+            rows.append(measure(kind, m, folder, TIMEOUT[ctx.mode], repeats=REPEATS if ctx.mode == "full" else 1))
     df = pd.DataFrame(rows)
     df.to_csv(ctx.out / "chunked.csv", index=False)
     cols = [c for c in COLUMNS if c in df.columns] + (["error"] if "error" in df.columns else [])

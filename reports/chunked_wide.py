@@ -2,20 +2,22 @@
 784 float32 pixels a row) fitted from memory, from its zarr store read here, and from the store read by a
 LocalCluster's workers (a Dask array on a distributed client), or from a float32 ``.npy`` copy of the store
 mapped into memory (``memmap``: written once beside the store, :func:`npy_copy`); ``official`` fits the 60,000
-official training images in memory, the reference the generated sets are read against.
+official training images in memory (``OFFICIAL_ROWS``: all 60,000 in full mode, in quick mode the first 20,000,
+as many as its generated set), the reference the generated sets are read against.
 
 The task: one class against the rest (``CLASS``, trouser), ``CVMClassifier()`` defaults (C = 1,
 gamma='scale', eps = 0.01); the store is written once per m into ``<out>/chunked-wide`` (chunks of 1,024 rows
 in shards of 16,384, uncompressed: the generator's layout).  Test accuracy on the official Fashion-MNIST
 test images.  Each measurement runs in a fresh process (``python -m reports.chunked_wide --one KIND M
-PATH``), after a warm-up fit of the same kind on ``WARM_ROWS`` rows; the table gives medians of ``REPEATS``.
+PATH``), after a warm-up fit of the same kind on ``WARM_ROWS`` rows; the table gives medians of ``REPEATS`` in full
+mode (one process per measurement in the quick and tiny modes).
 Columns as in :mod:`reports.chunked`: ``fit_time`` / ``fit_cpu_time`` (caller plus workers), ``load``,
 ``rss_growth_mb`` (the caller's resident high-water mark during the timed fit) against ``x_mb`` (X as
 float32 on disk), ``engine_mb`` (of that growth, the peak of the local engine's own working memory -- its
 Q-row cache, Cholesky factor and core-set stores, bounded by ``cache_size`` whatever m is -- in a chunked
 fit) and ``data_held_mb`` (the rest: the row buffer, the stashes read ahead, the scans' blocks),
 ``worker_peak_mb``, ``core_set``, ``accuracy``, ``certified_ratio`` and ``scan_evals_per_s``
-(``decision_function`` over ``SCAN_ROWS`` training rows: rows x support vectors per second).
+(``decision_function`` over ``SCAN_ROWS`` training rows, per mode: rows x support vectors per second).
 """
 from __future__ import annotations
 
@@ -32,11 +34,16 @@ from .common import Context, ExperimentResult, experiment, to_markdown
 
 CLASS = 1
 WARM_ROWS = 5_000
-SCAN_ROWS = 100_000
+#: training rows of the scan-throughput pass per mode (at most m): at 100,000 rows the scan took 40 of the 60 CPU
+#: seconds of a quick measurement of the memory fit (2,139 support vectors, load 6); 5,000 rows still give the
+#: rate (5,000 x the support vectors, 10^7 kernel values)
+SCAN_ROWS = {"tiny": 100_000, "quick": 5_000, "full": 100_000}
 REPEATS = 3
 KINDS = ("memory", "zarr", "dask")  # (and "memmap", run by hand: a second copy of the set on disk, and "official")
 WORKERS, WORKER_MEMORY = 2, "2GB"
 TIMEOUT = {"tiny": 300, "quick": 1800, "full": 5400}
+#: the official training images of the reference fit per mode (the first ones; the tiny mode has none)
+OFFICIAL_ROWS = {"quick": 20_000, "full": 60_000}
 COLUMNS = ["input", "m", "workers", "fit_time", "fit_cpu_time", "load", "rss_growth_mb", "engine_mb", "data_held_mb",
            "x_mb", "worker_peak_mb", "core_set", "n_iter", "accuracy", "certified_ratio", "scan_evals_per_s"]
 
@@ -77,7 +84,7 @@ def _labels(y):
     return np.where(np.asarray(y) == CLASS, 1, -1).astype(np.int8)
 
 
-def run_one(kind, m, path, workers=WORKERS, params=None):
+def run_one(kind, m, path, workers=WORKERS, params=None, scan_rows=SCAN_ROWS["full"]):
     """One measurement in this (fresh) process; returns a dict of the columns.  ``params``: the estimator's
     parameters beyond ``random_state`` (``CVMClassifier()`` defaults when None), e.g. the papers' stop rule
     for the 8M set (docs/chunked.md: under the defaults' stop rule the core set grows with m on these
@@ -109,7 +116,7 @@ def run_one(kind, m, path, workers=WORKERS, params=None):
     est = CVMClassifier(random_state=0, **params)
     wall, cpu, growth, w1 = timed_fit(est, X, y, client)
     engine = chunked_fit_stats(kind).get("engine_peak_bytes", 0) / 2**20
-    n_scan = min(m, SCAN_ROWS)
+    n_scan = min(m, scan_rows)
     if kind in ("memory", "memmap", "official"):
         Xs = X[:n_scan]
     elif kind == "dask":
@@ -136,15 +143,15 @@ def run_one(kind, m, path, workers=WORKERS, params=None):
     return out
 
 
-def measure(kind, m, path, timeout, repeats=REPEATS):
+def measure(kind, m, path, timeout, repeats=REPEATS, scan_rows=SCAN_ROWS["full"]):
     """Medians of ``repeats`` fresh processes (the other columns from the first)."""
-    return medians_of("reports.chunked_wide", (path,), kind, m, timeout, repeats,
+    return medians_of("reports.chunked_wide", (path, "--scan-rows", scan_rows), kind, m, timeout, repeats,
                       ("fit_time", "fit_cpu_time", "rss_growth_mb", "engine_mb", "data_held_mb", "scan_evals_per_s",
                        "worker_peak_mb", "load"))
 
 
 @experiment("chunked_wide", "Data beyond one machine, wide rows: generated Fashion-MNIST, d = 784 float32",
-            sizes={"tiny": [20_000], "quick": [100_000], "full": [1_000_000]})
+            sizes={"tiny": [20_000], "quick": [20_000], "full": [1_000_000]})
 def chunked_wide(ctx: Context) -> ExperimentResult:
     import pandas as pd
 
@@ -153,13 +160,14 @@ def chunked_wide(ctx: Context) -> ExperimentResult:
         return ExperimentResult(outputs=[], summary_md="Fashion-MNIST is not available here (Debian package "
                                 "dataset-fashion-mnist); not measured")
     rows = []
-    repeats = 1 if ctx.mode == "tiny" else REPEATS
+    repeats = REPEATS if ctx.mode == "full" else 1  # (the quick and tiny modes time every fit once)
     for m in ctx.sizes:
         path = store(ctx.out / "chunked-wide", m)
         for kind in KINDS:
-            rows.append(measure(kind, m, path, TIMEOUT[ctx.mode], repeats=repeats))
-    if ctx.mode != "tiny":  # the reference: the same task on the 60,000 official training images
-        rows.append(measure("official", 60_000, path, TIMEOUT[ctx.mode], repeats=repeats))
+            rows.append(measure(kind, m, path, TIMEOUT[ctx.mode], repeats=repeats, scan_rows=SCAN_ROWS[ctx.mode]))
+    if ctx.mode in OFFICIAL_ROWS:  # the reference: the same task on the official training images
+        rows.append(measure("official", OFFICIAL_ROWS[ctx.mode], path, TIMEOUT[ctx.mode], repeats=repeats,
+                            scan_rows=SCAN_ROWS[ctx.mode]))
     df = pd.DataFrame(rows)
     df.to_csv(ctx.out / "chunked_wide.csv", index=False)
     cols = [c for c in COLUMNS if c in df.columns] + (["error"] if "error" in df.columns else [])
@@ -167,10 +175,15 @@ def chunked_wide(ctx: Context) -> ExperimentResult:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--one"]:  # --one KIND M PATH [WORKERS] [--params JSON]
-        a, extra = sys.argv[2:], None
+    if sys.argv[1:2] == ["--one"]:  # --one KIND M PATH [WORKERS] [--params JSON] [--scan-rows N]
+        a, extra, scan = sys.argv[2:], None, SCAN_ROWS["full"]
         if "--params" in a:
             i = a.index("--params")
             extra = json.loads(a[i + 1])
             del a[i:i + 2]
-        print(json.dumps(run_one(a[0], int(a[1]), a[2], *(int(v) for v in a[3:]), params=extra)), flush=True)
+        if "--scan-rows" in a:
+            i = a.index("--scan-rows")
+            scan = int(a[i + 1])
+            del a[i:i + 2]
+        print(json.dumps(run_one(a[0], int(a[1]), a[2], *(int(v) for v in a[3:]), params=extra, scan_rows=scan)),
+              flush=True)
