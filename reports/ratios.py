@@ -9,6 +9,9 @@ the (1+eps)^2 guarantee of 001 Sec. 4).  Two ratios are recorded:
 * exact ratio     = r*^2 / R^2 with r* from cvxopt (:func:`refimpl.verify.exact_meb`).
 
 The problems, the exact solve and the checks are :mod:`refimpl.verify`'s, as in ``corevector verify``.
+Nothing here is timed, and at m = 200 threads only wait for each other: the fits and cvxopt's BLAS run on one
+thread (on a loaded 2-core machine the spinning OpenMP and BLAS threads took this experiment from 12 to 74
+CPU seconds).
 
 Both must lie in [1, (1+eps)^2]; the exact one is the true approximation ratio.
 """
@@ -35,9 +38,12 @@ def run(ctx: Context) -> ExperimentResult:
     engines = {impl: numerics(impl).fit_meb for impl in ("fast", "ref")}
     tasks = [t for (m, n_seeds) in ctx.sizes for t in grid_problems((m,), n_seeds, KERNELS, FORMS, ctx.seed)]
     rows = []
-    for form, kernel, m, seed in progress(tasks, "ratios", ctx.progress):
-        case = dict(formulation=form, kernel=kernel, m=m, seed=seed)
-        rows.extend(check_problem(make_problem(form, m, kernel, seed), case, engines, eps_grid))
+    import cvxopt  # noqa: F401 - loaded before the limits, so that they reach its BLAS too
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=1):
+        for form, kernel, m, seed in progress(tasks, "ratios", ctx.progress):
+            case = dict(formulation=form, kernel=kernel, m=m, seed=seed)
+            rows.extend(check_problem(make_problem(form, m, kernel, seed), case, engines, eps_grid))
     df = pd.DataFrame(rows)
     df.to_csv(ctx.out / "ratios.csv", index=False)
     summary = (df.groupby(["formulation", "kernel", "impl", "eps"], sort=False)
