@@ -150,17 +150,20 @@ CASES = {
     "CVR Friedman #1, 100k": dict(data="friedman", m={"full": 100_000, "quick": 3_000, "tiny": None},
                                   params={}, variants=("new", "margin"), baselines=("nystroem",)),
 }
+#: (quick: optdigits, letter and magic; satimage and pendigits, sets of the same kind and size, in full mode)
 for _name in ("optdigits", "satimage", "pendigits", "letter", "magic"):
     for _task in (("ovr", "multi") if _name != "magic" else ("binary",)):
         CASES[f"{_name} {_task}"] = dict(data=f"{_name}:{_task}",
-                                         m={"full": None, "quick": None if _name != "letter" else 5_000,
+                                         m={"full": None,
+                                            "quick": {"letter": 5_000, "satimage": 0, "pendigits": 0}.get(_name),
                                             "tiny": 500 if _name == "optdigits" else None},
                                          params={}, variants=("new",), baselines=("svc",))
 
 
 def _sizes(case, mode):
+    """The case's sizes in ``mode`` (None: the whole set, except in the tiny mode; 0: not run)."""
     m = CASES[case]["m"][mode]
-    if m is None and mode == "tiny":
+    if (m is None and mode == "tiny") or m == 0:
         return []
     return m if isinstance(m, list) else [m]
 
