@@ -34,11 +34,12 @@ here).  The figure: wall time and test RMSE against m on draw 0, the defaults be
 protocol (``reports.cvr``: C and mu of CVR, C and epsilon of SVR tuned on a subset, gamma = 1/beta).
 
 Modes: ``tiny`` (the test suite) fits diabetes and the sin data at 300 rows, and Friedman #1 at 500 points;
-``quick`` subsamples every set to ``ROW_CAP['quick']`` rows, cross-validates CVR, SparseSVR and LIBSVM only
-(oneDAL and ThunderSVM: fold 0 timed, no R^2), and draws Friedman #1 at 10,000 points (the marks of 3 10^4 and
-10^5 are full-mode ones); ``full`` runs every set whole and the draws at 3 10^4, 10^5 and
-10^6 (10^5: SVR on 3 draws, one fit each; several hours).  ``COREVECTOR_REGRESSION_SETS`` (comma-separated
-set names) and ``COREVECTOR_REGRESSION_PARTS`` (``panel``, ``draws``) restrict a run.
+``quick`` runs six of the sets (``PANEL_SETS``), each subsampled to ``ROW_CAP['quick']`` rows, cross-validates CVR,
+SparseSVR and LIBSVM only (oneDAL and ThunderSVM: fold 0 timed, no R^2), and draws Friedman #1 at 10,000 points
+(the marks of 3 10^4 and 10^5 are full-mode ones; the figure's tuned SVR stops at 3,000); ``full`` runs every set
+whole and the draws at 3 10^4, 10^5 and 10^6 (10^5: SVR on 3 draws, one fit each; several hours).
+``COREVECTOR_REGRESSION_SETS`` (comma-separated set names) and ``COREVECTOR_REGRESSION_PARTS`` (``panel``,
+``draws``) restrict a run.
 """
 from __future__ import annotations
 
@@ -62,8 +63,11 @@ PANEL_SYNTHETIC = {"friedman1": 10_000, "friedman2": 10_000, "friedman3": 10_000
                    "smooth3d": 8_000, "sin2d": 2_500}
 #: the sets the defaults are chosen on; the others confirm them
 CHOOSE_ON = ("friedman1", "sin2d", "compactiv")
-#: sets per mode (None: all)
-PANEL_SETS = {"tiny": ["diabetes", "sin2d"], "quick": None, "full": None}
+#: sets per mode (None: all); quick: the three the defaults are chosen on and three that confirm them, the smallest
+#: real set, a middle one and the largest (442, 4,177 and 45,730 rows; each set is five fresh processes, about 11 s
+#: at 1,000 rows on the loaded 2-core machine, so all 20 took 4 minutes)
+PANEL_SETS = {"tiny": ["diabetes", "sin2d"],
+              "quick": ["diabetes", "abalone", "casp", "friedman1", "sin2d", "compactiv"], "full": None}
 #: at most this many rows of a set (a random subset, the run's seed); None: the whole set
 ROW_CAP = {"tiny": 300, "quick": 1_000, "full": None}
 FOLDS = 5
@@ -91,7 +95,8 @@ DRAWS = {"tiny": {"m": [500], "draws": 2, "svr": {500: 2}},
 #: sizes of the figure (draw 0), and the largest m of each series per mode
 PLOT_M = {"tiny": [500], "quick": [1_000, 3_000, 10_000],
           "full": [1_000, 3_000, 10_000, 30_000, 100_000, 1_000_000]}
-PLOT_CAP = {"svr": {"full": 100_000}, "cvr_papers": {"full": 100_000}, "svr_papers": {"full": 30_000}}
+#: (quick: the tuned SVR at 10^4 took 28 CPU seconds, 57 s at load 7, more than the rest of the figure)
+PLOT_CAP = {"svr": {"full": 100_000}, "cvr_papers": {"full": 100_000}, "svr_papers": {"full": 30_000, "quick": 3_000}}
 N_TEST = 5_000
 #: the issue's marks on the draws: CVR / SVR wall ratio per m, the RMSE ratio, 10^6 in seconds, worst / median
 RATIO_MARK, RMSE_MARK, MILLION_S, SPREAD_MARK, MU_MARK = {30_000: 0.5, 100_000: 0.2}, 1.02, 120.0, 3.0, 1.5
