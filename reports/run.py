@@ -172,7 +172,8 @@ def write_report(out, sections, mode, started, total, command, usage=None):
     if usage:
         lines.append("- CPU seconds per experiment (this process and every process it started, the measured fits "
                      "included; 1-minute load at its start and end): "
-                     + "; ".join(f"{name} {cpu:.1f} (load {l0:.1f}–{l1:.1f})" for name, (cpu, l0, l1) in usage.items()))
+                     + "; ".join(f"{name} {cpu:.1f} (load {l0:.1f}–{l1:.1f})"
+                                 for name, (cpu, l0, l1) in usage.items()))
     lines += [
         "",
         "## Contents",
