@@ -52,6 +52,16 @@ def test_report_md_links_outputs_and_describes_machine(tiny_report):
         assert (tiny_report / link).exists(), link
     for needle in ["numpy", "scipy", "scikit-learn", "corevector", "CPUs", "--tiny", "date:"]:
         assert needle in text, needle
+    # each experiment's CPU seconds (the process tree's: the fits run in grandchildren) and the load
+    cpu = dict(re.findall(r"(\w+) ([\d.]+) \(load [\d.]+–[\d.]+\)", text.split("## Contents")[0]))
+    assert {"checkerboard", "ratios", "chunked"} <= set(cpu) and float(cpu["checkerboard"]) > 0, cpu
+
+
+def test_quick_mode_figures_draw_lines():
+    """The quick mode (the main job) is cut to minutes, but every figure against m keeps three sizes or more."""
+    from reports import checkerboard, cvr, loosli_canu, regression
+    assert min(len(s["quick"]) for s in (checkerboard.SIZES, checkerboard.SIZES_DENSE, checkerboard.SIZES_SMO,
+                                         cvr.SIZES, regression.PLOT_M, loosli_canu.RADIUS_EPS)) >= 3
 
 
 def test_checkerboard_measurements(tiny_report):

@@ -115,6 +115,34 @@ def test_targets_judge_against_the_fastest_accurate_peer():
     assert fm["ratio"] == pytest.approx(2.0) and not fm["speed_met"]
 
 
+def test_quick_mode_measures_every_trainer_and_what_the_targets_read(monkeypatch):
+    """The quick mode (the main job) measures only QUICK_FITS: every trainer idle (the table still compares all
+    of them), and the CVM fits the busy and CPU targets divide; each target is judged from them."""
+    import contextlib
+    import types
+    calls = []
+
+    def fake(ctx, case, m, est, threads, load):
+        calls.append((est, threads, load))
+        return _row(est, threads, load, 1.0)
+    monkeypatch.setattr(peers, "_measure", fake)
+    monkeypatch.setattr(peers, "BusyCore", contextlib.nullcontext)  # (no spinning process in a unit test)
+    ctx = types.SimpleNamespace(mode="quick")
+    rows = peers._measure_task(ctx, "c", 1000, "idle") + peers._measure_task(ctx, "c", 1000, "busy")
+    for load in ("idle", "busy"):
+        assert {(e, t) for e, t, ld in calls if ld == load} == peers.QUICK_FITS[load] <= EXPECTED
+    assert {e for e, _ in peers.QUICK_FITS["idle"]} == set(peers.ESTIMATORS)
+    t = peers._targets(pd.DataFrame(rows)).iloc[0]
+    assert all(t[k] is not None for k in ("speed_met", "accuracy_met", "busy_met", "cpu_met")), t
+    # the other modes measure every estimator at 1 and 2 threads
+    calls.clear()
+    peers._measure_task(types.SimpleNamespace(mode="full"), "c", 1000, "idle")
+    assert {(e, t) for e, t, _ in calls} == EXPECTED
+    # and the quick mode runs three cases: d = 784, d = 2 and a real multi-class set
+    assert [c for c in peers.CASES if peers._sizes(c, "quick")] == [
+        "Fashion-MNIST T-shirt/top vs shirt", "checkerboard gamma=1 C=1e4", "optdigits multi"]
+
+
 def test_thread_limits_are_set_before_the_timed_fit(monkeypatch):
     """_prepare limits OpenMP and BLAS to the measured thread count, so that the timed _fit does not pay
     threadpoolctl's listing of the libraries (20-50 ms wall and ~0.1 s of BLAS worker CPU, against fits of
