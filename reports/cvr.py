@@ -111,7 +111,11 @@ def tune(X, y, seed, mode="full"):
     Xa, Xb = _standardize(X[:n_tr], X[n_tr:n_tr + n_va])
     ya, yb = y[:n_tr], y[n_tr:n_tr + n_va]
     best_cvr, best_svr = None, None
-    with warnings.catch_warnings():
+    # the grid runs in this process, untimed, on a few hundred points: on one thread (on two, the quick experiment
+    # took 20 and 56 CPU seconds in two runs of the same code at load 4-8, as ratios' in-process fits 12 and 74)
+    import fastimpl  # noqa: F401 - loaded before the limits, so that they reach its OpenMP
+    from threadpoolctl import threadpool_limits
+    with warnings.catch_warnings(), threadpool_limits(limits=1):
         warnings.simplefilter("ignore")
         gamma = 1.0 / beta_heuristic(Xa)  # gamma='beta' on the subset
         for C, mu in itertools.product(CVR_GRID["C"], CVR_GRID["mu"]):
