@@ -179,7 +179,9 @@ def _variant_m(case, m, variant, mode):
 # the fit job (module-level functions: the child process unpickles them)
 # ------------------------------------------------------------------------------------------------
 def _prepare(case, m, variant, seed):
-    return (case, variant, seed) + tuple(make_data(case, m, seed))
+    data = (case, variant, seed) + tuple(make_data(case, m, seed))
+    _estimator(case, variant, seed, data[3])  # imports the estimator's modules here, not inside the timed fit
+    return data
 
 
 def _estimator(case, variant, seed, X):
