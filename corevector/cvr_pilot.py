@@ -15,10 +15,11 @@ points (a Cholesky factorisation, milliseconds), its residuals tell CVR, before 
 
 A given C keeps the rule CVR has always had for its tube (``p = min(max(TUBE_OUTSIDE, TUBE_CP / C),
 TUBE_MAX_OUTSIDE / M)`` from held-out residuals).  Under ``C='auto'`` p follows the noise the pilot measured:
-``p = min(max(AUTO_TUBE_OUTSIDE, AUTO_TUBE_NOISE e), AUTO_TUBE_NOISY)`` with e the hold-out error relative
-to the targets' variance, because a squared loss on noisy targets needs most points in it (wine quality,
-e ~ 0.65: R^2 0.357 at p = 0.8 against 0.321 at p = 0.2); the count bound ``TUBE_MAX_OUTSIDE / M`` applies
-to both.  The constants live on :class:`corevector.CVR`, where the docs and the command line read them.
+``p = min(max(AUTO_TUBE_OUTSIDE, AUTO_TUBE_NOISE e, AUTO_TUBE_CP / C), AUTO_TUBE_NOISY,
+TUBE_MAX_OUTSIDE max(1, AUTO_NOISY_MAX_OUTSIDE e) / M)`` with e the hold-out error relative to the targets'
+variance, because a squared loss on noisy targets needs most points in it (wine quality, e ~ 0.65: R^2 0.357
+at p = 0.8 against 0.321 at p = 0.2), and their support grows with m.  The constants live on
+:class:`corevector.CVR`, where the docs and the command line read them.
 """
 from __future__ import annotations
 
@@ -122,7 +123,7 @@ def tube_for_C(est, X, yn, weights, C, M, seed):
     return TubeChoice(None, mu, nu_scale, info)
 
 
-def _grid_search(err, grid, start, top):
+def _grid_search(err, start, top):
     """Index of the grid's C of least held-out error: from ``start`` downhill in one direction, never past
     ``top`` (a few evaluations: the hold-out error of kernel ridge is unimodal in log C in practice)."""
     best = start
@@ -148,7 +149,7 @@ def _best_C(splits, grid, est, w_out):
 
     top = min(int(np.searchsorted(grid, est.AUTO_C_MAX / est.AUTO_C_FACTOR * (1 - 1e-12))), len(grid) - 1)
     start = min(int(np.argmin(np.abs(np.log(grid / est.AUTO_C_START)))), top)
-    return _grid_search(err, grid, start, top), cache
+    return _grid_search(err, start, top), cache
 
 
 def auto_C_and_tube(est, X, yn, weights, M, seed):
@@ -207,14 +208,16 @@ def auto_C_and_tube(est, X, yn, weights, M, seed):
 def _predicted_outside(spec, X, yn, a, beta, q, block=4096):
     """The augmented points the pilot (coefficients beta on the rows a) puts outside a tube of half-width q:
     i where y_i - f(x_i) > q (lambda_i), m + i where it is below -q (lambda*_i).  By blocks of rows, read as
-    the pilot's rows are (:func:`_dense_rows`), so that dense, CSR and chunked rows give one start."""
+    the pilot's rows are (:func:`_dense_rows`), so that dense, CSR and chunked rows give one start; the pilot's
+    rows are read once, except for CSR, whose blocks are compacted to their stored columns together with them."""
     from refimpl.kernels import kernel_block
 
     m, out = X.shape[0], []
+    Xa = None if sp.issparse(X) else _dense_rows(X, a, a[:0])[0]
     for s in range(0, m, block):
         rows = np.arange(s, min(s + block, m))
-        Xs, Xa = _dense_rows(X, rows, a)
-        r = yn[rows] - (kernel_block(spec, Xs, Xa) + 1.0) @ beta
+        Xs, Xa_s = _dense_rows(X, rows, a) if Xa is None else (_dense_rows(X, rows, rows[:0])[0], Xa)
+        r = yn[rows] - (kernel_block(spec, Xs, Xa_s) + 1.0) @ beta
         out += [s + np.flatnonzero(r > q), m + s + np.flatnonzero(r < -q)]
     return np.sort(np.concatenate(out))
 

@@ -58,10 +58,11 @@ class CVR(RegressorMixin, CoreVectorBase):
         the residuals r of the kernel ridge pilot (the L2-SVR with every point a support vector):
         ``mu = mean (|r| - q)_+`` with q the ``1 - p`` quantile of ``|r|``, so that about a fraction p of the
         points ends outside the tube and the core set is ~p m.  With ``C='auto'`` p follows the noise the
-        pilot measured, ``p = min(max(AUTO_TUBE_OUTSIDE, AUTO_TUBE_NOISE e), AUTO_TUBE_NOISY)`` (e: its
-        hold-out error relative to the targets' variance); with a given C, ``p = max(TUBE_OUTSIDE,
-        TUBE_CP / C)`` from a pilot of that C on ``PILOT_SIZE`` points.  Either p is at most
-        ``TUBE_MAX_OUTSIDE / M``, so the core set stays bounded beyond ~10,000 support vectors.  'ratio' is
+        pilot measured, ``p = min(max(AUTO_TUBE_OUTSIDE, AUTO_TUBE_NOISE e, AUTO_TUBE_CP / C),
+        AUTO_TUBE_NOISY, TUBE_MAX_OUTSIDE max(1, AUTO_NOISY_MAX_OUTSIDE e) / M)`` (e: its hold-out error
+        relative to the targets' variance); with a given C, ``p = min(max(TUBE_OUTSIDE, TUBE_CP / C),
+        TUBE_MAX_OUTSIDE / M)`` from a pilot of that C on ``PILOT_SIZE`` points.  On smooth targets the core
+        set so stays bounded beyond ~10,000 support vectors; on noisy ones it grows with m.  'ratio' is
         the earlier rule, ``mu = min(TUBE_RATIO max|y'| / (2 C M), MU_MAX_AUTO)`` (the tube weight
         ``C_paper = 6000 max|y'|``, LibCVM's), corrected as described in the Notes.
     normalize_y : bool, default=True

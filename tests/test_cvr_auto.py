@@ -51,7 +51,7 @@ def test_the_grid_search_finds_the_minimum_of_a_unimodal_error(n, centre, start,
     def err(i):
         calls.append(i)
         return values[i]
-    best = cvr_pilot._grid_search(err, None, start, top)
+    best = cvr_pilot._grid_search(err, start, top)
     assert best == int(np.argmin(values[:top + 1]))
     assert all(0 <= i <= top for i in calls)
 
