@@ -266,6 +266,11 @@ class WarningsOncePerFit:
 
     def _note(self, records, name, rank):
         for r in records:
+            if issubclass(r.category, ResourceWarning):
+                # a finalizer's warning (a file or a subprocess of someone else's collected while the sub-fit
+                # ran) is not the sub-fit's: shown as it came, under the caller's filters
+                warnings.warn_explicit(r.message, r.category, r.filename, r.lineno, source=r.source)
+                continue
             message = str(r.message)
             key = (r.category, re.sub(r"\d+(?:\.\d*)?(?:e[-+]?\d+)?", "#", message))
             self._seen[key].append((rank, message, name))

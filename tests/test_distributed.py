@@ -367,8 +367,9 @@ def test_a_lost_scheduler_ends_the_fit_with_a_clear_error(tmp_path, monkeypatch)
         waited = time.time() - killed[0]
         monkeypatch.setattr(dask_source, "CALL_HOOK", None)
     finally:
-        sched.kill()
-        worker.kill()
+        for proc in (sched, worker):
+            proc.kill()
+            proc.wait()  # (a Popen left unreaped warns when collected, inside another test's warning records)
     text = str(exc.value)
     assert re.fullmatch(r"the Dask client lost its scheduler \(tcp://127\.0\.0\.1:\d+\) during the full scan, "
                         r"\d+\.\d s from the start of the fit or prediction: .*start the scheduler again and run "
@@ -412,6 +413,7 @@ def test_pairs_in_threads_give_the_serial_model_and_warnings(monkeypatch):
         monkeypatch.setattr(pairs, "PAIR_THREADS_MIN_WORK", work)
         with threadpool_limits(limits=2, user_api="openmp"), warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
+            warnings.simplefilter("ignore", ResourceWarning)  # (finalizers of other tests' objects)
             est = CVMClassifier(stop="radius", C=1e4, random_state=0).fit(X, y)
         runs.append((est, sorted(str(x.message) for x in w)))
     assert threaded == [2]  # the second fit ran its pairs two at a time
@@ -457,6 +459,7 @@ def _fit_with_pairs_in(processes, X, y, monkeypatch, **params):
         mp.setattr(classifier.CVMClassifier, "_set_fitted", untrace)
         with threadpool_limits(limits=processes, user_api="openmp"), warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
+            warnings.simplefilter("ignore", ResourceWarning)  # (finalizers of other tests' objects)
             est = CVMClassifier(random_state=0, **params).fit(X, y)
     return est, sorted(str(x.message) for x in w), where
 

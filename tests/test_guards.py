@@ -330,6 +330,35 @@ def test_pairs_warn_once_per_fit_with_plain_labels():
         CVMClassifier().fit(X[:5], np.ones(5, dtype=np.float64))
 
 
+def test_a_finalizers_warning_during_a_pair_is_shown_as_it_came():
+    """A ResourceWarning raised while a sub-fit runs comes from a finalizer (an unreaped subprocess of an
+    earlier test, collected during a pair: CI once saw "subprocess ... is still running [1 of 66 pairs, first
+    7 vs 9]"), not from the sub-fit: the collector shows it unchanged, under the caller's filters, and
+    still gathers the sub-fits' own warnings once per fit."""
+    import warnings
+
+    from corevector._base import WarningsOncePerFit
+    collector = WarningsOncePerFit()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for k in range(3):
+            with collector.part(f"{k} vs {k + 1}"):
+                warnings.warn(f"slack {k}", UserWarning)
+                if k == 1:
+                    warnings.warn("subprocess 123 is still running", ResourceWarning)
+        collector.emit(3)
+    assert [(x.category, str(x.message)) for x in w] == [
+        (ResourceWarning, "subprocess 123 is still running"),
+        (UserWarning, "slack 0 [3 of 3 pairs, first 0 vs 1]")]
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        warnings.simplefilter("ignore", ResourceWarning)
+        with collector.part("0 vs 1"):
+            warnings.warn("subprocess 123 is still running", ResourceWarning)
+        collector.emit(1)
+    assert w == []
+
+
 def test_large_C_on_data_that_are_not_separable_stops_early_naming_C():
     """CVMClassifier(C=1e12) on overlapping Gaussians ran to max_iter (2,000 points: 10 s and 62% accuracy; 20,000:
     minutes): the margin shrinks as 1/C to float64's resolution and the loop stalls.  The stall is detected
