@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.svm import SVC, SVR, OneClassSVM
 from sklearn.utils.validation import check_is_fitted
 
 __all__ = ["LibsvmModel", "from_estimator", "to_sklearn", "LAYOUTS", "KERNEL_NAMES", "DENSE_MAX_ENTRIES"]
@@ -190,6 +189,8 @@ def to_sklearn(estimator):
     ValueError
         For what those SVMs cannot express (:mod:`corevector.io.libsvm`'s docstring lists it).
     """
+    from sklearn.svm import SVC, SVR, OneClassSVM  # (here: ~100 modules of scikit-learn a fit never needs)
+
     m = from_estimator(estimator)
     kernel = {"polynomial": "poly", "callable": estimator.kernel_spec_.function}.get(m.kernel_type, m.kernel_type)
     kw = dict(kernel=kernel, gamma="scale" if m.gamma == 0 else m.gamma, degree=m.degree, coef0=m.coef0)
@@ -212,15 +213,9 @@ def to_sklearn(estimator):
         out._num_iter = np.zeros(n_pairs, dtype=np.int32)
         out.n_iter_ = out._num_iter
         out._effective_probability = prob
-    elif m.svm_type == "one_class":
-        out = OneClassSVM(**kw)
-        out._n_support = np.array([l, l], dtype=np.int32)
-        out._probA = out._probB = np.empty(0)
-        out._num_iter = np.zeros(1, dtype=np.int32)
-        out.n_iter_ = 0
-        out._effective_probability = False
     else:
-        out = SVR(C=float(estimator.C_) if np.isfinite(getattr(estimator, "C_", np.nan)) else 1.0, **kw)
+        out = (OneClassSVM(**kw) if m.svm_type == "one_class" else
+               SVR(C=float(estimator.C_) if np.isfinite(getattr(estimator, "C_", np.nan)) else 1.0, **kw))
         out._n_support = np.array([l, l], dtype=np.int32)
         out._probA = out._probB = np.empty(0)
         out._num_iter = np.zeros(1, dtype=np.int32)
