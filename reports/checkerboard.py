@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from . import style
 from .common import Context, ExperimentResult, FitJob, experiment, measure_fit, progress, to_markdown, with_columns
 
 GAMMA, C, EPS, SAMPLE_SIZE, N_TEST = 1.0, 1e4, 1e-6, 59, 2000
@@ -110,8 +111,10 @@ def _run(ctx: Context, name: str, C_: float, methods: dict) -> ExperimentResult:
                 f"seed {ctx.seed}. #SV for CVM = vectors with alpha > 0; core set = all vectors ever added. "
                 "cert. ratio = (r_cert/R)^2 from a final full scan (with sampling it may exceed (1+eps)^2).\n\n"
                 + table + "\n" + (("\nFailures and warnings:" + notes + "\n") if notes else ""))
-    plot(df, ctx.out / f"{name}.png", C_)
-    return ExperimentResult(outputs=[f"{name}.csv", f"{name}.md", f"{name}.png"], summary_md=table, notes=notes)
+    figures, fig_note = plot(df, ctx.out / f"{name}.png", C_, ctx.mode)
+    if fig_note:
+        notes += f"\n- {fig_note}"
+    return ExperimentResult(outputs=[f"{name}.csv", f"{name}.md", *figures], summary_md=table, notes=notes)
 
 
 @experiment("checkerboard", "Checkerboard (001 Fig. 2): CVM vs. SVC as m grows", sizes=SIZES)
@@ -129,26 +132,23 @@ def run_smo(ctx: Context) -> ExperimentResult:
     return _run(ctx, "checkerboard_smo", C, METHODS_SMO)
 
 
-def plot(df, path, C_=C):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+@style.styled
+def plot(df, path, C_=C, mode="full"):
+    """Fit time, #SV and test error against m, one panel each (001 Fig. 2); every point the median of the
+    repeats with their min-max range (fit time).  Returns (file names, note)."""
     ok = df[df["error"].isna()] if "error" in df else df
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), sharex=True)
-    panels = [("fit_time", "fit time (s, wall clock)"), ("n_sv", "#SV"), ("test_error", "test error")]
-    styles = {"CVM (fast)": "o-", "CVM (ref)": "s--", "sklearn SVC": "^-.", "CVM (fast, SMO)": "o-",
-              "CVM (ref, SMO)": "s--"}
-    for ax, (col, label) in zip(axes, panels):
+    if not style.enough_sizes(ok["m"], mode):
+        return [], f"figure left out: {ok['m'].nunique()} size(s) of m, fewer than {style.MIN_SIZES}"
+    fig, axes = style.figure(1, 3, legend_rows=1)
+    panels = [("fit_time", "fit time (s)"), ("n_sv", "#SV"), ("test_error", "test error")]
+    for ax, (col, label) in zip(axes[0], panels):
         for method, g in ok.groupby("method", sort=False):
-            g = g.sort_values("m")
             vals = g[col].clip(lower=1e-4) if col == "test_error" else g[col]
-            ax.loglog(g["m"], vals, styles.get(method, "o-"), label=method)
-        ax.set_xlabel("size of training set m")
+            lo, hi = style.range_columns(g, col)
+            style.series(ax, g["m"], vals, method, lo=lo, hi=hi)
+        style.log_axis(ax)
+        ax.set_xlabel("training set size m")
         ax.set_ylabel(label)
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend()
-    fig.suptitle(f"Checkerboard: gamma=1, C={C_:g}, eps=1e-6, sample size 59 (001 Fig. 2)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    style.legend(fig)
+    fig.suptitle(f"Checkerboard, \u03b3 = 1, C = {C_:g}, \u03b5 = 1e-6, 59 candidates (001 Fig. 2)")
+    return style.save(fig, path), ""

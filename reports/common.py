@@ -57,6 +57,10 @@ class ExperimentResult:
     outputs: list            # file names (relative to the output folder)
     summary_md: str = ""     # markdown pasted into REPORT.md under the experiment's title
     notes: str = ""
+    #: the papers' headline claims this experiment re-measures, for REPORT.md's opening table:
+    #: dicts with 'claim' (the paper's, with its source), 'ours' (what we measured) and 'holds' (True, False,
+    #: or None: not measured at the claim's scale in this mode)
+    headline: list = field(default_factory=list)
 
 
 #: name -> Experiment, in registration order

@@ -30,6 +30,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from . import style
 from .common import Context, ExperimentResult, FitJob, experiment, measure_fit, progress, to_markdown, with_columns
 
 EPS = 1e-6
@@ -228,8 +229,10 @@ def run(ctx: Context) -> ExperimentResult:
     with open(ctx.out / "cvr.md", "w") as f:
         f.write("# CVR vs. SVR (000 Sec. 4.1)\n\n" + __doc__.split("\n\n", 1)[1] + "\n\n" + summary + "\n"
                 + (("\nFailures and warnings:" + notes + "\n") if notes else ""))
-    plot(df, ctx.out / "cvr.png")
-    return ExperimentResult(outputs=["cvr.csv", "cvr.md", "cvr.png"], summary_md=summary, notes=notes)
+    figures, fig_note = plot(df, ctx.out / "cvr.png", ctx.mode)
+    if fig_note:
+        notes += f"\n- {fig_note}"
+    return ExperimentResult(outputs=["cvr.csv", "cvr.md", *figures], summary_md=summary, notes=notes)
 
 
 def compare(df) -> pd.DataFrame:
@@ -252,34 +255,31 @@ def compare(df) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def plot(df, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+@style.styled
+def plot(df, path, mode="full"):
+    """Fit time, #SV, RMSE / max y and MRE against m, a row per data set with enough sizes (000 Fig. 2);
+    every point the median of the repeats with their min-max range (fit time).  Returns (file names, note)."""
     ok = df[df["error"].isna()] if "error" in df else df
     sets = list(dict.fromkeys(ok["dataset"]))
+    kept = [s for s in sets if style.enough_sizes(ok[ok["dataset"] == s]["m"], mode)]
+    left = [s for s in sets if s not in kept]
+    note = (f"figure: {', '.join(left)} left out ({mode} mode: fewer than {style.MIN_SIZES} sizes of m; "
+            "the table has their numbers)") if left else ""
+    if not kept:
+        return [], note
     panels = [("fit_time", "fit time (s)"), ("n_sv", "#SV"), ("rmse_footnote10", "RMSE / max y"), ("mre", "MRE")]
-    fig, axes = plt.subplots(len(sets), 4, figsize=(16, 3.6 * len(sets)), squeeze=False)
-    styles = {"CVR (fast)": "o-", "CVR (ref)": "s--", "sklearn SVR": "^-."}
-    # one colour per method in every panel (the real sets have no reference fit, which shifted the cycle)
-    colors = {"CVR (fast)": "C0", "CVR (ref)": "C1", "sklearn SVR": "C2"}
-    for r, name in enumerate(sets):
+    fig, axes = style.figure(len(kept), 4, legend_rows=1, row_height=1.8)
+    for r, name in enumerate(kept):
         d = ok[ok["dataset"] == name]
         for c, (col, label) in enumerate(panels):
             ax = axes[r, c]
             for method, g in d.groupby("method", sort=False):
-                g = g.sort_values("m")
-                ax.plot(g["m"], g[col], styles.get(method, "o-"), color=colors.get(method), label=method)
-            ax.set_xscale("log")
-            if col in ("fit_time", "n_sv"):
-                ax.set_yscale("log")
+                lo, hi = style.range_columns(g, col)
+                style.series(ax, g["m"], g[col], method, lo=lo, hi=hi)
+            style.log_axis(ax, "both" if col in ("fit_time", "n_sv") else "x")
             ax.set_xlabel("training set size m")
             ax.set_ylabel(label)
             ax.set_title(name)
-            ax.grid(True, which="both", alpha=0.3)
-    axes[0, 0].legend()
+    style.legend(fig)
     fig.suptitle("CVR vs. SVR (000 Fig. 2 protocol)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return style.save(fig, path), note

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from . import style
 from .common import Context, ExperimentResult, FitJob, experiment, measure_fit, progress, to_markdown, with_columns
 
 #: the papers' settings (the library's defaults before the default engine), run through the papers' loop
@@ -280,28 +281,27 @@ def per_cv_curve(core_set, elapsed, n_bins=12):
     return np.array(sizes), np.array(rates)
 
 
+@style.styled
 def plot_per_cv(rows, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(PER_CV), figsize=(6 * len(PER_CV), 4.2), squeeze=False)
+    """Seconds per added core vector against the core-set size, a panel per case of :data:`PER_CV`.
+    Returns the file names."""
+    fig, axes = style.figure(1, len(PER_CV), legend_rows=2)
+    labels = {"new": "default engine (solver='auto')", "papers": "papers' loop (solver='smo')",
+              "smo": "papers' loop (solver='smo')"}
     for ax, case in zip(axes[0], PER_CV):
         for r in rows:
             if r["case"] != case or "trace_core_set" not in r:
                 continue
             s, v = per_cv_curve(r["trace_core_set"], r["trace_elapsed"])
-            label = {"new": "default engine (solver='auto')", "papers": "papers' loop (solver='smo')",
-                     "smo": "papers' loop (solver='smo')"}[r["variant"]]
-            ax.loglog(s, v, "o-", label=f"{label}, m={r['m']:,}")
+            label = labels[r["variant"]]
+            style.series(ax, s, v, f"{label}, m = {r['m']:,}", style.method_style(label))
+        if ax.has_data():
+            style.log_axis(ax)
         ax.set_xlabel("core-set size")
         ax.set_ylabel("seconds per added core vector")
-        ax.set_title(case, fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+        ax.set_title(case)
+    style.legend(fig, ncol=2)
+    return style.save(fig, path)
 
 
 COLUMNS = ["case", "variant", "m", "fit_time", "fit_cpu_time", "fit_time_min", "fit_time_max", "test_accuracy",
@@ -328,7 +328,7 @@ def run(ctx: Context) -> ExperimentResult:
             ctx.out / "engine_partial.csv", index=False)
     traces = [r for r in rows if r["case"] in PER_CV
               and r["m_requested"] == _variant_m(r["case"], PER_CV[r["case"]][ctx.mode], r["variant"], ctx.mode)]
-    plot_per_cv(traces, ctx.out / "engine_per_cv.png")
+    figures = plot_per_cv(traces, ctx.out / "engine_per_cv.png")
     df = with_columns(pd.DataFrame([{k: v for k, v in r.items() if not k.startswith("trace_")} for r in rows]),
                       COLUMNS)
     df["m"] = df["m"].fillna(df["m_requested"])
@@ -343,4 +343,4 @@ def run(ctx: Context) -> ExperimentResult:
                f"{load[2]:.2f}.\n\n" + table + "\n\n![seconds per core vector](engine_per_cv.png)")
     with open(ctx.out / "engine.md", "w") as f:
         f.write("# Core-set engine at scale\n\n" + __doc__.split("\n\n", 1)[1] + "\n\n" + summary + "\n")
-    return ExperimentResult(outputs=["engine_cases.csv", "engine.md", "engine_per_cv.png"], summary_md=summary)
+    return ExperimentResult(outputs=["engine_cases.csv", "engine.md", *figures], summary_md=summary)

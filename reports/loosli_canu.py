@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from . import style
 from .common import Context, ExperimentResult, FitJob, experiment, measure_fit, progress, to_markdown, with_columns
 
 CS = [1e2, 1e4, 1e6]
@@ -123,9 +124,9 @@ def run(ctx: Context) -> ExperimentResult:
     with open(ctx.out / "loosli_canu.md", "w") as f:
         f.write("# Loosli-Canu experiment\n\n" + __doc__.split("\n\n", 1)[1] + "\n\n" + summary + "\n"
                 + (("\nFits that failed or hit the time limit:" + notes + "\n") if notes else ""))
-    plot(df, ctx.out / "loosli_canu.png", m)
+    figures = plot(df, ctx.out / "loosli_canu.png", m)
     return ExperimentResult(outputs=["loosli_canu.csv", "loosli_canu_solvers.csv", "loosli_canu_scale.csv",
-                                     "loosli_canu.md", "loosli_canu.png"],
+                                     "loosli_canu.md", *figures],
                             summary_md=summary, notes=notes)
 
 
@@ -152,34 +153,42 @@ def _table(df, solver=False, scale=False):
     return to_markdown(show, floatfmt=".3g")
 
 
-def plot(df, path, m):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+#: the other stop rules, drawn as levels across the panel (line style, the marker at their right end)
+RULE_STYLES = {"margin": ("margin (ε = 1e-6)", "--", "<"), "gap": ("gap (ε = 1e-3)", ":", ">"),
+               "libsvm": ("SVC tol = 1e-3", "-.", "v")}
 
+
+@style.styled
+def plot(df, path, m):
+    """Test error, fit time and core-set size against the radius rule's eps (colour: C); the margin and gap
+    rules and SVC as levels of the same colour.  Returns the file names."""
     ok = df[df["error"].isna()]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    colors = dict(zip(CS, ["C0", "C1", "C2"]))
-    for C in sorted(set(ok["C"])):
-        r = ok[(ok["C"] == C) & (ok["stop"] == "radius")].sort_values("eps")
-        kw = dict(color=colors[C], label=f"radius, C={C:g}")
-        axes[0].loglog(r["eps"], r["test_error"].clip(lower=1e-4), "o-", **kw)
-        axes[1].loglog(r["eps"], r["fit_time"], "o-", **kw)
-        axes[2].loglog(r["eps"], r["core_set_size"], "o-", **kw)
-        for stop, style in (("margin", "--"), ("gap", ":"), ("libsvm", "-.")):
+    fig, axes = style.figure(1, 3, legend_rows=3)
+    cs = sorted(set(ok["C"]))
+    for i, C in enumerate(cs):
+        st = style.category_style(CS.index(C) if C in CS else i)
+        r = ok[(ok["C"] == C) & (ok["stop"] == "radius")]
+        lo, hi = style.range_columns(r, "fit_time")
+        style.series(axes[0, 0], r["eps"], r["test_error"].clip(lower=1e-4), f"radius, C = {C:g}", st)
+        style.series(axes[0, 1], r["eps"], r["fit_time"], f"radius, C = {C:g}", st, lo=lo, hi=hi)
+        style.series(axes[0, 2], r["eps"], r["core_set_size"], f"radius, C = {C:g}", st)
+    xs = np.array(sorted(set(ok.loc[ok["stop"] == "radius", "eps"]))) if (ok["stop"] == "radius").any() else \
+        np.array([1e-6, 1e-2])
+    x_ends = [xs.min(), xs.max()] if len(xs) > 1 else [xs[0] / 10, xs[0] * 10]
+    for i, C in enumerate(cs):
+        color = style.category_style(CS.index(C) if C in CS else i).color
+        for stop, (lab, ls, marker) in RULE_STYLES.items():
             s = ok[(ok["C"] == C) & (ok["stop"] == stop)]
-            if len(s):
-                lab = {"margin": "margin (eps=1e-6)", "gap": "gap (eps=1e-3)", "libsvm": "SVC tol=1e-3"}[stop]
-                axes[0].axhline(max(float(s["test_error"].iloc[0]), 1e-4), color=colors[C], ls=style,
-                                label=f"{lab}, C={C:g}")
-                axes[1].axhline(float(s["fit_time"].iloc[0]), color=colors[C], ls=style)
-    for ax, lab in zip(axes, ("test error", "fit time (s)", "core-set size")):
-        ax.set_xlabel("eps of stop='radius'")
+            if not len(s):
+                continue
+            for ax, col in ((axes[0, 0], "test_error"), (axes[0, 1], "fit_time")):
+                v = max(float(s[col].iloc[0]), 1e-4)
+                ax.plot(x_ends, [v, v], color=color, ls=ls, marker=marker, markevery=[0], label=f"{lab}, C = {C:g}")
+    for ax, lab in zip(axes[0], ("test error", "fit time (s)", "core-set size")):
+        style.log_axis(ax)
+        ax.set_xlabel("ε of stop='radius'")
         ax.set_ylabel(lab)
         ax.invert_xaxis()
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend(fontsize=7, ncol=2)
-    fig.suptitle(f"Checkerboard m={m:,}, gamma=1/beta: the paper's radius rule vs. eps, and the margin/gap rules")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    style.legend(fig, ncol=4)
+    fig.suptitle(f"Checkerboard m = {m:,}, γ = 1/β: the radius rule against ε, and the margin and gap rules")
+    return style.save(fig, path)

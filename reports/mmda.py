@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from . import style
 from .common import Context, ExperimentResult, FitJob, experiment, measure_fit, progress, to_markdown
 
 C, EPS, SAMPLE = 1.0, 1e-3, 3500
@@ -313,8 +314,7 @@ def run(ctx: Context) -> ExperimentResult:
                 + (("\nNotes:" + notes + "\n") if notes else ""))
     outputs = ["mmda_accuracy.csv", "mmda_cost.csv", "mmda.md"]
     if len(acc):
-        plot(acc, cost, ctx.out / "mmda.png")
-        outputs.append("mmda.png")
+        outputs += plot(acc, cost, ctx.out / "mmda.png")
     return ExperimentResult(outputs=outputs, summary_md=md, notes=notes)
 
 
@@ -371,40 +371,33 @@ def _feat_label(method, k):
     return "inputs"
 
 
+@style.styled
 def plot(acc, cost, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Test accuracy (MLP), CPU time and kernel evaluations against the number of features, a column per data
+    set (004 Figs. 2-4).  Returns the file names."""
     sets = [s for s in ("optdigits", "satimage", "pendigits") if s in set(acc["dataset"])] or \
         sorted(set(acc["dataset"]))
-    fig, axes = plt.subplots(3, len(sets), figsize=(4.6 * len(sets), 10), squeeze=False)
-    styles = {"MMDA(CVM)": "o-", "MMDA(SVM)": "s--", "MMDA(SVM, IP)": "x:", "KFD": "^", "KPCA": "d-."}
+    fig, axes = style.figure(3, len(sets), width="two" if len(sets) > 1 else "one", legend_rows=2, row_height=1.8)
+    methods = ("MMDA(CVM)", "MMDA(SVM)", "MMDA(SVM, IP)", "KFD", "KPCA")
     for j, ds in enumerate(sets):
         a = acc[(acc["dataset"] == ds) & (acc["classifier"] == "MLP")]
         c = cost[cost["dataset"] == ds]
-        for meth, st in styles.items():
-            g = a[a["method"] == meth].sort_values("n_features")
-            if len(g):
-                axes[0, j].plot(g["n_features"], g["accuracy"], st, label=meth)
-            h = c[c["method"] == meth].sort_values("n_features")
-            if len(h):
-                axes[1, j].plot(h["n_features"], h["cpu_time"], st, label=meth)
-                axes[2, j].plot(h["n_features"], h["total_evals"], st, label=meth)
-        axes[0, j].set_title(f"{ds}")
-        axes[0, j].set_ylabel("test accuracy, MLP (%) [Fig. 2]")
-        axes[1, j].set_ylabel("CPU time (s) [Fig. 3]")
-        axes[1, j].set_yscale("log")
-        axes[2, j].set_ylabel("total kernel evaluations [Fig. 4]")
-        axes[2, j].set_yscale("log")
-        for i in range(3):
-            axes[i, j].set_xlabel("number of extracted features")
-            axes[i, j].grid(True, alpha=0.3)
-    axes[0, 0].legend()
-    fig.suptitle("004 Figs. 2-4: MMDA(CVM) vs MMDA(SVM), KFD, KPCA (C=1, eps=1e-3, Gaussian kernel, paper's beta)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+        for meth in methods:
+            g = a[a["method"] == meth]
+            style.series(axes[0, j], g["n_features"], g["accuracy"], meth)
+            h = c[c["method"] == meth]
+            style.series(axes[1, j], h["n_features"], h["cpu_time"], meth)
+            style.series(axes[2, j], h["n_features"], h["total_evals"], meth)
+        axes[0, j].set_title(ds)
+        axes[0, j].set_ylabel("test accuracy, MLP (%)")
+        axes[1, j].set_ylabel("CPU time (s)")
+        axes[2, j].set_ylabel("kernel evaluations")
+        style.log_axis(axes[1, j], "y")
+        style.log_axis(axes[2, j], "y")
+        axes[2, j].set_xlabel("extracted features")
+    style.legend(fig, ncol=3)
+    fig.suptitle("004 Figs. 2-4: MMDA(CVM) vs. MMDA(SVM), KFD, KPCA")
+    return style.save(fig, path)
 
 
 # ---------------------------------------------------------------------------------------------- speed target

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from . import style
 from .common import Context, ExperimentResult, experiment, progress, to_markdown
 
 EPS_GRID = (1e-1, 1e-2, 1e-3, 1e-4)
@@ -51,40 +52,36 @@ def run(ctx: Context) -> ExperimentResult:
                       max_certified_ratio=("certified_ratio", "max"), bound=("bound", "first"),
                       violations=("ok", lambda s: int((~s).sum())))
                  .reset_index())
-    plot(df, ctx.out / "ratios.png")
+    figures = plot(df, ctx.out / "ratios.png")
     n_bad = int((~df["ok"]).sum())
     notes = f"{len(df)} fits, {n_bad} violation(s) of R^2 <= r*^2 <= (1+eps)^2 R^2 (relative slack 1e-7)."
-    return ExperimentResult(outputs=["ratios.csv", "ratios.png"],
+    return ExperimentResult(outputs=["ratios.csv", *figures],
                             summary_md=notes + "\n\n" + to_markdown(summary, floatfmt=".9g"), notes=notes)
 
 
+@style.styled
 def plot(df, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """The exact ratio (top) and the certified one (bottom) minus 1 against eps, one column per kernel: colour
+    = formulation, filled circles = fast, open squares = ref, the (1+eps)^2 - 1 bound in black (max over
+    seeds).  Returns the file names."""
     kernels = list(dict.fromkeys(df["kernel"]))
-    fig, axes = plt.subplots(1, len(kernels), figsize=(6.5 * len(kernels), 4.5), sharey=True, squeeze=False)
+    forms = list(dict.fromkeys(df["formulation"]))
+    fig, axes = style.figure(2, len(kernels), legend_rows=3, row_height=1.9, sharex=True, sharey=True)
     eps = np.array(sorted(df["eps"].unique()))
-    markers = {"two_class": "o", "one_class": "s", "meb": "^"}
-    colors = {"two_class": "tab:blue", "one_class": "tab:orange", "meb": "tab:green"}
-    for ax, kernel in zip(axes[0], kernels):
+    for j, kernel in enumerate(kernels):
         d = df[df["kernel"] == kernel]
-        ax.loglog(eps, (1 + eps) ** 2 - 1, "k-", lw=2, label="bound (1+eps)^2 - 1")
-        for (form, impl), g in d.groupby(["formulation", "impl"], sort=False):
-            agg = g.groupby("eps").max(numeric_only=True)
-            fill = "full" if impl == "fast" else "none"
-            style = dict(marker=markers.get(form, "o"), color=colors.get(form), fillstyle=fill,
-                         ms=7 if impl == "fast" else 10)
-            ax.loglog(agg.index, (agg["upper_ratio"] - 1).clip(lower=1e-12), ls="-", **style,
-                      label=f"exact r*²/R² - 1, {form}, {impl}")
-            ax.loglog(agg.index, (agg["certified_ratio"] - 1).clip(lower=1e-12), ls=":", alpha=0.6, **style,
-                      label=f"certified - 1, {form}, {impl}")
-        ax.set_title(f"{kernel} kernel, m={int(d['m'].iloc[0])}, sample_size=None (max over seeds)")
-        ax.set_xlabel("eps")
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].set_ylabel("ratio - 1")
-    axes[0][-1].legend(fontsize=6, loc="lower right", ncol=2)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+        for i, (col, what) in enumerate((("upper_ratio", "exact r*²/R²"), ("certified_ratio", "certified"))):
+            ax = axes[i, j]
+            ax.plot(eps, (1 + eps) ** 2 - 1, color=style.BLACK, lw=1.6, label="bound (1+ε)² − 1")
+            for (form, impl), g in d.groupby(["formulation", "impl"], sort=False):
+                agg = g.groupby("eps").max(numeric_only=True)
+                c = style.CATEGORIES[forms.index(form) % len(style.CATEGORIES)]
+                st = style.Style(c, "o" if impl == "fast" else "s", "-" if impl == "fast" else "--")
+                style.series(ax, agg.index, (agg[col] - 1).clip(lower=1e-12), f"{form}, {impl}", st,
+                             mfc=c if impl == "fast" else "none", ms=4 if impl == "fast" else 6)
+            style.log_axis(ax)
+            ax.set_title(f"{kernel} kernel, m = {int(d['m'].iloc[0])}: {what}")
+            ax.set_ylabel(f"{what} − 1")
+        axes[-1, j].set_xlabel("ε")
+    style.legend(fig, ncol=5)
+    return style.save(fig, path)

@@ -49,6 +49,7 @@ import os
 import numpy as np
 import pandas as pd
 
+from . import style
 from .common import (Context, ExperimentResult, FitJob, _summarise_runs, experiment, measure_fit, progress,
                      to_markdown, with_columns)
 
@@ -516,34 +517,36 @@ def mu_table(df):
     return pd.DataFrame(rows)
 
 
-PLOT_LABELS = {"cvr": ("CVR() defaults", "o-", "C0"), "svr": ("SVR() defaults, standardised y", "^-", "C2"),
-               "cvr_papers": ("CVR, papers' tuned protocol", "s--", "C1"),
-               "svr_papers": ("SVR, tuned as the papers", "v--", "C3")}
+PLOT_LABELS = {"cvr": "CVR() defaults", "svr": "SVR() defaults, standardised y",
+               "cvr_papers": "CVR, papers' tuned protocol", "svr_papers": "SVR, tuned as the papers"}
 
 
-def plot(df, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+@style.styled
+def plot(df, path, mode="full"):
+    """Fit time (median of the repeats, min-max band) and test RMSE against m, draw 0.  Returns (file names,
+    note)."""
     ok = df[(df["draw"] == 0) & df["error"].isna()] if "error" in df else df[df["draw"] == 0]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
-    for meth, (label, style, color) in PLOT_LABELS.items():
-        g = ok[ok["method"] == meth].sort_values("m")
-        if len(g):
-            axes[0].plot(g["m"], g["fit_time"], style, color=color, label=label)
-            axes[1].plot(g["m"], g["rmse"], style, color=color, label=label)
-    for ax, ylabel in zip(axes, ("fit wall time (s)", "test RMSE (5,000 points)")):
-        ax.set_xscale("log")
+    fig, axes = style.figure(1, 2, legend_rows=2)
+    left = []
+    for meth, label in PLOT_LABELS.items():
+        g = ok[ok["method"] == meth]
+        if not len(g):
+            continue
+        if not style.enough_sizes(g["m"], mode):
+            left.append(label)
+            continue
+        lo, hi = style.range_columns(g, "fit_time")
+        style.series(axes[0, 0], g["m"], g["fit_time"], label, lo=lo, hi=hi)
+        style.series(axes[0, 1], g["m"], g["rmse"], label)
+    for ax, ylabel in zip(axes[0], ("fit wall time (s)", "test RMSE (5,000 points)")):
+        if ax.has_data():
+            style.log_axis(ax, "both" if ax is axes[0, 0] else "x")
         ax.set_xlabel("training points m")
         ax.set_ylabel(ylabel)
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0].set_yscale("log")
-    axes[0].legend(fontsize=8)
+    style.legend(fig, ncol=2)
     fig.suptitle("Friedman #1 (noise 1), draw 0: defaults and the papers' tuned protocol")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    note = (f"figure: {', '.join(left)} left out (fewer than {style.MIN_SIZES} sizes of m)") if left else ""
+    return style.save(fig, path), note
 
 
 # ------------------------------------------------------------------------------------------------
@@ -602,6 +605,7 @@ def _summary_md(ctx, targets, summary, mus, tuned):
 def run(ctx: Context) -> ExperimentResult:
     parts, outputs = _parts(), []
     targets = summary = mus = tuned = None
+    fig_note = ""
     if "panel" in parts:
         _, targets = run_panel(ctx)
         outputs += ["regression_panel.csv", "regression_targets.csv"]
@@ -613,9 +617,9 @@ def run(ctx: Context) -> ExperimentResult:
         df.to_csv(ctx.out / "regression_friedman.csv", index=False)
         summary, mus = draws_summary(df, ctx.mode), mu_table(df)
         summary.to_csv(ctx.out / "regression_friedman_summary.csv", index=False)
-        plot(df, ctx.out / "regression.png")
-        outputs += ["regression_friedman.csv", "regression_friedman_summary.csv", "regression.png"]
-    text = _summary_md(ctx, targets, summary, mus, tuned)
+        figures, fig_note = plot(df, ctx.out / "regression.png", ctx.mode)
+        outputs += ["regression_friedman.csv", "regression_friedman_summary.csv", *figures]
+    text = _summary_md(ctx, targets, summary, mus, tuned) + (f"\n\nNote: {fig_note}." if fig_note else "")
     with open(ctx.out / "regression.md", "w") as f:
         f.write("# Regression at the defaults\n\n" + __doc__.split("\n\n", 1)[1] + "\n\n" + text + "\n")
     return ExperimentResult(outputs=outputs + ["regression.md"], summary_md=text)

@@ -27,7 +27,7 @@ from reports.common import MODES, REGISTRY, Context, machine_info  # noqa: E402
 #: modules whose import registers experiments (in report order)
 EXPERIMENT_MODULES = ["reports.checkerboard", "reports.ratios"]
 #: modules of the package that hold no experiments
-_NOT_EXPERIMENTS = {"reports.common", "reports.run", "reports.__init__"}
+_NOT_EXPERIMENTS = {"reports.common", "reports.run", "reports.__init__", "reports.style", "reports.paper"}
 DEFAULT_OUT = Path(__file__).resolve().parent / "output"
 #: fresh processes per timing in the quick and tiny modes (the full mode: common.REPEATS)
 QUICK_REPEATS = 1
@@ -151,13 +151,31 @@ def _run_experiments(registry, names, mode, out, args, usage=None):
     return sections
 
 
+HOLDS = {True: "yes", False: "**no**", None: "not at this scale"}
+
+
+def _cell(text):
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def summary_table(sections):
+    """REPORT.md's opening table: per experiment, each headline claim of the papers it re-measures, what we
+    measured and whether the claim holds (``ExperimentResult.headline``); [] when no experiment has one."""
+    rows = [(exp, h) for exp, result, _ in sections for h in (result.headline or [])]
+    if not rows:
+        return []
+    lines = ["## Summary: the papers' claims, re-measured", "",
+             "| experiment | the paper's claim | ours | holds |", "|---|---|---|---|"]
+    lines += [f"| [{exp.name}](#{exp.name}) | {_cell(h['claim'])} | {_cell(h['ours'])} | {HOLDS[h.get('holds')]} |"
+              for exp, h in rows]
+    return lines + [""]
+
+
 def write_report(out, sections, mode, started, total, command, usage=None):
     """REPORT.md; ``usage``: name -> (CPU seconds, load at the start, at the end) of each experiment (a header
     line: on a shared machine the wall times alone say little)."""
     info = machine_info()
-    lines = [
-        "# corevector experiment report",
-        "",
+    lines = ["# corevector experiment report", ""] + summary_table(sections) + [
         f"- date: {started.isoformat(timespec='seconds')}",
         f"- command: `{command}` (mode: {mode}; total {total:.1f} s)",
         f"- machine: {info['platform']}, {info['cpu']}, {info['cpu_count']} CPUs"
@@ -186,7 +204,10 @@ def write_report(out, sections, mode, started, total, command, usage=None):
         lines += ["", f'<a id="{exp.name}"></a>', f"## {exp.title}", ""]
         for f in result.outputs:
             if f.endswith(".png"):
+                vector = [v for v in (f[:-4] + ".pdf", f[:-4] + ".svg") if v in result.outputs]
                 lines += [f"![{f}]({f})", ""]
+                if vector:
+                    lines += ["Vector: " + ", ".join(f"[{v}]({v})" for v in vector), ""]
         lines += [result.summary_md, ""]
         if result.notes and result.notes not in result.summary_md:
             lines += ["Notes:" + result.notes, ""]

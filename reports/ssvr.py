@@ -47,6 +47,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from . import style
 from .common import Context, ExperimentResult, FitJob, experiment, measure_fit, progress, to_markdown, with_columns
 
 DELTA, N_CANDIDATES = 0.3, 100
@@ -250,30 +251,31 @@ def summarise(info, cur):
     return out
 
 
+@style.styled
 def plot(cur, infos, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Test RMSE against the number of basis functions, a panel per data set (002 Figs. 1-5), the tuned
+    SVR's RMSE as a level.  Returns the file names."""
     names = list(dict.fromkeys(cur["dataset"]))
-    fig, axes = plt.subplots(1, len(names), figsize=(4.6 * len(names), 4.0), squeeze=False)
-    for ax, name in zip(axes[0], names):
+    ncol = min(len(names), 4)
+    nrow = -(-len(names) // ncol)
+    fig, axes = style.figure(nrow, ncol, width="two" if ncol > 1 else "one", legend_rows=2, row_height=1.9)
+    for ax, name in zip(axes.ravel(), names):
         g = cur[cur["dataset"] == name]
         for method, h in g.groupby("method", sort=False):
-            ax.plot(h["m"], h["rmse"], "-" if "SSVR" in method else "--", label=method)
+            style.series(ax, h["m"], h["rmse"], method, ms=2.5)
         info = infos[name]
-        ax.axhline(info["svr_rmse"], color="k", lw=0.8, ls=":", label=f"SVR ({info['svr_n_sv']} SV)")
+        svr = style.method_style("sklearn SVR")
+        ax.axhline(info["svr_rmse"], color=svr.color, lw=0.8, ls=svr.ls, label="SVR (all its SVs)")
         lo = info["svr_rmse"]
         ax.set_ylim(0.95 * lo, 1.6 * lo)
-        ax.set_title(info["paper_name"])
-        ax.set_xlabel("number of basis functions")
+        ax.set_title(f"{info['paper_name']}: SVR {info['svr_n_sv']} SVs")
+        ax.set_xlabel("basis functions")
         ax.set_ylabel("test RMSE")
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7)
+    for ax in axes.ravel()[len(names):]:
+        ax.set_visible(False)
+    style.legend(fig, ncol=3)
     fig.suptitle("SSVR-SRS vs. RSVM and RSS (002 Figs. 1-5)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return style.save(fig, path)
 
 
 @experiment("ssvr", "SSVR-SRS vs. SVR, RSVM and RSS (002 Tables 3-5, Figs. 1-5)",
@@ -297,7 +299,7 @@ def run(ctx: Context) -> ExperimentResult:
     t5 = tim.pivot_table(index="dataset", columns=["method", "impl"], values="fit_time")
     t5.columns = [f"{a} [{b}]" for a, b in t5.columns]
     t5 = t5.reset_index()
-    plot(cur, infos, ctx.out / "ssvr_curves.png")
+    figures = plot(cur, infos, ctx.out / "ssvr_curves.png")
     show = summary[["dataset", "method", "svr_rmse", "svr_n_sv", "m", "rmse_at_m", "best_rmse", "m_best",
                     "m_within_1pct", "m_reach_svr", "m_within_1pct/#SV (%)"]]
     table = to_markdown(show, floatfmt=".4g")
@@ -317,7 +319,7 @@ def run(ctx: Context) -> ExperimentResult:
           f"Table 5 (training time, s):\n\n{times_md}\n")
     with open(ctx.out / "ssvr.md", "w") as f:
         f.write("# SSVR-SRS (002): Tables 3-5 and Figs. 1-5\n\n" + (__doc__ or "") + "\n" + md)
-    return ExperimentResult(outputs=["ssvr.md", "ssvr_table.csv", "ssvr_curves.csv", "ssvr_curves.png",
+    return ExperimentResult(outputs=["ssvr.md", "ssvr_table.csv", "ssvr_curves.csv", *figures,
                                      "ssvr_times.csv", "ssvr_setup.csv"], summary_md=md)
 
 

@@ -22,6 +22,7 @@ import time
 import numpy as np
 import pandas as pd
 
+from . import style
 from .common import Context, ExperimentResult, FitJob, experiment, measure_fit, to_markdown
 
 #: (number of points, grid resolution) per mode; None = all points
@@ -144,5 +145,6 @@ def run(ctx: Context) -> ExperimentResult:
                 "Data: `examples/StanfordBunny.ply` of the pymeshfix package (50,000 vertices of the Stanford "
                 "bunny; the paper used the 35,947-point scan). CPU time = process CPU seconds of the fit over "
                 "all threads (the paper's machine had one core); wall = elapsed.\n\n" + summary + "\n")
-    return ExperimentResult(outputs=["surface.csv", "surface.md", "surface_bunny.ply", "surface_bunny.png"],
+    figures = style.wrap_raster(ctx.out / "surface_bunny.png")
+    return ExperimentResult(outputs=["surface.csv", "surface.md", "surface_bunny.ply", *figures],
                             summary_md=summary)
