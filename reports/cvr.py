@@ -30,7 +30,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from . import style
+from . import paper, style
 from .common import Context, ExperimentResult, FitJob, experiment, measure_fit, progress, to_markdown, with_columns
 
 EPS = 1e-6
@@ -232,7 +232,8 @@ def run(ctx: Context) -> ExperimentResult:
     figures, fig_note = plot(df, ctx.out / "cvr.png", ctx.mode)
     if fig_note:
         notes += f"\n- {fig_note}"
-    return ExperimentResult(outputs=["cvr.csv", "cvr.md", *figures], summary_md=summary, notes=notes)
+    return ExperimentResult(outputs=["cvr.csv", "cvr.md", *figures], summary_md=summary, notes=notes,
+                            headline=paper.cvr_headline(df))
 
 
 def compare(df) -> pd.DataFrame:
