@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -233,6 +234,9 @@ def enough_sizes(values, mode):
 
 #: called as on_save(fig, path) before a figure is written (the tests check the figure there)
 on_save = None
+#: environment variable: a file to which :func:`save` appends each figure's name and its problems
+#: (:func:`figure_problems`), one JSON line a figure (the test suite's check of a report run in a child process)
+CHECK_LOG = "COREVECTOR_FIGURE_CHECK_LOG"
 
 
 def save(fig, path):
@@ -240,6 +244,11 @@ def save(fig, path):
     path = Path(path)
     if on_save is not None:
         on_save(fig, path)
+    log = os.environ.get(CHECK_LOG)
+    if log:
+        import json
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"figure": path.name, "problems": figure_problems(fig)}) + "\n")
     names = []
     for fmt in FORMATS:
         p = path.with_suffix("." + fmt)
@@ -282,3 +291,51 @@ def wrap_raster(png_path, width="two"):
         fig.savefig(p, dpi=w / fw, metadata=meta)
         names.append(p.name)
     return names
+
+
+def figure_problems(fig):
+    """What breaks the style in a figure, as sentences (empty: none): two labelled series of one axes with the
+    same colour and marker; a legend whose box holds a plotted point (matplotlib's own extents, after a draw);
+    tick labels of one axis that overlap; a figure wider than two columns."""
+    from matplotlib.colors import to_hex
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    problems = []
+    if fig.get_figwidth() > WIDTHS["two"] + 1e-6:
+        problems.append(f"figure {fig.get_figwidth():.2f} in wide, more than two columns ({WIDTHS['two']} in)")
+    legends = [lg for lg in fig.legends] + [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    boxes = [lg.get_window_extent(renderer) for lg in legends]
+    for k, ax in enumerate(fig.axes):
+        if not ax.get_visible():
+            continue
+        seen = {}
+        for line in ax.get_lines():
+            lab = line.get_label()
+            if lab.startswith("_"):
+                continue
+            key = (to_hex(line.get_color()), str(line.get_marker()))
+            if key in seen:
+                problems.append(f"axes {k} ({ax.get_title()!r}): {lab!r} and {seen[key]!r} share colour and marker")
+            seen[key] = lab
+        for line in ax.get_lines():
+            xy = np.asarray(line.get_xydata(), float)
+            if not len(xy):
+                continue
+            pts = line.get_transform().transform(xy)
+            for box in boxes:
+                inside = ((pts[:, 0] >= box.x0) & (pts[:, 0] <= box.x1) & (pts[:, 1] >= box.y0) & (pts[:, 1] <= box.y1))
+                if inside.any():
+                    problems.append(f"axes {k} ({ax.get_title()!r}): a legend covers a point of {line.get_label()!r}")
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            labels = [t for t, loc in zip(axis.get_ticklabels(), axis.get_ticklocs())
+                      if t.get_visible() and t.get_text() and lo <= loc <= hi]
+            ext = sorted((t.get_window_extent(renderer) for t in labels),
+                         key=lambda b: b.x0 if axis is ax.xaxis else b.y0)
+            for a, b in zip(ext, ext[1:]):
+                if (axis is ax.xaxis and a.x1 > b.x0 + 0.5) or (axis is ax.yaxis and a.y1 > b.y0 + 0.5):
+                    problems.append(f"axes {k} ({ax.get_title()!r}): overlapping tick labels on "
+                                    f"{axis.axis_name}")
+                    break
+    return problems

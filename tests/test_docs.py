@@ -316,11 +316,11 @@ def test_every_skipped_block_says_why():
 # the site
 # ------------------------------------------------------------------------------------------------------
 class _Page(html.parser.HTMLParser):
-    """The text and the image sources of an HTML page."""
+    """The text, the image sources and the link targets of an HTML page."""
 
     def __init__(self, path):
         super().__init__()
-        self.path, self.chunks, self.images, self._skip = Path(path), [], [], 0
+        self.path, self.chunks, self.images, self.links, self._skip = Path(path), [], [], [], 0
         self.feed(self.path.read_text(encoding="utf-8"))
         self.text = " ".join(" ".join(self.chunks).split())
 
@@ -329,6 +329,8 @@ class _Page(html.parser.HTMLParser):
             self._skip += 1
         if tag == "img":
             self.images.append(dict(attrs)["src"])
+        if tag == "a" and dict(attrs).get("href"):
+            self.links.append(dict(attrs)["href"])
 
     def handle_endtag(self, tag):
         if tag in ("script", "style"):
@@ -365,12 +367,16 @@ def _small_report(out):
     out.mkdir()
     fig, ax = plt.subplots(figsize=(3, 2))
     ax.plot([1, 2, 3], [3, 1, 2])
-    fig.savefig(out / "checkerboard.png")
+    for fmt in ("png", "pdf", "svg"):
+        fig.savefig(out / f"checkerboard.{fmt}")
     plt.close(fig)
     (out / "checkerboard.csv").write_text("m,fit_time\n1000,0.1\n")
     (out / "cvr.csv").write_text("m,rmse\n1000,1.1\n")
-    sections = [(registry["checkerboard"], ExperimentResult(["checkerboard.csv", "checkerboard.png"],
-                                                            "| m | fit time (s) |\n|---|---|\n| 1000 | 0.125 |"), 1.5),
+    claim = dict(claim="001 Sec. 5.1: 10⁶ points in under 13 s", ours="0.3 s at m = 10⁶", holds=True)
+    sections = [(registry["checkerboard"], ExperimentResult(["checkerboard.csv", "checkerboard.png", "checkerboard.pdf",
+                                                             "checkerboard.svg"],
+                                                            "| m | fit time (s) |\n|---|---|\n| 1000 | 0.125 |",
+                                                            headline=[claim]), 1.5),
                 (registry["cvr"], ExperimentResult(["cvr.csv", "cvr.png"], "RMSE table."), 2.0)]
     write_report(out, sections, "tiny", datetime.datetime(2026, 1, 2, 3, 4, 5), 3.5, "python -m reports.run --tiny")
 
@@ -441,6 +447,10 @@ def test_site_pages_carry_their_text_and_figures(site):
     assert "The figure cvr.png has not been generated yet" in report.text
     assert "This experiment has not been generated yet" in report.text  # e.g. surface
     assert "0.125" in report.text and "checkerboard.csv" in report.text
+    # the opening table of the papers' claims, and each figure's vector files linked under it
+    assert "10⁶ points in under 13 s" in report.text and "0.3 s at m = 10⁶" in report.text
+    assert any(h.endswith("checkerboard.pdf") for h in report.links) and any(h.endswith("checkerboard.svg")
+                                                                             for h in report.links)
     refs = _Page(html_dir / "references.html")
     for ref in REFERENCES.values():
         assert ref.title in refs.text and ref.authors in refs.text

@@ -25,14 +25,64 @@ from reports import run as report_run  # noqa: E402
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
+#: figure file -> its problems (reports.style.figure_problems), for every figure the tiny report saved
+FIGURES = {}
+
+
 @pytest.fixture(scope="module")
 def tiny_report(tmp_path_factory):
-    """The whole report, through the CLI (``corevector report --tiny --out DIR``)."""
+    """The whole report, through the CLI (``corevector report --tiny --out DIR``); every figure it saves is
+    checked for the style's rules on the way (FIGURES)."""
+    import json
+
     from corevector.cli import command as cli
+    from reports import style
     out = tmp_path_factory.mktemp("report")
-    rc = cli.main(["report", "--tiny", "--out", str(out)])
+    log = out.parent / "figure_checks.jsonl"
+    old = os.environ.get(style.CHECK_LOG)
+    os.environ[style.CHECK_LOG] = str(log)
+    try:
+        rc = cli.main(["report", "--tiny", "--out", str(out)])
+    finally:
+        if old is None:
+            del os.environ[style.CHECK_LOG]
+        else:
+            os.environ[style.CHECK_LOG] = old
     assert rc == 0
+    for line in log.read_text().splitlines():
+        rec = json.loads(line)
+        FIGURES[rec["figure"]] = rec["problems"]
     return out
+
+
+def test_every_figure_in_three_formats_and_in_style(tiny_report):
+    """Each experiment's figures exist as PNG, PDF and SVG, REPORT.md links all three, and no figure breaks the
+    style: two series of one axes with the same colour and marker, a legend over a plotted point (matplotlib's
+    extents), overlapping tick labels, wider than two paper columns."""
+    text = (tiny_report / "REPORT.md").read_text()
+    pngs = sorted(p.name for p in tiny_report.glob("*.png"))
+    assert {"checkerboard.png", "ratios.png", "cvr.png", "loosli_canu.png", "mmda.png", "ssvr_curves.png",
+            "engine_per_cv.png", "regression.png", "surface_bunny.png"} <= set(pngs)
+    for png in pngs:
+        stem = png[:-4]
+        assert (tiny_report / png).read_bytes()[:8] == PNG_MAGIC
+        assert (tiny_report / f"{stem}.pdf").read_bytes()[:4] == b"%PDF", stem
+        assert b"<svg" in (tiny_report / f"{stem}.svg").read_bytes()[:2000], stem
+        assert f"[{stem}.pdf]({stem}.pdf)" in text and f"[{stem}.svg]({stem}.svg)" in text, stem
+    drawn = {name[:-4] for name in FIGURES}
+    assert {p[:-4] for p in pngs} - {"surface_bunny"} <= drawn  # the bunny is a render, wrapped
+    assert not {k: v for k, v in FIGURES.items() if v}, FIGURES
+
+
+def test_report_opens_with_the_papers_claims_and_our_numbers_beside_theirs(tiny_report):
+    head = (tiny_report / "REPORT.md").read_text().split("- date:")[0]
+    for name in ("checkerboard", "ratios", "cvr", "surface", "mmda", "ssvr"):
+        assert f"| [{name}](#{name}) |" in head, name
+    for name in ("checkerboard", "surface", "mmda", "ssvr"):
+        d = pd.read_csv(tiny_report / f"{name}_paper.csv")
+        assert list(d.columns) == ["source", "quantity", "paper", "ours", "ours / paper", "note"]
+        measured = d.dropna(subset=["ours"])
+        assert len(measured) and np.allclose(measured["ours / paper"], measured["ours"] / measured["paper"])
 
 
 def test_report_writes_every_output(tiny_report):

@@ -83,7 +83,12 @@ def parse_report(text):
     """(header lines, {name: (elapsed s, [output files])}, {name: section body}) of a REPORT.md written by
     ``reports.run.write_report``."""
     head, _, rest = text.partition("## Contents")
-    header = [line for line in head.splitlines() if line.startswith("- ")]
+    # the opening summary table of the papers' claims (its heading, then its rows), then the header's items
+    header = [line for line in head.splitlines() if line.startswith(("- ", "|"))]
+    if any(line.startswith("|") for line in header):
+        rows = [line for line in header if line.startswith("|")]
+        items = [line for line in header if line.startswith("- ")]
+        header = ["**The papers' claims, re-measured:**", ""] + rows + [""] + items
     contents = {}
     for line in rest.splitlines():
         m = CONTENTS_LINE.match(line)
@@ -135,16 +140,20 @@ def _experiment_markdown(exp, contents, bodies, out, rel):
                         ":::", ""]
     elapsed, files = contents[exp.name]
     lines += [f"Run time in the latest report: {float(elapsed):.1f} s.", ""]
+    vector = {f for f in files if f.endswith((".pdf", ".svg")) and f[:-4] + ".png" in files}
     for f in (f for f in files if f.endswith(".png")):
         if is_png(out / f):
-            lines += [f"```{{figure}} {rel(out / f)}", f":alt: {f}", "", f"`{f}`", "```", ""]
+            links = [f"{{download}}`{v[-3:].upper()} <{rel(out / v)}>`" for v in (f[:-4] + ".pdf", f[:-4] + ".svg")
+                     if v in vector and (out / v).is_file()]
+            caption = f"`{f}`" + (f" (vector: {', '.join(links)})" if links else "")
+            lines += [f"```{{figure}} {rel(out / f)}", f":alt: {f}", "", caption, "```", ""]
         else:
             why = "is not a valid PNG" if (out / f).exists() else "has not been generated yet"
             lines += [":::{warning}", f"The figure `{f}` {why}: run {REGENERATE.format(name=exp.name)}.", ":::", ""]
     body = _body_markdown(bodies.get(exp.name, ""), out, rel)
     if body:
         lines += [body, ""]
-    data = [f for f in files if not f.endswith(".png") and (out / f).is_file()]
+    data = [f for f in files if not f.endswith(".png") and f not in vector and (out / f).is_file()]
     if data:
         lines += ["Files: " + ", ".join(f"{{download}}`{f} <{rel(out / f)}>`" for f in data) + ".", ""]
     return lines
