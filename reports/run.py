@@ -2,7 +2,8 @@
 
     python -m reports.run [--quick] [--out DIR] [--only NAME ...]
 
-Writes every experiment's outputs (CSV, markdown, PNG) and ``REPORT.md`` into DIR (default
+Writes every experiment's outputs (CSV, markdown, figures as PNG, PDF and SVG) and ``REPORT.md`` (opening with the
+papers' claims beside ours) into DIR (default
 ``reports/output/``, git-ignored).  Experiments are registered with
 :func:`reports.common.experiment`; to add one, write the function in a module and list the
 module ``reports/<name>.py``: every module of the package is imported (the ones in

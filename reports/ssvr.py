@@ -280,7 +280,8 @@ def plot(cur, infos, path):
 
 #: our data set -> (the paper's row in Tables 3-5, note when it is a substitute)
 PAPER_ROWS = {"abalone": ("Abalone", ""), "friedman3": ("Friedman3", ""),
-              "puma32h": ("Bank32nh", "substitute: ours is puma32h (8192 x 32), not Bank32nh; compare ratios, not RMSEs"),
+              "puma32h": ("Bank32nh", "substitute: ours is puma32h (8192 x 32), not Bank32nh; compare ratios, not "
+                                      "RMSEs"),
               "compactiv": ("House8l", "substitute: ours is compactiv (8192 x 21), not House8L; compare ratios, not "
                                        "RMSEs")}
 TABLE_METHODS = {"Table 3": "SSVR-SRS (lambda of Table 3)", "Table 4": f"SSVR-SRS (lambda={LAM_TABLE4:g}, Table 4)"}
@@ -297,7 +298,8 @@ def paper_comparison(infos, summary, tim, mode):
         size = (f"ours: {info['n_train']:,} training points" if mode != "full" else "")
         note = "; ".join(n for n in (sub, size) if n)
         rows.append(paper.row("002", "Table 3", prow, "SVR RMSE", info["svr_rmse"], f"{prow}: SVR test RMSE", note))
-        rows.append(paper.row("002", "Table 3", prow, "SVR NBF", info["svr_n_sv"], f"{prow}: SVR support vectors", note))
+        rows.append(paper.row("002", "Table 3", prow, "SVR NBF", info["svr_n_sv"], f"{prow}: SVR support vectors",
+                              note))
         for table, method in TABLE_METHODS.items():
             s_ = summary[(summary["dataset"] == info["paper_name"]) & (summary["method"] == method)]
             if not len(s_):
