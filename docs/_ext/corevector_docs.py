@@ -86,7 +86,9 @@ def parse_report(text):
     # the opening summary table of the papers' claims (its heading, then its rows), then the header's items
     header = [line for line in head.splitlines() if line.startswith(("- ", "|"))]
     if any(line.startswith("|") for line in header):
-        rows = [line for line in header if line.startswith("|")]
+        # the links to the experiments' sections become references to their labels on the page
+        rows = [re.sub(r"\[([\w-]+)\]\(#([\w-]+)\)", r"{ref}`\1 <report-\2>`", line)
+                for line in header if line.startswith("|")]
         items = [line for line in header if line.startswith("- ")]
         header = ["**The papers' claims, re-measured:**", ""] + rows + [""] + items
     contents = {}
