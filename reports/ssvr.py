@@ -219,8 +219,11 @@ def run_dataset(name, mode, seed):
         times.append(dict(method=method, impl=impl, **{k: res.get(k, np.nan) for k in TIME_COLUMNS},
                           error=res.get("error")))
     t_svr = times[0]["fit_time"]
-    cur = pd.DataFrame(curves).groupby(["method", "m"], as_index=False)["rmse"].agg(["mean", "std"]).reset_index()
-    cur = cur.rename(columns={"mean": "rmse", "std": "rmse_std"})
+    # the mean over the repetitions (the paper's), and for the figure their median, min and max
+    cur = pd.DataFrame(curves).groupby(["method", "m"], as_index=False)["rmse"].agg(
+        ["mean", "std", "median", "min", "max"]).reset_index()
+    cur = cur.rename(columns={"mean": "rmse", "std": "rmse_std", "median": "rmse_median", "min": "rmse_min",
+                              "max": "rmse_max"})
     cur.insert(0, "dataset", name)
     tim = pd.DataFrame(times)
     tim.insert(0, "dataset", name)
@@ -253,8 +256,9 @@ def summarise(info, cur):
 
 @style.styled
 def plot(cur, infos, path):
-    """Test RMSE against the number of basis functions, a panel per data set (002 Figs. 1-5), the tuned
-    SVR's RMSE as a level.  Returns the file names."""
+    """Test RMSE against the number of basis functions, a panel per data set (002 Figs. 1-5): the median of the
+    repetitions with their min-max range (5 in full mode), the tuned SVR's RMSE as a level.  Returns the file
+    names."""
     names = list(dict.fromkeys(cur["dataset"]))
     ncol = min(len(names), 4)
     nrow = -(-len(names) // ncol)
@@ -262,7 +266,9 @@ def plot(cur, infos, path):
     for ax, name in zip(axes.ravel(), names):
         g = cur[cur["dataset"] == name]
         for method, h in g.groupby("method", sort=False):
-            style.series(ax, h["m"], h["rmse"], method, ms=2.5)
+            y = h["rmse_median"] if "rmse_median" in h else h["rmse"]
+            lo, hi = style.range_columns(h, "rmse")
+            style.series(ax, h["m"], y, method, lo=lo, hi=hi, ms=2.5)
         info = infos[name]
         svr = style.method_style("sklearn SVR")
         ax.axhline(info["svr_rmse"], color=svr.color, lw=0.8, ls=svr.ls, label="SVR (all its SVs)")

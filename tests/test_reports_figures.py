@@ -120,7 +120,8 @@ def test_every_other_figure_renders_clean(tmp_path, checked):
     for name in ssvr.DATASETS:
         for meth in ("SSVR-SRS (lambda of Table 3)", "SSVR-SRS (lambda=1e-05, Table 4)", "RSVM (lambda of Table 3)",
                      "RSS"):
-            cur += [dict(dataset=name, method=meth, m=m, rmse=1 + 1 / m) for m in (5, 10, 20, 50)]
+            cur += [dict(dataset=name, method=meth, m=m, rmse=1 + 1 / m, rmse_median=1 + 1 / m, rmse_min=1 + 0.8 / m,
+                         rmse_max=1 + 1.3 / m) for m in (5, 10, 20, 50)]
         infos[name] = dict(svr_rmse=1.0, svr_n_sv=900, paper_name=ssvr.DATASETS[name][0])
     out.append(ssvr.plot(pd.DataFrame(cur), infos, tmp_path / "ssvr.png"))
     trace = dict(trace_core_set=list(range(1, 400)), trace_elapsed=list(np.cumsum(np.linspace(1e-4, 1e-3, 399))))
