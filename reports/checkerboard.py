@@ -134,21 +134,23 @@ def paper_comparison(df):
     svc = ok[ok["method"] == "sklearn SVC"].set_index("m")
     rows, head = [], []
     big = 1_000_000
-    t_big = float(fast.loc[big, "fit_time"]) if big in fast.index else np.nan
+    t_big = float(fast.loc[big, "fit_cpu_time"]) if big in fast.index else np.nan
     rows.append(paper.row("001", "Sec. 5.1 / Fig. 2", "CVM (fast), m = 1,000,000", "training time (s), upper bound",
-                          t_big, "fit time at m = 10⁶ (s)",
-                          "ours: wall seconds" if big in fast.index else "not run at 10⁶ in this mode"))
+                          t_big, "fit CPU time at m = 10⁶ (s)",
+                          f"ours: CPU seconds of all threads (wall {float(fast.loc[big, 'fit_time']):.3g} s)"
+                          if big in fast.index else "not run at 10⁶ in this mode"))
     both = sorted(set(fast.index) & set(svc.index))
     faster = [m for m in both if fast.loc[m, "fit_time"] < svc.loc[m, "fit_time"]]
     cross = float(min(faster)) if faster else np.nan
+    where = (f"ours: sizes {', '.join(f'{m:,}' for m in both)}" if both else "no size with both") + (
+        "; CVM is faster at the smallest: the crossover is at or below it" if both and cross == both[0] else "")
     rows.append(paper.row("001", "Sec. 5.1 / Fig. 2", "LIBSVM faster than CVM", "below m", cross,
-                          "smallest m where CVM (fast) is faster than SVC",
-                          f"ours: sizes {', '.join(f'{m:,}' for m in both)}" if both else "no size with both"))
+                          "smallest m where CVM (fast) is faster than SVC", where))
     largest = max(fast.index) if len(fast) else None
     if largest is not None:
-        t = float(fast.loc[largest, "fit_time"])
-        head.append(dict(claim="001 Sec. 5.1: the checkerboard's 10⁶ points in under 13 s (CVM, 2005 PC)",
-                         ours=(f"{t:.3g} s wall ({float(fast.loc[largest, 'fit_cpu_time']):.3g} s CPU) at m = "
+        t = float(fast.loc[largest, "fit_cpu_time"])
+        head.append(dict(claim="001 Sec. 5.1: the checkerboard's 10⁶ points in under 13 s (CVM, CPU time, 2005 PC)",
+                         ours=(f"{t:.3g} s CPU ({float(fast.loc[largest, 'fit_time']):.3g} s wall) at m = "
                                f"{largest:,}"), holds=bool(t < 13) if largest >= big else None))
     if both:
         m = both[-1]
