@@ -274,7 +274,8 @@ def plot(cur, infos, path):
         ax.axhline(info["svr_rmse"], color=svr.color, lw=0.8, ls=svr.ls, label="SVR (all its SVs)")
         lo = info["svr_rmse"]
         ax.set_ylim(0.95 * lo, 1.6 * lo)
-        ax.set_title(f"{info['paper_name']}: SVR {info['svr_n_sv']} SVs")
+        short = info["paper_name"].replace("(substitute: ", "(")
+        ax.set_title(f"{short}\nSVR: {info['svr_n_sv']:,} SVs")
         ax.set_xlabel("basis functions")
         ax.set_ylabel("test RMSE")
     for ax in axes.ravel()[len(names):]:

@@ -296,12 +296,17 @@ def wrap_raster(png_path, width="two"):
 def figure_problems(fig):
     """What breaks the style in a figure, as sentences (empty: none): two labelled series of one axes with the
     same colour and marker; a legend whose box holds a plotted point (matplotlib's own extents, after a draw);
-    tick labels of one axis that overlap; a figure wider than two columns."""
+    tick labels of one axis that overlap; titles of two axes that overlap; a figure wider than two columns."""
     from matplotlib.colors import to_hex
 
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     problems = []
+    titles = [(k, ax.title.get_window_extent(renderer)) for k, ax in enumerate(fig.axes)
+              if ax.get_visible() and ax.get_title()]
+    for (i, a), (j, b) in ((p, q) for n, p in enumerate(titles) for q in titles[n + 1:]):
+        if a.overlaps(b):
+            problems.append(f"the titles of axes {i} and {j} overlap")
     if fig.get_figwidth() > WIDTHS["two"] + 1e-6:
         problems.append(f"figure {fig.get_figwidth():.2f} in wide, more than two columns ({WIDTHS['two']} in)")
     legends = [lg for lg in fig.legends] + [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]

@@ -122,7 +122,7 @@ def test_every_other_figure_renders_clean(tmp_path, checked):
                      "RSS"):
             cur += [dict(dataset=name, method=meth, m=m, rmse=1 + 1 / m, rmse_median=1 + 1 / m, rmse_min=1 + 0.8 / m,
                          rmse_max=1 + 1.3 / m) for m in (5, 10, 20, 50)]
-        infos[name] = dict(svr_rmse=1.0, svr_n_sv=900, paper_name=ssvr.DATASETS[name][0])
+        infos[name] = dict(svr_rmse=1.0, svr_n_sv=9000, paper_name=ssvr.DATASETS[name][0])  # the real, long names
     out.append(ssvr.plot(pd.DataFrame(cur), infos, tmp_path / "ssvr.png"))
     trace = dict(trace_core_set=list(range(1, 400)), trace_elapsed=list(np.cumsum(np.linspace(1e-4, 1e-3, 399))))
     rows = [dict(case=c, variant=v, m=4000, **trace) for c in engine.PER_CV for v in ("new", "papers")]
@@ -158,6 +158,10 @@ def test_the_style_catches_what_it_forbids(tmp_path):
     ax.set_xticklabels(["a long label", "another long label", "a third"])
     found = " ".join(style.figure_problems(fig))
     assert "share colour and marker" in found and "legend covers" in found and "overlapping tick labels" in found
+    fig, axes = style.figure(1, 2, width="one")
+    for ax in axes[0]:
+        ax.set_title("a title far too long for half a column")
+    assert "titles of axes 0 and 1 overlap" in " ".join(style.figure_problems(fig))
 
 
 def test_each_method_keeps_one_colour_blind_safe_look():
