@@ -198,5 +198,5 @@ def plot(df, path, C_=C, mode="full"):
         ax.set_xlabel("training set size m")
         ax.set_ylabel(label)
     style.legend(fig)
-    fig.suptitle(f"Checkerboard, \u03b3 = 1, C = {C_:g}, \u03b5 = 1e-6, 59 candidates (001 Fig. 2)")
+    fig.suptitle(f"Checkerboard, \u03b3 = 1, C = {style.power(C_)}, \u03b5 = 10\u207b\u2076, 59 candidates (001 Fig. 2)")
     return style.save(fig, path), ""

@@ -169,9 +169,9 @@ def plot(df, path, m):
         st = style.category_style(CS.index(C) if C in CS else i)
         r = ok[(ok["C"] == C) & (ok["stop"] == "radius")]
         lo, hi = style.range_columns(r, "fit_time")
-        style.series(axes[0, 0], r["eps"], r["test_error"].clip(lower=1e-4), f"radius, C = {C:g}", st)
-        style.series(axes[0, 1], r["eps"], r["fit_time"], f"radius, C = {C:g}", st, lo=lo, hi=hi)
-        style.series(axes[0, 2], r["eps"], r["core_set_size"], f"radius, C = {C:g}", st)
+        style.series(axes[0, 0], r["eps"], r["test_error"].clip(lower=1e-4), f"radius, C = {style.power(C)}", st)
+        style.series(axes[0, 1], r["eps"], r["fit_time"], f"radius, C = {style.power(C)}", st, lo=lo, hi=hi)
+        style.series(axes[0, 2], r["eps"], r["core_set_size"], f"radius, C = {style.power(C)}", st)
     xs = np.array(sorted(set(ok.loc[ok["stop"] == "radius", "eps"]))) if (ok["stop"] == "radius").any() else \
         np.array([1e-6, 1e-2])
     x_ends = [xs.min(), xs.max()] if len(xs) > 1 else [xs[0] / 10, xs[0] * 10]
@@ -183,7 +183,7 @@ def plot(df, path, m):
                 continue
             for ax, col in ((axes[0, 0], "test_error"), (axes[0, 1], "fit_time")):
                 v = max(float(s[col].iloc[0]), 1e-4)
-                ax.plot(x_ends, [v, v], color=color, ls=ls, marker=marker, markevery=[0], label=f"{lab}, C = {C:g}")
+                ax.plot(x_ends, [v, v], color=color, ls=ls, marker=marker, markevery=[0], label=f"{lab}, C = {style.power(C)}")
     for ax, lab in zip(axes[0], ("test error", "fit time (s)", "core-set size")):
         style.log_axis(ax)
         ax.set_xlabel("ε of stop='radius'")

@@ -184,6 +184,19 @@ def _number(v, pos=None):
     return f"${mant:g}\\times10^{{{e}}}$"
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def power(v):
+    """A number for a label: a power of ten as 10 with a superscript (1e-06 -> 10⁻⁶), else as %g."""
+    v = float(v)
+    if v > 0:
+        e = round(np.log10(v))
+        if abs(v - 10.0 ** e) <= 1e-9 * v and abs(e) >= 3:
+            return "10" + str(e).translate(_SUPERSCRIPT)
+    return f"{v:g}"
+
+
 def log_axis(ax, which="both"):
     """Log scale on x, y or both, with labels that cannot overlap: decades (1, 2, 5 within a span under two
     decades, at most 7 labels) as plain numbers, minor ticks unlabelled.  Call after plotting."""

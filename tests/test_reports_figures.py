@@ -182,6 +182,7 @@ def test_each_method_keeps_one_colour_blind_safe_look():
 def test_log_ticks_are_plain_numbers():
     assert [style._number(v) for v in (0.01, 0.5, 300, 3000, 2e5, 1e6)] == ["0.01", "0.5", "300", "3k", "200k", "1M"]
     assert style._number(1e-4) == "$10^{-4}$"
+    assert [style.power(v) for v in (100, 1e4, 1e6, 1e-6, 0.5)] == ["100", "10⁴", "10⁶", "10⁻⁶", "0.5"]
 
 
 # ------------------------------------------------------------------------------------------------------
