@@ -289,17 +289,20 @@ def plot_per_cv(rows, path):
     labels = {"new": "default engine (solver='auto')", "papers": "papers' loop (solver='smo')",
               "smo": "papers' loop (solver='smo')"}
     for ax, case in zip(axes[0], PER_CV):
+        sizes = []
         for r in rows:
             if r["case"] != case or "trace_core_set" not in r:
                 continue
             s, v = per_cv_curve(r["trace_core_set"], r["trace_elapsed"])
             label = labels[r["variant"]]
-            style.series(ax, s, v, f"{label}, m = {r['m']:,}", style.method_style(label))
+            style.series(ax, s, v, label)
+            who = "default" if r["variant"] == "new" else "papers' loop"
+            sizes.append(f"{who} m = {r['m']:,}")
         if ax.has_data():
             style.log_axis(ax)
         ax.set_xlabel("core-set size")
         ax.set_ylabel("seconds per added core vector")
-        ax.set_title(case)
+        ax.set_title(case + ("\n" + ", ".join(sizes) if sizes else ""))
     style.legend(fig, ncol=2)
     return style.save(fig, path)
 
