@@ -87,10 +87,11 @@ METHODS = {
 LABELS = {
     "CVM (fast)": "fast", "CVR (fast)": "fast", "MMDA(CVM)": "fast", "CVR() defaults": "fast",
     "SSVR-SRS (lambda of Table 3)": "fast", "default engine (solver='auto')": "fast",
+    "CVMClassifier()": "fast", "CVR()": "fast",
     "CVM (ref)": "ref", "CVR (ref)": "ref",
     "CVM (fast, SMO)": "papers_fast", "papers' loop (solver='smo')": "papers_fast",
-    "CVR, papers' tuned protocol": "papers_fast", "CVM (ref, SMO)": "papers_ref",
-    "sklearn SVC": "libsvm", "sklearn SVR": "libsvm", "SVR() defaults, standardised y": "libsvm", "SVR": "libsvm",
+    "CVR, papers' tuned protocol": "papers_fast", "papers' loop": "papers_fast", "CVM (ref, SMO)": "papers_ref",
+    "sklearn SVC": "libsvm", "sklearn SVR": "libsvm", "SVC()": "libsvm", "SVR()": "libsvm", "SVR() defaults, standardised y": "libsvm", "SVR": "libsvm",
     "SVR, tuned as the papers": "libsvm_tuned",
     "sklearnex": "onedal", "oneDAL": "onedal", "ThunderSVM": "thundersvm", "LibCVM": "libcvm",
     "MMDA(SVM)": "exact_qp", "MMDA(SVM, IP)": "exact_qp_ip", "KFD": "kfd", "KPCA": "kpca", "none": "raw",
