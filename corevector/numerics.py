@@ -13,7 +13,8 @@ when 'fast' is asked for).
 * ``screened_expansion(spec, SV, coef, X, lo, hi)`` -- the same sums through the scans' screens, with their
   bound (fast only; None for 'ref', whose scans are exact);
 * ``constrained_ops`` -- the numerics class of MMDA's constrained MEB, and ``kernel_matrix(spec, A, B)``;
-* ``ssvr_srs(X, y, spec, ...)`` -- SSVR-SRS (002 Table 1).
+* ``ssvr_srs(X, y, spec, ...)`` -- SSVR-SRS (002 Table 1), and ``ssvr_auto(X, y, spec, ...)`` -- the same with
+  ``n_basis`` and/or ``lam`` chosen on a hold-out (``refimpl.ssvr.ssvr_auto``).
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ class Numerics:
     constrained_ops: type
     kernel_matrix: Callable
     ssvr_srs: Callable
+    ssvr_auto: Callable
 
 
 @lru_cache(maxsize=None)
@@ -44,11 +46,12 @@ def numerics(impl: str) -> Numerics:
     if impl == "fast":
         from fastimpl import _engine, _mmda, _ssvr
         return Numerics("fast", with_policy(_engine.fit_meb), _engine.FastMEBOps, _engine.kernel_expansion,
-                        _engine.screened_expansion, _mmda.FastConstrainedOps, _mmda.kernel_matrix, _ssvr.ssvr_srs)
+                        _engine.screened_expansion, _mmda.FastConstrainedOps, _mmda.kernel_matrix, _ssvr.ssvr_srs, _ssvr.ssvr_auto)
     if impl == "ref":
         from refimpl.constrained_meb import ConstrainedOps
         from refimpl.kernels import kernel_block, kernel_expansion
         from refimpl.meb import MEBOps, fit_meb
-        from refimpl.ssvr import ssvr_srs
-        return Numerics("ref", with_policy(fit_meb), MEBOps, kernel_expansion, None, ConstrainedOps, kernel_block, ssvr_srs)
+        from refimpl.ssvr import ssvr_auto, ssvr_srs
+        return Numerics("ref", with_policy(fit_meb), MEBOps, kernel_expansion, None, ConstrainedOps, kernel_block, ssvr_srs,
+                        ssvr_auto)
     raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")

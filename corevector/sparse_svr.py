@@ -16,7 +16,7 @@ from sklearn.utils._param_validation import Interval, Options, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from refimpl.progress import Steps
-from refimpl.ssvr import SELECTIONS, auto_delta
+from refimpl.ssvr import AUTO_MAX_BASIS, SELECTIONS, auto_delta
 
 from ._validation import POSITIVE, refuse_lookup_kernel, checked_kernel_spec, plain, invalid_parameter, shared_constraints, store_params
 from ._base import kernel_doc
@@ -193,8 +193,8 @@ class SparseSVR(RegressorMixin, BaseEstimator):
 
     _parameter_constraints: dict = {
         **shared_constraints("kernel", "gamma", "degree", "coef0", "normalize", "random_state", "impl"),
-        "n_basis": [Interval(Integral, 1, None, closed="left"), None],
-        "lam": [POSITIVE],
+        "n_basis": [Interval(Integral, 1, None, closed="left"), None, StrOptions({"auto"})],
+        "lam": [POSITIVE, StrOptions({"auto"})],
         "epsilon": [Interval(Real, 0, None, closed="left")],
         "delta": [POSITIVE, Options(Real, {np.inf}), StrOptions({"auto"})],
         "n_candidates": [Interval(Integral, 1, None, closed="left")],
@@ -211,7 +211,7 @@ class SparseSVR(RegressorMixin, BaseEstimator):
         tags.input_tags.sparse = True  # CSR input for fit and predict; other formats become CSR
         return tags
 
-    def __init__(self, *, n_basis=None, lam=1e-2, epsilon=0.0, delta="auto", kernel="rbf", gamma="beta", degree=3,
+    def __init__(self, *, n_basis="auto", lam="auto", epsilon=0.0, delta="auto", kernel="rbf", gamma="beta", degree=3,
                  coef0=0.0, normalize=False, n_candidates=100, selection="srs", fit_intercept=True, tol=0.0,
                  max_newton=50, random_state=None, impl="fast", n_jobs=None, verbose=False):
         store_params(self, locals())
@@ -240,8 +240,12 @@ class SparseSVR(RegressorMixin, BaseEstimator):
         if np.ptp(y) == 0:
             raise ValueError(f"y is constant ({plain(y[0])!r}): nothing to regress")
         n = X.shape[0]
+        auto = self.n_basis == "auto" or self.lam == "auto"
         n_basis = min(DEFAULT_N_BASIS, n) if self.n_basis is None else self.n_basis
-        if n_basis > n:
+        if auto and n < 3:
+            raise ValueError(f"n_basis='auto' and lam='auto' hold out part of the rows: they need at least 3 "
+                             f"samples, got {n}")
+        if n_basis != "auto" and n_basis > n:
             raise invalid_parameter(self, "n_basis", f"at most n_samples={n}", n_basis)
         if self.delta == "auto":
             delta = auto_delta(y, self.epsilon)
@@ -249,20 +253,23 @@ class SparseSVR(RegressorMixin, BaseEstimator):
             raise invalid_parameter(self, "delta", f"greater than epsilon={self.epsilon!r}", self.delta)
         else:
             delta = float(self.delta)
-        solve, _ = get_solver(self.impl)
         refuse_lookup_kernel(self, "SSVR-SRS (002) scores candidate basis vectors by kernel columns of its own "
                                    "numerics, which evaluate built-in kernels only")
         self.kernel_spec_ = checked_kernel_spec(X, self.kernel, self.gamma, self.degree, self.coef0, self.normalize)
         b = float(y.mean()) if self.fit_intercept else 0.0
-        with Steps(self.verbose, f"SparseSVR ({self.impl}) basis", n_basis, unit="basis") as bar:
+        num = numerics(self.impl)
+        steps = min(AUTO_MAX_BASIS, n) if n_basis == "auto" else n_basis
+        with Steps(self.verbose, f"SparseSVR ({self.impl}) basis", steps, unit="basis") as bar:
             def count(basis, beta):
                 bar.step()
-                if callback is not None:
-                    callback(basis, beta)
-            res = solve(X, y - b, self.kernel_spec_, n_basis, lam=self.lam, epsilon=self.epsilon, delta=delta,
-                        n_candidates=self.n_candidates, selection=self.selection, tol=self.tol,
-                        max_newton=self.max_newton, random_state=self.random_state, callback=count,
-                        n_jobs=_n_jobs(self.n_jobs))
+                return callback is not None and callback(basis, beta) is True
+            common = dict(epsilon=self.epsilon, delta=delta, n_candidates=self.n_candidates,
+                          selection=self.selection, tol=self.tol, max_newton=self.max_newton,
+                          random_state=self.random_state, callback=count, n_jobs=_n_jobs(self.n_jobs))
+            if auto:
+                res = num.ssvr_auto(X, y - b, self.kernel_spec_, n_basis=n_basis, lam=self.lam, **common)
+            else:
+                res = num.ssvr_srs(X, y - b, self.kernel_spec_, n_basis, lam=self.lam, **common)
         self.basis_indices_ = res.basis
         self.basis_vectors_ = X[res.basis].toarray() if sp.issparse(X) else X[res.basis]
         self.coef_ = res.beta
@@ -273,6 +280,9 @@ class SparseSVR(RegressorMixin, BaseEstimator):
         self.n_basis_ = len(res.basis)
         self.stop_reason_ = res.stop_reason
         self.converged_ = res.converged
+        self.lam_ = float(res.info["lam"]) if auto else float(self.lam)
+        self.validation_path_ = (dict(n_basis=res.info["path"], lam=res.info["lams"], mse=res.info["mse"])
+                                 if auto else None)
         return self
 
     def predict(self, X):

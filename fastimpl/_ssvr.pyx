@@ -648,6 +648,19 @@ def ssvr_srs(X, y, spec, n_basis, lam=1e-2, epsilon=0.1, delta=0.3, n_candidates
                               ops_class=FastSSVROps)
 
 
+def ssvr_auto(X, y, spec, n_basis="auto", lam="auto", epsilon=0.0, delta=np.inf, n_candidates=100,
+              selection="srs", tol=0.0, max_newton=50, random_state=None, callback=None, n_jobs=None):
+    """:func:`refimpl.ssvr.ssvr_auto` (``n_basis`` and/or ``lam`` chosen on a hold-out) with the numerics of
+    :class:`FastSSVROps` for the growth and the refit; BLAS single-threaded as in :func:`ssvr_srs`."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _loop.ssvr_auto(X, y, spec, n_basis=n_basis, lam=lam, epsilon=epsilon, delta=delta,
+                               n_candidates=n_candidates, selection=selection, tol=tol, max_newton=max_newton,
+                               random_state=random_state, callback=callback, n_jobs=n_jobs,
+                               ops_class=FastSSVROps)
+
+
 def _threads(n_jobs):
     import os
     if n_jobs is None:

@@ -570,15 +570,19 @@ def validate_ssvr_params(n, n_basis, lam, epsilon, delta, n_candidates, selectio
 
 
 def ssvr_srs(X, y, spec, n_basis, lam=1e-2, epsilon=0.1, delta=0.3, n_candidates=100, selection="srs",
-             tol=0.0, max_newton=50, random_state=None, callback=None, n_jobs=None, ops_class=SSVROps):
+             tol=0.0, max_newton=50, random_state=None, callback=None, n_jobs=None, ops_class=SSVROps,
+             warn_rank=True):
     """SSVR-SRS (002 Table 1) or RSVM (``selection='random'``) on (X, y) with kernel ``spec``.
 
     Parameters follow the paper: ``lam`` = lambda of (8), ``epsilon`` and ``delta`` = eps and Delta
     of the loss (7), ``n_candidates`` = |O| (17), ``n_basis`` = m.  The loop stops at ``n_basis``
-    functions, when the relative decrease of L from the last function is <= ``tol``, or when no
-    usable candidate is left.  ``callback(P, beta_P)`` is called after every addition.
+    functions, when the relative decrease of L from the last function is <= ``tol``, when no
+    usable candidate is left, or when ``callback(P, beta_P)``, called after every addition, returns
+    True (stop_reason 'callback': how :class:`HoldoutRule` stops the growth of ``n_basis='auto'``).
     ``ops_class`` implements the numerics (:class:`SSVROps`, or ``fastimpl._ssvr.FastSSVROps``);
     ``n_jobs`` is passed to it (the NumPy ops ignore it).  X may be dense or sparse (kept CSR).
+    ``warn_rank=False`` drops the warning of a stop at the kernel's numerical rank ('no_candidates'),
+    which ends the growth of ``n_basis='auto'`` normally.
     """
     from .meb import make_rng
 
@@ -609,13 +613,14 @@ def ssvr_srs(X, y, spec, n_basis, lam=1e-2, epsilon=0.1, delta=0.3, n_candidates
         newton_its.append(its)
         L_now = ops.objective()
         history.append(L_now)
-        if callback is not None:
-            callback(np.array(basis), ops.beta())
+        if callback is not None and callback(np.array(basis), ops.beta()) is True:
+            stop = "callback"                               # the caller's rule (e.g. HoldoutRule) stops here
+            break
         if tol > 0 and L_prev - L_now <= tol * L_prev:
             stop = "tol"
             break
         L_prev = L_now
-    _warn_if_stopped_early(converged, max_newton, stop, len(basis), n_basis)
+    _warn_if_stopped_early(converged, max_newton, stop if warn_rank else "", len(basis), n_basis)
     return SSVRResult(basis=np.array(basis, dtype=np.intp), beta=ops.beta(), objective_history=np.array(history),
                       newton_iterations=np.array(newton_its, dtype=np.intp), converged=converged,
                       n_rejected=n_rejected, stop_reason=stop)
@@ -681,3 +686,190 @@ def _warn_if_stopped_early(converged, max_newton, stop, m, n_basis):
         warnings.warn(f"SSVR-SRS stopped at {m} < n_basis={n_basis} basis functions: every candidate of the "
                       "last draw was numerically dependent on the basis (the kernel's numerical rank is "
                       "reached; a narrower kernel or fewer basis functions avoids this)", UserWarning)
+
+
+# ----------------------------------------------------------------------------------------------
+# n_basis='auto' / lam='auto': the hold-out rule (beyond the paper)
+# ----------------------------------------------------------------------------------------------
+#: the lam grid of ``lam='auto'``: 1e-4 .. 10 in half decades
+AUTO_LAMS = tuple(10.0 ** (k / 2) for k in range(-8, 3))
+#: lam of the growth on the fit part when ``lam='auto'`` (the selection depends on lam only weakly)
+AUTO_LAM_GROW = 1e-2
+#: the largest basis ``n_basis='auto'`` grows
+AUTO_MAX_BASIS = 400
+#: basis sizes at which the rule scores the lam path (and the last size grown)
+AUTO_CHECKPOINTS = (25, 50, 75, 100, 150, 200, 300, 400)
+#: the hold-out: this fraction of the rows, at most AUTO_HOLDOUT_MAX of them
+AUTO_HOLDOUT, AUTO_HOLDOUT_MAX = 0.2, 2000
+#: a checkpoint counts as better when its hold-out MSE is below the best by more than AUTO_TOL Var(y_V)
+AUTO_TOL = 1e-3
+#: growth stops at the first checkpoint m >= max(AUTO_MIN_BASIS, AUTO_PATIENCE m_best)
+AUTO_PATIENCE, AUTO_MIN_BASIS = 2.0, 100
+
+
+def holdout_split(n, rng):
+    """(fit rows F, hold-out rows V) of the auto rule: a random AUTO_HOLDOUT of the n rows (at least one,
+    at most AUTO_HOLDOUT_MAX) from one ``rng.permutation``, each part in increasing row order."""
+    n_val = min(max(int(round(AUTO_HOLDOUT * n)), 1), AUTO_HOLDOUT_MAX)
+    perm = rng.permutation(n)
+    return np.sort(perm[n_val:]), np.sort(perm[:n_val])
+
+
+def ridge_path_mse(G, B, c, K_val, y_val, lams):
+    """Hold-out MSEs of the least-squares fits ``beta(lam) = (G + lam B)^{-1} c`` for every lam, with
+    G = K_FP'K_FP, B = K_PP and c = K_FP'y_F: the objective (8) with the quadratic loss on the basis P.
+
+    One generalized eigendecomposition G v = mu B v (V'BV = I) gives every lam at O(m) more:
+    beta(lam) = V (mu + lam)^{-1} V'c.  B is the Gram matrix of the basis, positive definite but possibly
+    ill-conditioned: a diagonal shift of 1e-10 max diag(B) (raised tenfold while the factorisation fails)
+    keeps the eigensolver's Cholesky factor of B defined.
+    """
+    from scipy.linalg import LinAlgError, eigh
+    m = len(c)
+    shift = 1e-10 * max(float(np.max(np.diag(B))), np.finfo(float).tiny)
+    for _ in range(8):
+        try:
+            mu, V = eigh(G, B + shift * np.eye(m), check_finite=False)
+            break
+        except LinAlgError:
+            shift *= 10.0
+    else:
+        raise np.linalg.LinAlgError("the basis Gram matrix K_PP is not positive definite")
+    a = V.T @ c
+    P = K_val @ V
+    mu = np.maximum(mu, 0.0)
+    return np.array([float(np.mean((y_val - P @ (a / (mu + lam))) ** 2)) for lam in lams])
+
+
+class HoldoutRule:
+    """The callback of :func:`ssvr_srs` that scores the growing basis on a hold-out and stops it.
+
+    The growth runs on the fit rows F; after each addition the rule computes the new basis function's
+    kernel columns on F and on the hold-out rows V (NumPy, :func:`kernel_columns`, so both
+    implementations score the same numbers for the same basis).  At the checkpoints it scores every
+    lam of ``lams`` by :func:`ridge_path_mse` on the current basis, and records the best
+    (m, lam, MSE).  With ``stop`` (``n_basis='auto'``) it returns True -- the loop stops -- at the first
+    checkpoint m >= max(AUTO_MIN_BASIS, AUTO_PATIENCE m_best), m_best the checkpoint with the best MSE,
+    a checkpoint counting as better only when it lowers the best MSE by more than AUTO_TOL Var(y_V)
+    (a hold-out of a few hundred rows moves by that much by chance; larger bases must earn their cost).
+    """
+
+    def __init__(self, spec, X_fit, y_fit, X_val, y_val, lams, checkpoints, stop):
+        self.spec, self.X_fit, self.y_fit, self.X_val, self.y_val = spec, X_fit, y_fit, X_val, y_val
+        self.lams = tuple(float(v) for v in lams)
+        self.checkpoints = set(int(c) for c in checkpoints)
+        self.stop = stop
+        self.tol = AUTO_TOL * float(np.var(y_val))
+        self._cols_fit, self._cols_val = [], []
+        self.path = []                       # (m, hold-out MSE per lam)
+        self.best = None                     # (mse, m, lam)
+
+    def __call__(self, basis, beta):
+        s = int(basis[-1])
+        self._cols_fit.append(kernel_columns(self.spec, self.X_fit, self.X_fit[s:s + 1])[:, 0])
+        self._cols_val.append(kernel_columns(self.spec, self.X_val, self.X_fit[s:s + 1])[:, 0])
+        m = len(basis)
+        if m not in self.checkpoints:
+            return False
+        self.score(basis)
+        return self.stop and m >= max(AUTO_MIN_BASIS, AUTO_PATIENCE * self.best[1])
+
+    def score(self, basis):
+        """Score the lam path on the first len(basis) functions (once per size)."""
+        m = len(basis)
+        if self.path and self.path[-1][0] == m:
+            return
+        K_F = np.column_stack(self._cols_fit[:m])
+        K_V = np.column_stack(self._cols_val[:m])
+        mse = ridge_path_mse(K_F.T @ K_F, K_F[np.asarray(basis)], K_F.T @ self.y_fit, K_V, self.y_val, self.lams)
+        self.path.append((m, mse))
+        j = int(np.argmin(mse))
+        if self.best is None or mse[j] < self.best[0] - self.tol:
+            self.best = (float(mse[j]), m, self.lams[j])
+
+
+def refit_basis(X, y, spec, basis, lam, epsilon, delta, max_newton=50, ops_class=None, n_jobs=None):
+    """beta on the fixed basis ``basis`` (training indices into X), by finite Newton on (18) over all rows.
+
+    The functions are appended in order with the ops' own rows of H and L (a function numerically
+    dependent on those before it, pivot^2 <= DEP_RTOL h_ss, is left out), then one finite Newton solve
+    from beta = 0.  Returns (kept basis, beta, L(beta), Newton iterations, converged).
+    """
+    ops_class = SSVROps if ops_class is None else ops_class
+    ops = ops_class(X, y, spec, len(basis), lam, epsilon, delta, n_jobs)
+    kept = []
+    for s in basis:
+        ops.load_candidates(np.array([s], dtype=np.intp))
+        piv2, scale = ops.cholesky_row(0)
+        if piv2 <= DEP_RTOL * scale or scale <= 0:
+            continue
+        ops.append()
+        kept.append(int(s))
+    its, ok = finite_newton(ops, max_newton)
+    return np.array(kept, dtype=np.intp), ops.beta(), ops.objective(), its, ok
+
+
+def ssvr_auto(X, y, spec, n_basis="auto", lam="auto", epsilon=0.0, delta=np.inf, n_candidates=100,
+              selection="srs", tol=0.0, max_newton=50, random_state=None, callback=None, n_jobs=None,
+              ops_class=SSVROps):
+    """SSVR-SRS with ``n_basis`` and/or ``lam`` chosen on a hold-out of the training rows.
+
+    1. Split the rows (:func:`holdout_split`, the first use of the Generator of ``random_state``): a
+       hold-out V (20%, at most 2,000 rows) and the fit rows F.
+    2. Grow the basis on F by :func:`ssvr_srs` (the rest of the same Generator draws its candidates) at
+       ``lam`` (AUTO_LAM_GROW for 'auto') up to ``n_basis`` functions (AUTO_MAX_BASIS, at most |F|, for
+       'auto'), with :class:`HoldoutRule` as the callback: at AUTO_CHECKPOINTS (and the last size grown)
+       it scores the least-squares fits of the basis for every lam of AUTO_LAMS (only ``lam`` when it is
+       given) on V, and for ``n_basis='auto'`` stops the growth once the basis has doubled past its
+       best size without a gain.
+    3. Keep the first m functions and the lam of the best score (m = the basis grown when ``n_basis`` is
+       given) and refit beta on all rows with the loss (7) (:func:`refit_basis`).
+
+    Deterministic for an int ``random_state``; both implementations select the same basis and score it
+    with the same NumPy code.  Returns an :class:`SSVRResult` whose histories are those of the growth on
+    F, with ``info`` = {'lam', 'n_basis', 'path' (checkpoint sizes), 'lams', 'mse' (hold-out MSE per
+    checkpoint and lam), 'n_fit', 'n_val'}.
+    """
+    from .meb import make_rng
+
+    X = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else np.ascontiguousarray(X, dtype=np.float64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    n = X.shape[0]
+    if n < 3:
+        raise ValueError(f"n_basis='auto' and lam='auto' need at least 3 samples, got {n}")
+    rng = make_rng(random_state)
+    F, V = holdout_split(n, rng)
+    auto_m, auto_lam = isinstance(n_basis, str), isinstance(lam, str)
+    m_max = min(AUTO_MAX_BASIS, len(F)) if auto_m else n_basis
+    if m_max > len(F):
+        raise ValueError(f"n_basis={n_basis} exceeds the {len(F)} fit rows of the hold-out split (lam='auto' "
+                         f"selects the basis on {len(F)} of the {n} rows)")
+    lams = AUTO_LAMS if auto_lam else (lam,)
+    rule = HoldoutRule(spec, X[F], y[F], X[V], y[V], lams,
+                       [c for c in AUTO_CHECKPOINTS if c < m_max] + [m_max], stop=auto_m)
+
+    def step(basis, beta):
+        stop = rule(basis, beta)
+        if callback is not None and callback(F[basis], beta) is True:
+            return True
+        return stop
+
+    grown = ssvr_srs(X[F], y[F], spec, m_max, lam=AUTO_LAM_GROW if auto_lam else lam, epsilon=epsilon,
+                     delta=delta, n_candidates=n_candidates, selection=selection, tol=tol, max_newton=max_newton,
+                     random_state=rng, callback=step, n_jobs=n_jobs, ops_class=ops_class, warn_rank=not auto_m)
+    if not len(grown.basis):                          # g = 0 at beta = 0: y_F = 0, nothing to fit
+        return SSVRResult(basis=np.zeros(0, dtype=np.intp), beta=np.zeros(0), objective_history=np.zeros(0),
+                          newton_iterations=np.zeros(0, dtype=np.intp), stop_reason=grown.stop_reason,
+                          info=dict(lam=lams[0] if not auto_lam else AUTO_LAM_GROW, n_basis=0,
+                                    path=np.zeros(0, dtype=np.intp), lams=np.array(lams),
+                                    mse=np.zeros((0, len(lams))), n_fit=len(F), n_val=len(V)))
+    rule.score(grown.basis)                           # the last size grown (a stop by tol or the kernel's rank)
+    _, m, lam_best = rule.best
+    basis, beta, _, _, ok = refit_basis(X, y, spec, F[grown.basis[:m]], lam_best, epsilon, delta, max_newton,
+                                        ops_class, n_jobs)
+    _warn_if_stopped_early(ok, max_newton, "refit", len(basis), m)
+    info = dict(lam=lam_best, n_basis=m, path=np.array([p[0] for p in rule.path], dtype=np.intp),
+                lams=np.array(lams), mse=np.array([p[1] for p in rule.path]), n_fit=len(F), n_val=len(V))
+    return SSVRResult(basis=basis, beta=beta, objective_history=grown.objective_history,
+                      newton_iterations=grown.newton_iterations, converged=grown.converged and ok,
+                      n_rejected=grown.n_rejected, stop_reason=grown.stop_reason, info=info)
