@@ -707,6 +707,19 @@ AUTO_TOL = 1e-3
 AUTO_PATIENCE, AUTO_MIN_BASIS = 2.0, 100
 
 
+@dataclass
+class ValidationPath:
+    """The hold-out scores of ``n_basis='auto'`` / ``lam='auto'`` (:func:`ssvr_auto`): ``mse[k, j]`` is the
+    hold-out mean squared error of the least-squares fit of the first ``n_basis[k]`` functions at
+    ``lam[j]``; ``n_fit`` and ``n_val`` rows fitted and held out.  Empty (no rows held out) for a fit with
+    both given."""
+    n_basis: np.ndarray
+    lam: np.ndarray
+    mse: np.ndarray
+    n_fit: int
+    n_val: int
+
+
 def holdout_split(n, rng):
     """(fit rows F, hold-out rows V) of the auto rule: a random AUTO_HOLDOUT of the n rows (at least one,
     at most AUTO_HOLDOUT_MAX) from one ``rng.permutation``, each part in increasing row order."""
@@ -760,15 +773,16 @@ class HoldoutRule:
         self.checkpoints = set(int(c) for c in checkpoints)
         self.stop = stop
         self.tol = AUTO_TOL * float(np.var(y_val))
-        self._cols_fit, self._cols_val = [], []
+        m_max = max(self.checkpoints)                 # the basis columns on F and on V, one per addition
+        self._K_fit = np.empty((X_fit.shape[0], m_max), order="F")
+        self._K_val = np.empty((X_val.shape[0], m_max), order="F")
         self.path = []                       # (m, hold-out MSE per lam)
         self.best = None                     # (mse, m, lam)
 
     def __call__(self, basis, beta):
-        s = int(basis[-1])
-        self._cols_fit.append(kernel_columns(self.spec, self.X_fit, self.X_fit[s:s + 1])[:, 0])
-        self._cols_val.append(kernel_columns(self.spec, self.X_val, self.X_fit[s:s + 1])[:, 0])
-        m = len(basis)
+        s, m = int(basis[-1]), len(basis)
+        self._K_fit[:, m - 1] = kernel_columns(self.spec, self.X_fit, self.X_fit[s:s + 1])[:, 0]
+        self._K_val[:, m - 1] = kernel_columns(self.spec, self.X_val, self.X_fit[s:s + 1])[:, 0]
         if m not in self.checkpoints:
             return False
         self.score(basis)
@@ -779,8 +793,7 @@ class HoldoutRule:
         m = len(basis)
         if self.path and self.path[-1][0] == m:
             return
-        K_F = np.column_stack(self._cols_fit[:m])
-        K_V = np.column_stack(self._cols_val[:m])
+        K_F, K_V = self._K_fit[:, :m], self._K_val[:, :m]
         mse = ridge_path_mse(K_F.T @ K_F, K_F[np.asarray(basis)], K_F.T @ self.y_fit, K_V, self.y_val, self.lams)
         self.path.append((m, mse))
         j = int(np.argmin(mse))
@@ -827,8 +840,8 @@ def ssvr_auto(X, y, spec, n_basis="auto", lam="auto", epsilon=0.0, delta=np.inf,
 
     Deterministic for an int ``random_state``; both implementations select the same basis and score it
     with the same NumPy code.  Returns an :class:`SSVRResult` whose histories are those of the growth on
-    F, with ``info`` = {'lam', 'n_basis', 'path' (checkpoint sizes), 'lams', 'mse' (hold-out MSE per
-    checkpoint and lam), 'n_fit', 'n_val'}.
+    F, with ``info`` = {'lam': the lam chosen, 'n_basis': the size chosen, 'path': the
+    :class:`ValidationPath`}.
     """
     from .meb import make_rng
 
@@ -861,15 +874,16 @@ def ssvr_auto(X, y, spec, n_basis="auto", lam="auto", epsilon=0.0, delta=np.inf,
         return SSVRResult(basis=np.zeros(0, dtype=np.intp), beta=np.zeros(0), objective_history=np.zeros(0),
                           newton_iterations=np.zeros(0, dtype=np.intp), stop_reason=grown.stop_reason,
                           info=dict(lam=lams[0] if not auto_lam else AUTO_LAM_GROW, n_basis=0,
-                                    path=np.zeros(0, dtype=np.intp), lams=np.array(lams),
-                                    mse=np.zeros((0, len(lams))), n_fit=len(F), n_val=len(V)))
+                                    path=ValidationPath(np.zeros(0, dtype=np.intp), np.array(lams),
+                                                        np.zeros((0, len(lams))), len(F), len(V))))
     rule.score(grown.basis)                           # the last size grown (a stop by tol or the kernel's rank)
     _, m, lam_best = rule.best
     basis, beta, _, _, ok = refit_basis(X, y, spec, F[grown.basis[:m]], lam_best, epsilon, delta, max_newton,
                                         ops_class, n_jobs)
     _warn_if_stopped_early(ok, max_newton, "refit", len(basis), m)
-    info = dict(lam=lam_best, n_basis=m, path=np.array([p[0] for p in rule.path], dtype=np.intp),
-                lams=np.array(lams), mse=np.array([p[1] for p in rule.path]), n_fit=len(F), n_val=len(V))
+    info = dict(lam=lam_best, n_basis=m, path=ValidationPath(
+        np.array([p[0] for p in rule.path], dtype=np.intp), np.array(lams), np.array([p[1] for p in rule.path]),
+        len(F), len(V)))
     return SSVRResult(basis=basis, beta=beta, objective_history=grown.objective_history,
                       newton_iterations=grown.newton_iterations, converged=grown.converged and ok,
                       n_rejected=grown.n_rejected, stop_reason=grown.stop_reason, info=info)

@@ -541,15 +541,16 @@ def test_defaults_reach_a_tuned_svr_on_abalone():
 
 def _defaults_vs_tuned_svr(name, mode, **svr_params):
     """Issue 15's comparison on reports.ssvr's data set ``name`` in ``mode`` (seed 0): an SVR with the given
-    (tuned) parameters on standardised targets, then SparseSVR with its defaults and n_basis = 5% of that
-    SVR's support vectors for random_state 0, 1, 2.  Returns (n_basis, the fits, their test RMSEs over the
+    (tuned) parameters on standardised targets, then SparseSVR with its loss defaults, lam = 1e-2 (the
+    default of issue 15, before lam='auto') and n_basis = 5% of that SVR's support vectors for
+    random_state 0, 1, 2.  Returns (n_basis, the fits, their test RMSEs over the
     SVR's)."""
     from reports.ssvr import load
     X, ys, Xt, yt, (mu, sd) = load(name, mode, 0)
     svr = SVR(cache_size=2000, **svr_params).fit(X, ys)
     rmse_svr = np.sqrt(np.mean((svr.predict(Xt) * sd + mu - yt) ** 2))
     m = len(svr.support_) // 20
-    fits = [SparseSVR(n_basis=m, random_state=rs).fit(X, ys * sd + mu) for rs in range(3)]
+    fits = [SparseSVR(n_basis=m, lam=1e-2, random_state=rs).fit(X, ys * sd + mu) for rs in range(3)]
     ratios = [np.sqrt(np.mean((f.predict(Xt) - yt) ** 2)) / rmse_svr for f in fits]
     return m, fits, ratios
 
@@ -852,3 +853,111 @@ def test_ssvr_close_to_svr_with_few_basis_functions():
     assert est.converged_ and est.n_basis_ == 240
     assert rmse(est, Xt, yt) <= 1.03 * rmse(svr, Xt, yt)
     assert est.n_basis_ <= len(svr.support_) // 10
+
+
+# ------------------------------------------------------------------ n_basis='auto', lam='auto'
+def _smooth_and_noise(n=900, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, size=(n, 2))
+    return X, np.sin(2 * X[:, 0]) * np.cos(X[:, 1]), rng.normal(size=n)
+
+
+def test_auto_is_deterministic_and_fast_equals_ref():
+    """The hold-out split and the candidate draws come from random_state alone, and both implementations
+    score the same basis with the same NumPy code: the same seed gives the same basis, lam and size in
+    repeated fits and in both implementations (fitted values to the solvers' rounding)."""
+    X, y, _ = _smooth_and_noise()
+    y = y + 0.1 * np.random.default_rng(1).normal(size=len(y))
+    a, b = (SparseSVR(random_state=3).fit(X, y) for _ in range(2))
+    r = SparseSVR(random_state=3, impl="ref").fit(X, y)
+    for other in (b, r):
+        np.testing.assert_array_equal(a.basis_indices_, other.basis_indices_)
+        assert (a.lam_, a.n_basis_) == (other.lam_, other.n_basis_)
+        np.testing.assert_array_equal(a.validation_path_.n_basis, other.validation_path_.n_basis)
+        np.testing.assert_allclose(a.validation_path_.mse, other.validation_path_.mse, rtol=1e-6)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    np.testing.assert_allclose(a.predict(X), r.predict(X), atol=PRED_TOL * np.abs(y).max())
+    vp = a.validation_path_
+    assert vp.n_val == 180 and vp.n_fit == 720 and vp.mse.shape == (len(vp.n_basis), len(ref.AUTO_LAMS))
+    # (the refit on all rows at the chosen lam leaves out functions numerically dependent there)
+    assert a.lam_ in ref.AUTO_LAMS and 1 <= a.n_basis_ <= vp.n_basis.max() and a.score(X, y) > 0.95
+    c = SparseSVR(random_state=4).fit(X, y)
+    assert not np.array_equal(np.sort(c.basis_indices_[:10]), np.sort(a.basis_indices_[:10]))
+
+
+def test_auto_regularises_noise_more_than_a_smooth_function():
+    """Pure noise: the hold-out prefers the strongest lam and the smallest basis; a smooth function: a weak
+    lam and a larger basis, fitted closely."""
+    X, smooth, noise = _smooth_and_noise()
+    fs = SparseSVR(random_state=0).fit(X, smooth)
+    fn = SparseSVR(random_state=0).fit(X, noise)
+    assert fn.lam_ >= 1.0 and fs.lam_ <= 1e-2 and fn.lam_ >= 100 * fs.lam_
+    assert fn.n_basis_ <= fs.n_basis_ and fn.n_basis_ <= 50
+    assert fs.score(X, smooth) > 0.99
+    # the chosen lam is the hold-out's best at one of the sizes scored
+    vp = fs.validation_path_
+    assert any(vp.lam[np.argmin(row)] == fs.lam_ for row in vp.mse)
+
+
+def test_auto_with_one_parameter_given():
+    """n_basis given, lam='auto': the basis has that size and lam comes from the grid; lam given,
+    n_basis='auto': lam is kept and the size chosen; both given: no hold-out (the fit of before)."""
+    X, y, _ = _smooth_and_noise(400)
+    e = SparseSVR(n_basis=30, random_state=0).fit(X, y)
+    assert e.n_basis_ == 30 and e.lam_ in ref.AUTO_LAMS and list(e.validation_path_.n_basis) == [25, 30]
+    e = SparseSVR(lam=0.5, random_state=0).fit(X, y)
+    assert e.lam_ == 0.5 and e.validation_path_.mse.shape[1] == 1
+    e = SparseSVR(n_basis=30, lam=1e-2, random_state=0).fit(X, y)
+    direct = ref.ssvr_srs(X, y - y.mean(), e.kernel_spec_, 30, lam=1e-2, epsilon=0.0, delta=e.delta_,
+                          random_state=0)
+    np.testing.assert_array_equal(e.basis_indices_, direct.basis)
+    assert e.validation_path_.n_val == 0 and e.validation_path_.n_basis.size == 0 and e.lam_ == 1e-2
+
+
+def test_auto_refit_is_optimal_on_all_rows():
+    """The refit solves (18) on all rows for the kept basis: the gradient (22) vanishes there."""
+    X, y, _ = _smooth_and_noise(300)
+    e = SparseSVR(random_state=0, impl="ref").fit(X, y)
+    K_P = kernel_block(e.kernel_spec_, X, e.basis_vectors_)
+    K_PP = kernel_block(e.kernel_spec_, e.basis_vectors_, e.basis_vectors_)
+    r = K_P @ e.coef_ - (y - e.intercept_)
+    g = ref.gradient(K_P, K_PP, e.coef_, r, e.lam_, 0.0, e.delta_)
+    assert np.abs(g).max() <= 1e-6 * max(1.0, np.abs(K_P.T @ y).max())
+
+
+def test_auto_errors_and_callback_stop():
+    X, y, _ = _smooth_and_noise(50)
+    with pytest.raises(ValueError, match="fit rows of the hold-out split"):
+        SparseSVR(n_basis=45, random_state=0).fit(X, y)          # 45 > the 40 fit rows
+    SparseSVR(n_basis=45, lam=1e-2, random_state=0).fit(X, y)    # no hold-out: fine
+    with pytest.raises(ValueError, match="at least 3 samples"):
+        SparseSVR().fit(X[:2], y[:2])
+    with pytest.raises(InvalidParameterError, match="'n_basis' parameter"):
+        SparseSVR(n_basis="many").fit(X, y)
+    seen = []
+    e = SparseSVR(n_basis=20, lam=1e-2, random_state=0).fit(X, y, callback=lambda P, b: seen.append(len(P)) or len(P) == 7)
+    assert e.n_basis_ == 7 and e.stop_reason_ == "callback" and seen == list(range(1, 8))
+    got = []
+    SparseSVR(random_state=0).fit(X, y, callback=lambda P, b: got.append(P.copy()))
+    assert all(np.all(P < len(X)) for P in got) and len(got) >= 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**16), m=st.integers(1, 12), n=st.integers(15, 40))
+def test_ridge_path_is_the_direct_solve(seed, m, n):
+    """ridge_path_mse's one eigendecomposition gives, for every lam, the hold-out MSE of the direct solve
+    of (G + lam K_PP) beta = K_FP'y."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    spec = make_kernel_spec("rbf", gamma=0.7)
+    P = rng.choice(n, size=min(m, n), replace=False)
+    K_F = kernel_block(spec, X, X[P])
+    Xv = rng.normal(size=(7, 2))
+    K_V = kernel_block(spec, Xv, X[P])
+    y, yv = rng.normal(size=n), rng.normal(size=7)
+    B = K_F[P]
+    assume(np.linalg.cond(B) < 1e8)
+    lams = (1e-3, 0.1, 10.0)
+    got = ref.ridge_path_mse(K_F.T @ K_F, B, K_F.T @ y, K_V, yv, lams)
+    want = [np.mean((yv - K_V @ np.linalg.solve(K_F.T @ K_F + lam * B, K_F.T @ y)) ** 2) for lam in lams]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)

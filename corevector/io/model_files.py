@@ -53,6 +53,7 @@ import zipfile
 
 import numpy as np
 
+from refimpl.ssvr import ValidationPath
 from refimpl.surface import Level
 
 from .._version import __version__
@@ -157,11 +158,16 @@ def _schemas():
             "kernel_spec_": KSPEC, "n_basis_": Scalar(int, low=0, dim="n_basis"),
             "basis_indices_": Array("i", ("n_basis",), low=0),
             "basis_vectors_": Array("f", ("n_basis", "n_features")), "coef_": Array("f", ("n_basis",)),
-            "intercept_": F, "delta_": Scalar(float, finite=False, low=0.0),
-            "objective_history_": Array("f", ("n_basis",), finite=False),
-            "newton_iterations_": Array("i", ("n_basis",), low=0),
-            "stop_reason_": Scalar(str, choices=("n_basis", "tol", "zero_gradient", "no_candidates")),
+            "intercept_": F, "delta_": Scalar(float, finite=False, low=0.0), "lam_": Scalar(float, low=0.0),
+            # (the growth's histories: on the fit rows of the hold-out split under 'auto', where the basis
+            # kept can be shorter than the basis grown)
+            "objective_history_": Array("f", ("n_grown",), finite=False),
+            "newton_iterations_": Array("i", ("n_grown",), low=0),
+            "stop_reason_": Scalar(str, choices=("n_basis", "tol", "zero_gradient", "no_candidates", "callback")),
             "converged_": B,
+            "validation_path_": Struct(ValidationPath, {
+                "n_basis": Array("i", ("n_checkpoints",), low=1), "lam": Array("f", ("n_lams",)),
+                "mse": Array("f", ("n_checkpoints", "n_lams")), "n_fit": I_NONNEG, "n_val": I_NONNEG}),
         }),
         "MMDA": Schema({
             "classes_": Array("ifbU", ("n_classes",)), "kernel_spec_": KSPEC,
