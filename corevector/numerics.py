@@ -12,6 +12,9 @@ when 'fast' is asked for).
 * ``kernel_expansion(spec, SV, coef, X)`` -- f(x) = sum_t coef_t k(sv_t, x) (prediction, full scans);
 * ``screened_expansion(spec, SV, coef, X, lo, hi)`` -- the same sums through the scans' screens, with their
   bound (fast only; None for 'ref', whose scans are exact);
+* ``row_block(ops, m, max_sq)`` -- the scans' kernel block of a ``meb_ops`` whose inputs are slots holding
+  rows of an X of m rows in turn (a chunked fit's row buffer): an installer ``install(slots, rows)``, or None
+  where the block does not apply (fast only; None for 'ref', which has no block);
 * ``constrained_ops`` -- the numerics class of MMDA's constrained MEB, and ``kernel_matrix(spec, A, B)``;
 * ``ssvr_srs(X, y, spec, ...)`` -- SSVR-SRS (002 Table 1), and ``ssvr_auto(X, y, spec, ...)`` -- the same with
   ``n_basis`` and/or ``lam`` chosen on a hold-out (``refimpl.ssvr.ssvr_auto``).
@@ -38,6 +41,7 @@ class Numerics:
     kernel_matrix: Callable
     ssvr_srs: Callable
     ssvr_auto: Callable
+    row_block: Callable | None = None
 
 
 @lru_cache(maxsize=None)
@@ -46,7 +50,8 @@ def numerics(impl: str) -> Numerics:
     if impl == "fast":
         from fastimpl import _engine, _mmda, _ssvr
         return Numerics("fast", with_policy(_engine.fit_meb), _engine.FastMEBOps, _engine.kernel_expansion,
-                        _engine.screened_expansion, _mmda.FastConstrainedOps, _mmda.kernel_matrix, _ssvr.ssvr_srs, _ssvr.ssvr_auto)
+                        _engine.screened_expansion, _mmda.FastConstrainedOps, _mmda.kernel_matrix, _ssvr.ssvr_srs,
+                        _ssvr.ssvr_auto, _engine.row_block)
     if impl == "ref":
         from refimpl.constrained_meb import ConstrainedOps
         from refimpl.kernels import kernel_block, kernel_expansion

@@ -479,7 +479,7 @@ cdef class FastMEBOps:
         (Fashion-MNIST T-shirt/shirt: a tenth of the fit).  Only for a batch the next scan would extend the
         block for anyway (KB_EXTEND_MIN core vectors out of it); False when the extension did not reach
         them (the block's budget), and the caller computes the rows itself."""
-        if not self.kb.on or self.kb.full or k1 - self.kb.filled < KB_EXTEND_MIN:
+        if not self.kb.on or self.kb.full or self.kb.rows or k1 - self.kb.filled < KB_EXTEND_MIN:
             return False
         self.kb.hv = tmp
         self.kb.hv_k0 = k0
@@ -638,12 +638,12 @@ cdef class FastMEBOps:
     def scan(self, idx, Py_ssize_t k, double d2_over):
         """The furthest candidate (first within a relative TIE of the maximum) and, for a full scan
         (idx None), its top-k beyond d2_over (refimpl.meb.MEBOps.scan)."""
-        # a block the budget stopped (kb.full) leaves the core vectors beyond it to exact sums over all of
-        # them, alpha = 0 or not; once those outnumber the support, the support's own scans cost less (10^6 x
-        # 784, the papers' stop rule: one panel of 128 core vectors fits, the tail held 2,029, the support
-        # 657 at 10^5: the in-memory fit took 60 s against 31 s read from zarr, whose scans use the support)
+        # a block the budget stopped (kb.full) leaves the core vectors beyond it to exact sums over all of them;
+        # once those outnumber the support, the support's scans cost less (10^6 x 784, the papers' stop rule: a
+        # panel fit, the tail held 2,029, the support 657: in memory 60 s, from zarr on the support's scans 31 s)
         if self.kb.on:
-            if not (self.kb.full and self.count_support() < self.size - self.kb.filled):
+            if not (self.kb.full and self.count_support() < self.size - self.kb.filled) \
+                    and (idx is not None or not self.kb.rows):  # (keyed by rows: full scans on the support)
                 if idx is not None:
                     return kb_scan_sample(self, np.ascontiguousarray(idx, dtype=np.intp), d2_over)
                 return full_scan(self, k, d2_over, True)

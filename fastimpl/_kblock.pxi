@@ -29,6 +29,19 @@
 # support scans).  The block and the inputs' squared norms are charged to the row cache's budget
 # (_cache.pxi: charge_block); the block stops growing when it would take more than KB_BUDGET_SHARE of
 # cache_size, and the scans then sum the core vectors beyond it exactly (the tail).
+#
+# Keyed by rows (row_block; the chunked fit's row buffer, corevector.chunked.ops): the engine's inputs are
+# slots that take a new row of a larger X with every window of draws, and only the drawn rows are ever in
+# memory, so no extension can reach every input.  The block then has one entry per row of that X (rows
+# installed in a slot by _RowInstall: the slot's row and squared norm), and each row remembers how many
+# core vectors its entries cover (rfill); a sampled scan first fills its candidates' rows up to the core
+# set (kb_fill_rows: the rows sorted by what they miss, one GEMM of GEMM_BLOCK gathered rows against the
+# core store's missing columns).  A row drawn again costs only the core vectors added since its last draw,
+# so the kernel work is the in-memory block's -- each row's value against each core vector computed once
+# -- where without the block every draw paid |S| d again (the fit draws every row about 4-5 times at
+# 10^5 x 784).  The screen, its bound and the exact recomputation are the same as above.
+
+from libc.stdlib cimport qsort
 
 cdef extern from "_kblock.h":
     void cv_fdot2(const float* v, const double* w, const double* a, Py_ssize_t n, double* s) noexcept nogil
@@ -126,6 +139,11 @@ cdef class _KBlock:
     cdef long long n_support        # scans that took the support's path instead (FastMEBOps.scan)
     cdef double* scratch            # the serial scans' scratch (kept: a fresh large malloc per scan is
     cdef Py_ssize_t scap            #   fresh zeroed pages from the kernel every time)
+    cdef bint rows                  # keyed by rows of a larger X (row_block): m is its rows, not the inputs
+    cdef int* rfill                 # ... row r's entries cover the core vectors [0, rfill[r])
+    cdef Py_ssize_t* srow           # ... the row each input (slot) holds
+    cdef Py_ssize_t nslots          # ... inputs (xsq and srow have one entry each)
+    cdef long long n_fill           # ... entries computed by kb_fill_rows (tests)
     cdef _Owned own
 
     def __cinit__(self):
@@ -134,6 +152,8 @@ cdef class _KBlock:
         owned_add(&self.own, <void**> &self.cabsv, sizeof(double))
         owned_add(&self.own, <void**> &self.panels, 0)
         owned_add(&self.own, <void**> &self.scratch, 0)
+        owned_add(&self.own, <void**> &self.rfill, 0)
+        owned_add(&self.own, <void**> &self.srow, 0)
 
     def __dealloc__(self):
         cdef Py_ssize_t j
@@ -146,6 +166,9 @@ cdef class _KBlock:
         """Bytes of the block and the inputs' squared norms (charged to the cache's budget)."""
         if not self.on:
             return 0
+        if self.rows:
+            return self.npanel * self.m * KB_PANEL * sizeof(float) + self.m * sizeof(int) \
+                + self.nslots * (sizeof(double) + sizeof(Py_ssize_t))
         return self.npanel * self.m * KB_PANEL * sizeof(float) + self.m * sizeof(double)
 
     cdef double* scratch_for(self, Py_ssize_t n) noexcept nogil:
@@ -159,15 +182,26 @@ cdef class _KBlock:
             self.scap = n
         return self.scratch
 
-    cdef void sums(self, const Py_ssize_t* rows, Py_ssize_t n, double* s0, double* s1) noexcept nogil:
-        """sum_row for the inputs rows[0:n], panel by panel (the next rows prefetched: cv_panel_sums)."""
+    cdef bint sums(self, const Py_ssize_t* rows, Py_ssize_t n, double* s0, double* s1) noexcept nogil:
+        """sum_row for the inputs rows[0:n], panel by panel (the next rows prefetched: cv_panel_sums); False
+        when out of memory (keyed by rows: the inputs' rows of X)."""
         cdef Py_ssize_t i, j
+        cdef Py_ssize_t* mapped = NULL
+        if self.rows and n > 0:
+            mapped = <Py_ssize_t*> malloc(n * sizeof(Py_ssize_t))
+            if mapped == NULL:
+                return False
+            for i in range(n):
+                mapped[i] = self.srow[rows[i]]
+            rows = mapped
         for i in range(n):
             s0[i] = 0.0
             s1[i] = 0.0
         for j in range((self.filled + KB_PANEL - 1) // KB_PANEL):
             cv_panel_sums(self.panels[j], KB_PANEL, rows, n, &self.coef[j * KB_PANEL], &self.cabsv[j * KB_PANEL],
                           min(KB_PANEL, self.filled - j * KB_PANEL), s0, s1)
+        free(mapped)
+        return True
 
     cdef inline void sum_row(self, Py_ssize_t p, double* s) noexcept nogil:
         """s[0] = sum_{t < filled} coef_t k(x_p, c_t) and s[1] = sum_{t < filled} |coef_t| k(x_p, c_t) from
@@ -175,6 +209,8 @@ cdef class _KBlock:
         cdef Py_ssize_t j, w
         s[0] = 0.0
         s[1] = 0.0
+        if self.rows:
+            p = self.srow[p]
         for j in range((self.filled + KB_PANEL - 1) // KB_PANEL):
             w = min(KB_PANEL, self.filled - j * KB_PANEL)
             cv_fdot2(&self.panels[j][p * KB_PANEL], &self.coef[j * KB_PANEL], &self.cabsv[j * KB_PANEL], w, s)
@@ -274,6 +310,8 @@ cdef void kb_extend(FastMEBOps ops, Py_ssize_t upto) noexcept nogil:
     inputs, the tiles in parallel where the work pays for a second thread."""
     cdef Py_ssize_t ntile = (ops.kb.m + KB_TILE - 1) // KB_TILE, c, lo = ops.kb.filled
     cdef double* tmp
+    if ops.kb.rows:   # (keyed by rows: its rows are filled when drawn, kb_fill_rows)
+        return
     while ops.kb.npanel * KB_PANEL < upto and _kb_new_panel(ops):
         pass
     upto = min(upto, ops.kb.npanel * KB_PANEL)
@@ -332,13 +370,15 @@ cdef bint _kb_screen_sums(FastMEBOps ops, const Py_ssize_t* rows, Py_ssize_t n, 
     cdef double* b
     cdef bint failed = False
     if not par or nchunk < 2 or n * ops.size < KB_SAMPLE_PARALLEL_MIN:
-        ops.kb.sums(rows, n, s0, s1)
+        if not ops.kb.sums(rows, n, s0, s1):
+            return False
         kb_exact(ops, rows, n, ops.kb.filled, s0, buf)
         return True
     for c in prange(nchunk, schedule="dynamic"):
         lo = c * KB_SUM_CHUNK
         hi = min(lo + KB_SUM_CHUNK, n)
-        ops.kb.sums(&rows[lo], hi - lo, &s0[lo], &s1[lo])
+        if not ops.kb.sums(&rows[lo], hi - lo, &s0[lo], &s1[lo]):
+            failed = True
         if tail > 0:
             b = <double*> malloc(bufsize * sizeof(double))
             if b == NULL:
@@ -416,14 +456,18 @@ cdef object kb_scan_sample(FastMEBOps ops, cnp.ndarray[Py_ssize_t, ndim=1, mode=
         # the tail costs cnt (size - filled) d per scan, its extension m (size - filled) d once: extend
         # once KB_EXTEND_MIN core vectors are out, or once the scans since the last extension have paid
         # as much for a smaller tail as its extension costs (rent or buy: at most twice the cheaper one)
-        if ops.size - kb.filled >= KB_EXTEND_MIN or (ops.size > kb.filled and kb.tail_cands + cnt >= kb.m):
+        # (keyed by rows: the candidates' rows are filled up to the core set, as far as the budget allows)
+        ok = True
+        if kb.rows:
+            ok = kb_fill_rows(ops, &idx[0], cnt)
+        elif ops.size - kb.filled >= KB_EXTEND_MIN or (ops.size > kb.filled and kb.tail_cands + cnt >= kb.m):
             kb_extend(ops, ops.size)
         if ops.size > kb.filled:
             kb.tail_cands += cnt
         kb_weights(ops)
         marg = ops.margin()
         err = kb_fixed_err(ops, marg)
-        buf = kb.scratch_for(bufsize + 4 * cnt)
+        buf = kb.scratch_for(bufsize + 4 * cnt) if ok else NULL
         ok = buf != NULL
         if ok:
             ix = <Py_ssize_t*> &buf[bufsize + 2 * cnt]
@@ -462,3 +506,132 @@ cdef Py_ssize_t kb_chunk(FastMEBOps ops, _FullScan* fs, Py_ssize_t c, double mar
     free(buf)
     free(rows)
     return again
+
+
+# ---------------------------------------------------------------------------------- keyed by rows (row_block)
+cdef int _cmp_key(const void* a, const void* b) noexcept nogil:
+    cdef long long x = (<const long long*> a)[0], y = (<const long long*> b)[0]
+    return (x > y) - (x < y)
+
+
+cdef inline Py_ssize_t _key_index(long long key) noexcept nogil:
+    return <Py_ssize_t> (key - ((key >> 32) << 32))
+
+
+cdef bint _kb_fill_group(FastMEBOps ops, const long long* key, Py_ssize_t a, Py_ssize_t b, const Py_ssize_t* slots,
+                         Py_ssize_t F) noexcept nogil:
+    """The entries of the rows of candidates key[a:b] (sorted by what they cover: key = rfill << 32 | i) for
+    the core vectors [rfill, F): one GEMM of the gathered rows against the core store's columns from the
+    smallest rfill.  False when out of memory."""
+    cdef Py_ssize_t nb = b - a, lo = <Py_ssize_t> (key[a] >> 32), w = F - lo, d = ops.d, j, q, r, t, f0
+    cdef double* xs = <double*> malloc((nb * d + nb + nb * w) * sizeof(double))
+    cdef double* sq
+    cdef double* tmp
+    if xs == NULL:
+        return False
+    sq = &xs[nb * d]
+    tmp = &sq[nb]
+    for j in range(nb):
+        q = slots[_key_index(key[a + j])]
+        memcpy(&xs[j * d], &ops.X[q, 0], d * sizeof(double))
+        sq[j] = ops.kb.xsq[q]
+    ops.core.block(xs, nb, d, sq, sq, lo, F, tmp, w)
+    for j in range(nb):
+        r = ops.kb.srow[slots[_key_index(key[a + j])]]
+        f0 = <Py_ssize_t> (key[a + j] >> 32)
+        for t in range(f0, F):
+            ops.kb.panels[t // KB_PANEL][r * KB_PANEL + t % KB_PANEL] = <float> tmp[j * w + t - lo]
+    free(xs)
+    return True
+
+
+cdef bint kb_fill_rows(FastMEBOps ops, const Py_ssize_t* slots, Py_ssize_t n) noexcept nogil:
+    """Keyed by rows: the block's entries of the rows in the inputs slots[0:n] for the core vectors
+    [0, filled), filled = the core set as far as the budget allows (new panels first): each row from the
+    core vector its entries reach, in groups of GEMM_BLOCK rows of similar reach, in parallel where the
+    work pays for a second thread.  A row drawn twice is filled once.  False when out of memory."""
+    cdef Py_ssize_t F, i, k = 0, r, g, ng, nfail = 0
+    cdef long long work = 0
+    cdef long long* key
+    while ops.kb.npanel * KB_PANEL < ops.size and _kb_new_panel(ops):
+        pass
+    F = min(ops.size, ops.kb.npanel * KB_PANEL)
+    ops.kb.filled = F
+    if n == 0 or F == 0:
+        return True
+    key = <long long*> malloc(n * sizeof(long long))
+    if key == NULL:
+        return False
+    for i in range(n):
+        r = ops.kb.srow[slots[i]]
+        if ops.kb.rfill[r] < F:
+            key[k] = ((<long long> ops.kb.rfill[r]) << 32) | i
+            work += F - ops.kb.rfill[r]
+            ops.kb.rfill[r] = <int> F   # (claimed: a candidate drawn twice in the sample is filled once)
+            k += 1
+    qsort(key, k, sizeof(long long), _cmp_key)
+    ng = (k + GEMM_BLOCK - 1) // GEMM_BLOCK
+    for g in prange(ng, schedule="dynamic", use_threads_if=work * ops.d >= KB_PARALLEL_MIN_WORK and ng > 1):
+        if not _kb_fill_group(ops, key, g * GEMM_BLOCK, min(k, (g + 1) * GEMM_BLOCK), slots, F):
+            nfail += 1
+    free(key)
+    ops.kb.n_fill += work
+    ops.n_eval += work
+    return nfail == 0
+
+
+@cython.final
+cdef class _RowInstall:
+    """``install(slots, rows)``: the engine's inputs ``slots`` now hold these rows of X (their coordinates
+    are in place): the block's row of each slot and its squared norm (row_block)."""
+    cdef FastMEBOps ops
+
+    @property
+    def fills(self):
+        """The block's entries computed so far (rows x core vectors; each at most once)."""
+        return int(self.ops.kb.n_fill)
+
+    def __call__(self, slots, rows):
+        cdef cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] q = np.ascontiguousarray(slots, dtype=np.intp)
+        cdef cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] r = np.ascontiguousarray(rows, dtype=np.intp)
+        cdef FastMEBOps ops = self.ops
+        cdef Py_ssize_t i, n = q.shape[0]
+        if r.shape[0] != n:
+            raise ValueError("one row for each slot")
+        for i in range(n):
+            if not (0 <= q[i] < ops.kb.nslots and 0 <= r[i] < ops.kb.m):
+                raise IndexError(f"slot {q[i]} or row {r[i]} out of range")
+        with nogil:
+            for i in range(n):
+                ops.kb.srow[q[i]] = r[i]
+                ops.kb.xsq[q[i]] = point_sq(&ops.X[q[i], 0], ops.d)
+
+
+def row_block(FastMEBOps ops, Py_ssize_t m, double max_sq):
+    """Turn on the scans' kernel block keyed by the rows of an X of m rows that the engine's inputs (slots)
+    hold in turn (see the top of this file): the chunked fit's row buffer.  ``max_sq`` bounds every row's
+    squared norm (the block's error bound, kb_bound).  Returns the installer (_RowInstall) to call whenever
+    slots take new rows, or None where the block does not apply (as kb_setup decides, for m rows)."""
+    cdef _KBlock kb = ops.kb
+    cdef _RowInstall inst
+    if kb.on or ops.sparse or ops.mirror or not k_is_gaussian(&ops.K) or KB_POLICY < 0 or m <= 0 or ops.m == 0:
+        return None
+    if KB_POLICY == 0 and (ops.d < BLAS_MIN_D or m * ops.d < KB_MIN_WORK):
+        return None
+    if m * KB_PANEL * sizeof(float) + m * sizeof(int) + ops.m * (sizeof(double) + sizeof(Py_ssize_t)) \
+            > KB_BUDGET_SHARE * ops.cache.budget * sizeof(double):
+        return None
+    kb.xsq = <double*> calloc(ops.m, sizeof(double))
+    kb.srow = <Py_ssize_t*> calloc(ops.m, sizeof(Py_ssize_t))
+    kb.rfill = <int*> calloc(m, sizeof(int))
+    if kb.xsq == NULL or kb.srow == NULL or kb.rfill == NULL:
+        raise MemoryError("kernel block")
+    kb.m = m
+    kb.nslots = ops.m
+    kb.rows = True
+    kb_bound(ops, max_sq)
+    kb.on = True
+    ops.screens.fin_scale = _finish_scale(ops)
+    inst = _RowInstall()
+    inst.ops = ops
+    return inst

@@ -424,9 +424,10 @@ def test_a_failed_read_of_draws_raises_its_own_error(stores, monkeypatch):
 def test_high_dimensional_fits_are_the_in_memory_fits(tmp_path, kind):
     """From BLAS_MIN_D = 16 coordinates on, the in-memory engine screens its scans through a kernel block
     computed once per input; the chunked fit's row buffer takes new rows into its slots, so its engine must
-    not (with the block it kept each slot's first values and stopped at 5 iterations with 387 core vectors
-    instead of 33 and 929, test accuracy 78% against 99.6%, on generated Fashion-MNIST).  Same core set;
-    alpha within BLAS's rounding (its blocks start elsewhere), the certificate within the bound."""
+    not keep values by slot (with the in-memory block it kept each slot's first values and stopped at 5
+    iterations with 387 core vectors instead of 33 and 929, test accuracy 78% against 99.6%, on generated
+    Fashion-MNIST): its block is keyed by X's rows (fastimpl row_block).  Same core set; alpha within BLAS's
+    rounding (its blocks start elsewhere), the certificate within the bound."""
     rng = np.random.default_rng(3)
     m, d = 4000, 128   # m d above the block's threshold (fastimpl KB_MIN_WORK)
     y = np.where(rng.random(m) < 0.5, 1, -1)
@@ -445,6 +446,63 @@ def test_high_dimensional_fits_are_the_in_memory_fits(tmp_path, kind):
     assert np.array_equal(a.predict(X), b.predict(Xc))
     a, b = CVDD(random_state=0).fit(X.astype(np.float64)), CVDD(random_state=0).fit(Xc)  # the one-class MEB
     assert a.n_iter_ > 5 and np.array_equal(a.core_set_, b.core_set_)
+
+
+@pytest.mark.parametrize("chunk_rows, cache_mb, parallel", [(512, 1000, False), (300, 1000, True), (300, 4, False)])
+def test_wide_chunked_scans_run_through_a_block_keyed_by_rows(tmp_path, monkeypatch, chunk_rows, cache_mb, parallel):
+    """The chunked fit's sampled scans at d >= 16 run through the kernel block keyed by X's rows: each row's
+    value against each core vector is computed at most once in the fit, however often the row is drawn (the
+    in-memory block's work; without it every draw paid the whole core set), and the decisions stay the exact
+    scan's: the in-memory fit's core set.  Chunks of 512 rows and of 300 (the last one partial, the stashes'
+    and windows' rows straddling them); the block's fills in parallel groups; a cache of 3 MB, whose block
+    holds one panel of 128 core vectors and leaves the rest to the exact tail.  (Without the block the scans
+    here paid about 8,900 draws x the core set.)"""
+    from fastimpl._engine import _set_block_parallel_min_work
+    rng = np.random.default_rng(5)
+    m, d = 5000, 96   # m d above the block's threshold (fastimpl KB_MIN_WORK)
+    y = np.where(rng.random(m) < 0.5, 1, -1)
+    X = (rng.normal(size=(m, d)) + 0.15 * y[:, None] * rng.normal(size=d)).astype(np.float32)
+    Xc = zarr.open_array(str(tmp_path / "x.zarr"), mode="w", shape=X.shape, chunks=(chunk_rows, d), dtype="f4")
+    Xc[:] = X
+    old = _set_block_parallel_min_work(0 if parallel else 2**62)
+    try:
+        a = CVMClassifier(cache_size=cache_mb, random_state=0).fit(X.astype(np.float64), y)
+        del chunked_ops.STATS[:]
+        b = CVMClassifier(cache_size=cache_mb, random_state=0).fit(Xc, y)
+    finally:
+        _set_block_parallel_min_work(old)
+    st = chunked_ops.STATS[-1]
+    n_core = len(b.core_set_)
+    assert a.n_iter_ > 5 and np.array_equal(a.core_set_, b.core_set_)
+    np.testing.assert_allclose(b.dual_coef_, a.dual_coef_, rtol=1e-9, atol=1e-12 * np.abs(a.dual_coef_).max())
+    assert b.certified_ratio_ <= (1 + 0.01) ** 2 and abs(b.certified_ratio_ - a.certified_ratio_) < 1e-9
+    # the draws visit rows again (more positions than rows), and each row's entries are computed once
+    assert st["positions"] > m and n_core > 128
+    held = min(n_core, 128) if cache_mb < 10 else n_core
+    assert 0 < st["block_fills"] <= m * held
+    # a 4 MB cache: 0.75 of it holds one panel of 5,000 x 128 floats (2.4 MB), not two
+    assert (st["block_fills"] <= m * 128) == (cache_mb < 10)
+
+
+def test_row_block_applies_where_the_in_memory_block_does():
+    """row_block turns the block on for a Gaussian kernel on dense rows from BLAS_MIN_D coordinates on and
+    gives None elsewhere (the reference has none): the support's scans then run, as in memory."""
+    from refimpl.cvm import two_class_problem
+    from refimpl.kernels import make_kernel_spec
+    fast, ref = numerics("fast"), numerics("ref")
+    assert ref.row_block is None
+    rng = np.random.default_rng(0)
+    for d, kernel, want in ((96, "rbf", True), (8, "rbf", False), (96, "linear", False)):
+        X = rng.normal(size=(50, d))
+        y = np.where(rng.random(50) < 0.5, 1, -1)
+        p = two_class_problem(X, y, make_kernel_spec(X, kernel, gamma=0.01), C=1.0)
+        ops = fast.meb_ops(p, 2**28, kernel_block=False)
+        inst = fast.row_block(ops, 100_000, float((X ** 2).sum(axis=1).max()))
+        assert (inst is not None) == want
+        if want:
+            assert ops.block_state()[0] and inst.fills == 0
+            with pytest.raises(IndexError):
+                inst([0], [100_000])
 
 
 @settings(max_examples=40, deadline=None)

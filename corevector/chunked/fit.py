@@ -51,6 +51,8 @@ def fit_meb(impl):
         state = getattr(made[0].local, "memory_state", None)
         if state is not None:
             made[0].stats["engine_peak_bytes"] = int(state().peak)
+        # the scans' kernel block keyed by X's rows (None: the scans ran on the support), its entries computed
+        made[0].stats["block_fills"] = None if made[0]._install is None else made[0]._install.fills
         rows, values = made[0].core_rows()
         problem.X.source.remember(problem.X.source_rows(rows), values)
         return result

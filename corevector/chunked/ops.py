@@ -160,14 +160,18 @@ class ChunkedMEBOps:
         if self.lpdiag is not None:
             self.lpdiag[0] = float(np.max(problem.point_diag))
         local = _local_problem(problem, self.buf, self.lsign, self.loffset, self.lpdiag)
-        engine = numerics(self.impl).meb_ops
+        num = numerics(self.impl)
         if self.impl == "fast":
-            # no kernel block: it would keep each slot's first row's squared norm and kernel values (at d >= 16
-            # every fit's scans read stale values of the rows installed later: 78% test accuracy instead of
-            # 99.6% on generated Fashion-MNIST, 10^5 x 784)
-            self.local = engine(local, int(cache_size), kernel_block=False)
+            # not the in-memory kernel block, which keeps each input's values from its first row (at d >= 16 the
+            # scans read stale values of the rows installed in a slot later: 78% test accuracy instead of 99.6%
+            # on generated Fashion-MNIST, 10^5 x 784), but the block keyed by X's rows: a slot's row is told
+            # to it whenever the slot takes one (_alloc_many), and a row drawn again costs only the core
+            # vectors added since its last draw, as an in-memory input does
+            self.local = num.meb_ops(local, int(cache_size), kernel_block=False)
         else:
-            self.local = engine(local, int(cache_size))
+            self.local = num.meb_ops(local, int(cache_size))
+        # (before the slots' maxima above are cleared: the block's finishing bound reads them)
+        self._install = None if num.row_block is None else num.row_block(self.local, self.m, self._max_sq(X))
         self.buf[:2] = 0.0
         if self.loffset is not None:
             self.loffset[0] = 0.0
@@ -209,6 +213,15 @@ class ChunkedMEBOps:
         STATS.append(self.stats)
         del STATS[:-100]
 
+    @staticmethod
+    def _max_sq(X):
+        """A bound on every row's squared norm, from the box of the validation pass (the kernel block's error
+        bound)."""
+        if X.shape[1] == 0 or X.shape[0] == 0:
+            return 0.0
+        lo, hi = (np.asarray(b, dtype=np.float64) for b in X.box)
+        return float(np.sum(np.maximum(lo * lo, hi * hi)))
+
     def __del__(self):
         pool = getattr(self, "pool", None)
         if pool is not None:
@@ -228,6 +241,8 @@ class ChunkedMEBOps:
                                "a smaller C or a larger eps keeps it smaller")
         qs = self.slots.claim(rows)
         self.buf[qs] = values
+        if self._install is not None:
+            self._install(qs, rows)
         if self.lsign is not None:
             self.lsign[qs] = self.problem.sign[rows]
         if self.loffset is not None:
