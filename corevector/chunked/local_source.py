@@ -160,7 +160,7 @@ class LocalSource(Source):
         at = 0
         # (the generator first in zip: its last release runs)
         for block, (_, loc) in zip(self._blocks([b for b, _ in parts]), parts):
-            out[at:at + len(loc)] = block[loc]
+            np.take(block, loc, axis=0, out=out[at:at + len(loc)])  # (no gathered copy of its own)
             at += len(loc)
         return out
 

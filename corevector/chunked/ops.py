@@ -345,7 +345,8 @@ class ChunkedMEBOps:
         the pool runs its tasks in order); stashes wholly before the window are done with."""
         while self.stashes and self.stashes[0][1] <= start:
             self.stashes.pop(0)
-        out = np.empty((len(rows), self.d))
+        # (in the stash's dtype: the one conversion to float64 is the copy into the row buffer, _alloc_many)
+        out = None
         left = np.ones(len(rows), dtype=bool)
         for s0, s1, srows, svals in self.stashes:
             if s0 >= end or not left.any():
@@ -354,15 +355,20 @@ class ChunkedMEBOps:
                 raise svals
             p, hit = positions_in(srows, rows)
             hit &= left
-            if hit.any():
+            if hit.all():  # one stash holds the whole window (the usual case): no masked copy
+                with phase("read-ahead"):
+                    out = svals.pick(p)
+            elif hit.any():
+                if out is None:
+                    out = np.empty((len(rows), self.d), dtype=self.stash_dtype)
                 with phase("read-ahead"):
                     out[hit] = svals.pick(p[hit])
-                if svals.remote:
-                    self._count(sent_bytes=int(hit.sum()) * self.sent_row)
+            if hit.any() and svals.remote:
+                self._count(sent_bytes=int(hit.sum()) * self.sent_row)
             left &= ~hit
         if left.any():
             raise RuntimeError("a window of draws was not covered by the rows read ahead (corevector.chunked.ops)")
-        return out
+        return out if out is not None else np.zeros((0, self.d), dtype=self.stash_dtype)
 
     def _land(self, wait):
         """Install the window on its way (waiting for it if ``wait``); True if one was installed."""
@@ -377,7 +383,9 @@ class ChunkedMEBOps:
         # a row another path fetched meanwhile keeps its slot
         qs = self.slots.lookup(need)
         new = qs < 0
-        if new.any():
+        if new.all():
+            qs = self._alloc_many(need, vals)
+        elif new.any():
             qs[new] = self._alloc_many(need[new], vals[new])
         self.refs[qs] += 1
         self.windows.append((start, end, rows))
