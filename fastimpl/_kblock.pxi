@@ -518,12 +518,13 @@ cdef inline Py_ssize_t _key_index(long long key) noexcept nogil:
     return <Py_ssize_t> (key - ((key >> 32) << 32))
 
 
-cdef bint _kb_fill_group(FastMEBOps ops, const long long* key, Py_ssize_t a, Py_ssize_t b, const Py_ssize_t* slots,
-                         Py_ssize_t F) noexcept nogil:
-    """The entries of the rows of candidates key[a:b] (sorted by what they cover: key = rfill << 32 | i) for
-    the core vectors [rfill, F): one GEMM of the gathered rows against the core store's columns from the
-    smallest rfill.  False when out of memory."""
-    cdef Py_ssize_t nb = b - a, lo = <Py_ssize_t> (key[a] >> 32), w = F - lo, d = ops.d, j, q, r, t, f0
+cdef bint _kb_fill_group(FastMEBOps ops, const long long* key, Py_ssize_t a, Py_ssize_t b, const double* X,
+                         const Py_ssize_t* xi, const double* xsq, const Py_ssize_t* br, Py_ssize_t F) noexcept nogil:
+    """The entries of the rows of candidates key[a:b] (sorted by what they cover: key = rfill << 32 | i;
+    candidate i: coordinates X[xi[i] d ...], squared norm xsq[xi[i]], block row br[i]) for the core vectors
+    [rfill, F): one GEMM of the gathered rows against the core store's columns from the smallest rfill.
+    False when out of memory."""
+    cdef Py_ssize_t nb = b - a, lo = <Py_ssize_t> (key[a] >> 32), w = F - lo, d = ops.d, j, i, r, t, f0
     cdef double* xs = <double*> malloc((nb * d + nb + nb * w) * sizeof(double))
     cdef double* sq
     cdef double* tmp
@@ -532,12 +533,12 @@ cdef bint _kb_fill_group(FastMEBOps ops, const long long* key, Py_ssize_t a, Py_
     sq = &xs[nb * d]
     tmp = &sq[nb]
     for j in range(nb):
-        q = slots[_key_index(key[a + j])]
-        memcpy(&xs[j * d], &ops.X[q, 0], d * sizeof(double))
-        sq[j] = ops.kb.xsq[q]
+        i = _key_index(key[a + j])
+        memcpy(&xs[j * d], &X[xi[i] * d], d * sizeof(double))
+        sq[j] = xsq[xi[i]]
     ops.core.block(xs, nb, d, sq, sq, lo, F, tmp, w)
     for j in range(nb):
-        r = ops.kb.srow[slots[_key_index(key[a + j])]]
+        r = br[_key_index(key[a + j])]
         f0 = <Py_ssize_t> (key[a + j] >> 32)
         for t in range(f0, F):
             ops.kb.panels[t // KB_PANEL][r * KB_PANEL + t % KB_PANEL] = <float> tmp[j * w + t - lo]
@@ -545,39 +546,63 @@ cdef bint _kb_fill_group(FastMEBOps ops, const long long* key, Py_ssize_t a, Py_
     return True
 
 
-cdef bint kb_fill_rows(FastMEBOps ops, const Py_ssize_t* slots, Py_ssize_t n) noexcept nogil:
-    """Keyed by rows: the block's entries of the rows in the inputs slots[0:n] for the core vectors
-    [0, filled), filled = the core set as far as the budget allows (new panels first): each row from the
-    core vector its entries reach, in groups of GEMM_BLOCK rows of similar reach, in parallel where the
-    work pays for a second thread.  A row drawn twice is filled once.  False when out of memory."""
-    cdef Py_ssize_t F, i, k = 0, r, g, ng, nfail = 0
-    cdef long long work = 0
-    cdef long long* key
+cdef Py_ssize_t _kb_grow(FastMEBOps ops) noexcept nogil:
+    """Keyed by rows: panels for the core set as far as the budget allows; the core vectors the block holds."""
     while ops.kb.npanel * KB_PANEL < ops.size and _kb_new_panel(ops):
         pass
-    F = min(ops.size, ops.kb.npanel * KB_PANEL)
-    ops.kb.filled = F
+    ops.kb.filled = min(ops.size, ops.kb.npanel * KB_PANEL)
+    return ops.kb.filled
+
+
+cdef bint _kb_fill(FastMEBOps ops, const double* X, const Py_ssize_t* xi, const double* xsq, const Py_ssize_t* br,
+                   Py_ssize_t n) noexcept nogil:
+    """Keyed by rows: the entries of block rows br[0:n] (coordinates and squared norms as _kb_fill_group reads
+    them) for the core vectors [0, filled): each row from the core vector its entries reach, in groups of
+    GEMM_BLOCK rows of similar reach, in parallel where the work pays for a second thread.  A row given twice
+    is filled once.  False when out of memory."""
+    cdef Py_ssize_t F = ops.kb.filled, i, k = 0, r, g, ng, nfail = 0
+    cdef long long work = 0
+    cdef long long* key
     if n == 0 or F == 0:
         return True
     key = <long long*> malloc(n * sizeof(long long))
     if key == NULL:
         return False
     for i in range(n):
-        r = ops.kb.srow[slots[i]]
+        r = br[i]
         if ops.kb.rfill[r] < F:
             key[k] = ((<long long> ops.kb.rfill[r]) << 32) | i
             work += F - ops.kb.rfill[r]
-            ops.kb.rfill[r] = <int> F   # (claimed: a candidate drawn twice in the sample is filled once)
+            ops.kb.rfill[r] = <int> F   # (claimed: a row given twice is filled once)
             k += 1
     qsort(key, k, sizeof(long long), _cmp_key)
     ng = (k + GEMM_BLOCK - 1) // GEMM_BLOCK
     for g in prange(ng, schedule="dynamic", use_threads_if=work * ops.d >= KB_PARALLEL_MIN_WORK and ng > 1):
-        if not _kb_fill_group(ops, key, g * GEMM_BLOCK, min(k, (g + 1) * GEMM_BLOCK), slots, F):
+        if not _kb_fill_group(ops, key, g * GEMM_BLOCK, min(k, (g + 1) * GEMM_BLOCK), X, xi, xsq, br, F):
             nfail += 1
     free(key)
     ops.kb.n_fill += work
     ops.n_eval += work
     return nfail == 0
+
+
+cdef bint kb_fill_rows(FastMEBOps ops, const Py_ssize_t* slots, Py_ssize_t n) noexcept nogil:
+    """Keyed by rows: the rows the inputs slots[0:n] hold, filled up to the core set as far as the budget
+    allows (_kb_fill).  False when out of memory."""
+    cdef Py_ssize_t i
+    cdef Py_ssize_t* br
+    cdef bint ok
+    _kb_grow(ops)
+    if n == 0:
+        return True
+    br = <Py_ssize_t*> malloc(n * sizeof(Py_ssize_t))
+    if br == NULL:
+        return False
+    for i in range(n):
+        br[i] = ops.kb.srow[slots[i]]
+    ok = _kb_fill(ops, &ops.X[0, 0], slots, ops.kb.xsq, br, n)
+    free(br)
+    return ok
 
 
 @cython.final
@@ -590,6 +615,63 @@ cdef class _RowInstall:
     def fills(self):
         """The block's entries computed so far (rows x core vectors; each at most once)."""
         return int(self.ops.kb.n_fill)
+
+    def expansion(self, X, rows):
+        """(ka, err) for the rows ``rows`` of X (their coordinates: X, float64): ka_i = sum_t alpha_t s_t
+        k(x_i, c_t) over the core set, within err of kernel_expansion's sums over the support -- the screened
+        expansion of a chunked fit's full scans in this process (corevector.chunked.scans.scan_block).  The
+        rows' block entries are filled first from these coordinates (a certificate fills every row), the core
+        vectors beyond the block are summed in double; err covers the block's values (rho, kb_bound), the
+        tail's and the exact path's roundings of the kernel values (the same bound) and of both sums."""
+        cdef FastMEBOps ops = self.ops
+        cdef cnp.ndarray[double, ndim=2, mode="c"] x = np.ascontiguousarray(X, dtype=np.float64)
+        cdef cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] r = np.ascontiguousarray(rows, dtype=np.intp)
+        cdef Py_ssize_t n = x.shape[0], i, t, F, lo, nb, w, nfail = 0, d = ops.d
+        cdef cnp.ndarray[double, ndim=1, mode="c"] ka = np.zeros(n)
+        cdef cnp.ndarray[double, ndim=1, mode="c"] s1 = np.zeros(n)
+        cdef cnp.ndarray[double, ndim=1, mode="c"] sq = np.empty(n)
+        cdef cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] xi = np.arange(n, dtype=np.intp)
+        cdef double smax = 0.0, k
+        cdef double* tmp
+        if x.shape[1] != d or r.shape[0] != n:
+            raise ValueError("rows of the engine's width, one index each")
+        if n and (r.min() < 0 or r.max() >= ops.kb.m):
+            raise IndexError("row out of range")
+        if n == 0 or ops.size == 0:
+            return ka, 0.0
+        with nogil:
+            F = _kb_grow(ops)
+            kb_weights(ops)
+            for i in range(n):
+                sq[i] = point_sq(&x[i, 0], d)
+            if not _kb_fill(ops, &x[0, 0], &xi[0], &sq[0], &r[0], n):
+                nfail = 1
+            for t in range((F + KB_PANEL - 1) // KB_PANEL):
+                cv_panel_sums(ops.kb.panels[t], KB_PANEL, &r[0], n, &ops.kb.coef[t * KB_PANEL],
+                              &ops.kb.cabsv[t * KB_PANEL], min(KB_PANEL, F - t * KB_PANEL), &ka[0], &s1[0])
+            if ops.size > F:   # the tail, in double: GEMM_BLOCK rows at a time against the core store
+                w = ops.size - F
+                tmp = <double*> malloc(GEMM_BLOCK * w * sizeof(double))
+                if tmp == NULL:
+                    nfail = 1
+                else:
+                    lo = 0
+                    while lo < n:
+                        nb = min(GEMM_BLOCK, n - lo)
+                        ops.core.block(&x[lo, 0], nb, d, &sq[lo], &sq[lo], F, ops.size, tmp, w)
+                        for i in range(nb):
+                            for t in range(w):
+                                k = tmp[i * w + t]
+                                ka[lo + i] += ops.kb.coef[F + t] * k
+                                s1[lo + i] += ops.kb.cabsv[F + t] * k
+                        lo += nb
+                    free(tmp)
+                    ops.n_eval += n * w
+            for i in range(n):
+                smax = max(smax, s1[i])
+        if nfail:
+            raise MemoryError("kernel block")
+        return ka, ops.kb.rho * smax + 8.0 * DBL_EPSILON * (ops.size + 1) * ops.kb.cabs
 
     def __call__(self, slots, rows):
         cdef cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] q = np.ascontiguousarray(slots, dtype=np.intp)

@@ -505,6 +505,51 @@ def test_row_block_applies_where_the_in_memory_block_does():
                 inst([0], [100_000])
 
 
+def test_row_block_expansion_is_within_its_bound():
+    """The full scans of blocks read in the caller screen through the fit's kernel block keyed by rows
+    (row_block's ``expansion``): its sums are within their stated bound of kernel_expansion's exact sums
+    over the support, row by row, with the block's budget holding every core vector or one panel of them
+    (the rest summed in double); the rows' entries are filled from the coordinates given, each once: a
+    second scan after more core vectors joined computes only theirs."""
+    from fastimpl._engine import _set_block_min_work, kernel_expansion
+    from refimpl.cvm import two_class_problem
+    from refimpl.kernels import make_kernel_spec
+    fast = numerics("fast")
+    rng = np.random.default_rng(2)
+    m, d = 3000, 40
+    y = np.where(rng.random(m) < 0.5, 1, -1)
+    X = rng.normal(size=(m, d)) + 0.2 * y[:, None]
+    spec = make_kernel_spec(X, "rbf", gamma="scale")
+    for cache in (2**28, int(2.5 * 2**20)):   # every core vector in the block, or one panel of 128
+        p = two_class_problem(X, y, spec, C=1.0)
+        ops = fast.meb_ops(p, cache, kernel_block=False)
+        old = _set_block_min_work(0)   # (m d is below the threshold of policy 0)
+        try:
+            inst = fast.row_block(ops, m, float((X ** 2).sum(axis=1).max()))
+        finally:
+            _set_block_min_work(old)
+        inst(np.arange(m), np.arange(m))   # slot q holds row q
+        ops.start(0, 1)
+        sizes, fills = [], []
+        for batch in (np.arange(2, 150), np.arange(150, 300)):
+            ops.add(batch.tolist())
+            ops.solve(1e-6, "smo", ops.step_bound())
+            core, alpha = ops.core_set(), ops.weights()
+            sv = alpha > 0
+            coef = alpha[sv] * y[core[sv]]
+            rows = rng.choice(m, 700, replace=False)
+            ka, err = inst.expansion(X[rows], rows)
+            exact = kernel_expansion(spec, X[core[sv]], coef, X[rows])
+            assert 0 < err < 1e-6 * np.abs(coef).sum() and np.all(np.abs(ka - exact) <= err)
+            sizes.append(len(core))
+            fills.append(inst.fills)
+        held = [min(n, 128) if cache < 2**26 else n for n in sizes]
+        assert fills[0] == 700 * held[0]
+        # the second scan's rows: 700 again, some of them filled already (up to the first core set)
+        assert 700 * (held[1] - held[0]) <= fills[1] - fills[0] <= 700 * held[1]
+        assert ops.block_state()[1] == held[1]
+
+
 @settings(max_examples=40, deadline=None)
 @given(d=st.integers(1, 6), nsv=st.integers(1, 60), log_gamma=st.floats(-3, 1.5), scale=st.floats(0.1, 10.0),
        policy=st.sampled_from([-1, 0, 1]), seed=st.integers(0, 2**31 - 1))

@@ -51,6 +51,7 @@ from refimpl.problem import MEBProblem
 from refimpl.simplex_qp import TIE
 
 from ..numerics import numerics
+from .local_source import LocalSource
 from .row_slots import RowSlots, positions_in, unique_rows
 from .scans import best_of, furthest_block, merge_scans, scan_block
 from .source import phase
@@ -516,7 +517,10 @@ class ChunkedMEBOps:
                     has_offset=p.offset is not None, mirror=self.mirror, m=self.m,
                     core=core[order], core_alpha=alpha[order], k=k, over=d2_over,
                     # every row's box, for the block scans' screens (scans.scan_block)
-                    box=tuple(np.asarray(b, dtype=np.float64) for b in self.X.box))
+                    box=tuple(np.asarray(b, dtype=np.float64) for b in self.X.box),
+                    # blocks read here, one after another: their scans screen through the fit's kernel block
+                    # (and fill it); not on workers, nor in the local scheduler's threads
+                    row_block=self._install if isinstance(self.X.source, LocalSource) else None)
 
     def _scan_all(self, k, d2_over):
         # the driver's certificate is the one full scan with no threshold

@@ -6,7 +6,8 @@ violators: a few hundred bytes, whatever the block's size.  The values are forme
 own kernel routine (``kernel_expansion`` of :func:`corevector.numerics.numerics`, or
 ``refimpl.kernels.kernel_block``) and its finishing arithmetic, term by term, so they match the in-memory
 scan's.  The compiled path screens first, as the in-memory scans do (``screened_expansion``: the float exp or
-Taylor screen at d < 16),
+Taylor screen at d < 16; at d >= 16, for blocks read in the caller, the fit's kernel block keyed by rows,
+whose entries the scan fills from the block's rows: ``row_block``),
 and computes exactly only the candidates whose screened value may reach a decision
 (:func:`_exact_near_decisions`); the others cannot change the block's result.
 """
@@ -136,7 +137,12 @@ def scan_block(X, sh, pb):
     cd = np.full(len(pidx), sh["diag_add"]) if pdiag is None else pdiag
     halves = 2 if sh["mirror"] else 1
     if sh["impl"] == "fast":
-        ka, err = numerics("fast").screened_expansion(spec, sh["SV"], sh["svcoef"], X, *sh["box"]) if nsv else (np.zeros(len(pidx)), -1.0)
+        if not nsv:
+            ka, err = np.zeros(len(pidx)), -1.0
+        elif sh.get("row_block") is not None:  # (a block read in the caller: through the fit's kernel block)
+            ka, err = sh["row_block"].expansion(X, pidx)
+        else:
+            ka, err = numerics("fast").screened_expansion(spec, sh["SV"], sh["svcoef"], X, *sh["box"])
         raw = None
         if not sh["lconst"] and not sh["has_delta"]:
             raw = kernel_diag(spec, X)
