@@ -3,7 +3,10 @@
 LocalCluster's workers (a Dask array on a distributed client), or from a float32 ``.npy`` copy of the store
 mapped into memory (``memmap``: written once beside the store, :func:`npy_copy`); ``official`` fits the 60,000
 official training images in memory (``OFFICIAL_ROWS``: all 60,000 in full mode, in quick mode the first 20,000,
-as many as its generated set), the reference the generated sets are read against.
+as many as its generated set), the reference the generated sets are read against, and ``official_zarr`` /
+``official_dask`` the same images from a zarr store of the generator's layout (:func:`official_store`).
+``time_ratio`` and ``cpu_ratio`` are each chunked fit's time over the in-memory fit's of the same rows (the
+generated set's ``memory`` row, or ``official``): what a chunked fit costs beyond the in-memory one.
 
 The task: one class against the rest (``CLASS``, trouser), ``CVMClassifier()`` defaults (C = 1,
 gamma='scale', eps = 0.01); the store is written once per m into ``<out>/chunked-wide`` (chunks of 1,024 rows
@@ -40,12 +43,15 @@ WARM_ROWS = 5_000
 SCAN_ROWS = {"tiny": 100_000, "quick": 5_000, "full": 100_000}
 REPEATS = 3
 KINDS = ("memory", "zarr", "dask")  # (and "memmap", run by hand: a second copy of the set on disk, and "official")
+#: the official images from memory, zarr and a cluster (quick and full modes)
+OFFICIAL_KINDS = ("official", "official_zarr", "official_dask")
 WORKERS, WORKER_MEMORY = 2, "2GB"
 TIMEOUT = {"tiny": 300, "quick": 1800, "full": 5400}
 #: the official training images of the reference fit per mode (the first ones; the tiny mode has none)
 OFFICIAL_ROWS = {"quick": 20_000, "full": 60_000}
-COLUMNS = ["input", "m", "workers", "fit_time", "fit_cpu_time", "load", "rss_growth_mb", "engine_mb", "data_held_mb",
-           "x_mb", "worker_peak_mb", "core_set", "n_iter", "accuracy", "certified_ratio", "scan_evals_per_s"]
+COLUMNS = ["input", "m", "workers", "fit_time", "fit_cpu_time", "time_ratio", "cpu_ratio", "load", "rss_growth_mb",
+           "engine_mb", "data_held_mb", "x_mb", "worker_peak_mb", "core_set", "n_iter", "accuracy", "certified_ratio",
+           "scan_evals_per_s"]
 
 
 def store(folder: Path, m: int) -> Path:
@@ -56,6 +62,38 @@ def store(folder: Path, m: int) -> Path:
         write_zarr(path, m, seed=0)
         (path / "done").touch()
     return path
+
+
+def official_store(folder: Path, m: int) -> Path:
+    """The first m official training images and their labels in a zarr group of the generator's layout
+    (chunks of 1,024 rows in shards of 16,384, uncompressed; written once): ``official_zarr`` and
+    ``official_dask`` read it."""
+    from corevector.infinite import _zarr_arrays, source_images
+    path = Path(folder) / f"official{m}.zarr"
+    if not (path / "done").exists():
+        images, labels = source_images("train")
+        _, X, y = _zarr_arrays(path, m, 1024, 16384)
+        X[:] = images[:m].reshape(m, -1)
+        y[:] = labels[:m]
+        (path / "done").touch()
+    return path
+
+
+def with_ratios(df):
+    """``time_ratio`` and ``cpu_ratio``: each fit's ``fit_time`` and ``fit_cpu_time`` over those of the in-memory
+    fit of the same rows and m (``memory`` for the generated set, ``official`` for the official images); NaN
+    where there is none."""
+    df = df.copy()
+    ref = {("official" if str(r.input).startswith("official") else "generated", r.m): r for r in df.itertuples()
+           if r.input in ("memory", "official")}
+    for col, key in (("time_ratio", "fit_time"), ("cpu_ratio", "fit_cpu_time")):
+        vals = []
+        for r in df.itertuples():
+            base = ref.get(("official" if str(r.input).startswith("official") else "generated", r.m))
+            ok = base is not None and key in df.columns and getattr(base, key) and getattr(base, key) > 0
+            vals.append(getattr(r, key) / getattr(base, key) if ok else float("nan"))
+        df[col] = vals
+    return df
 
 
 def npy_copy(path) -> Path:
@@ -104,22 +142,26 @@ def run_one(kind, m, path, workers=WORKERS, params=None, scan_rows=SCAN_ROWS["fu
         X, y = source_images("train")
         X, y = X.reshape(len(X), -1)[:m], _labels(y)[:m]
         m = len(X)
+    elif kind in ("official_zarr", "official_dask"):
+        root = zarr.open_group(str(official_store(Path(path).parent, m)), mode="r")
+        X, y = root["X"], _labels(root["y"][:])
     else:
         root = zarr.open_group(str(path), mode="r")
         y = _labels(root["y"][:])
         X = (np.asarray(root["X"][:]) if kind == "memory" else
              np.load(npy_copy(path), mmap_mode="r") if kind == "memmap" else root["X"])
-    client = local_cluster(workers, WORKER_MEMORY) if kind == "dask" else None
-    head = _head(X, "memory" if kind == "official" else kind, WARM_ROWS)
+    base = {"official": "memory", "official_zarr": "zarr", "official_dask": "dask"}.get(kind, kind)
+    client = local_cluster(workers, WORKER_MEMORY) if base == "dask" else None
+    head = _head(X, base, WARM_ROWS)
     CVMClassifier(random_state=0, **params).fit(head, y[:WARM_ROWS])
     load = os.getloadavg()[0]
     est = CVMClassifier(random_state=0, **params)
     wall, cpu, growth, w1 = timed_fit(est, X, y, client)
     engine = chunked_fit_stats(kind).get("engine_peak_bytes", 0) / 2**20
     n_scan = min(m, scan_rows)
-    if kind in ("memory", "memmap", "official"):
+    if base in ("memory", "memmap"):
         Xs = X[:n_scan]
-    elif kind == "dask":
+    elif base == "dask":
         from corevector.chunked import dask_from_zarr
         Xs = dask_from_zarr(X)[:n_scan]  # (the tasks a fit reads the store by)
     else:
@@ -129,7 +171,7 @@ def run_one(kind, m, path, workers=WORKERS, params=None, scan_rows=SCAN_ROWS["fu
     if hasattr(dec, "compute"):
         dec.compute()
     scan = time.perf_counter() - t1
-    out = dict(input=kind, m=m, workers=workers if kind == "dask" else 0, fit_time=wall, fit_cpu_time=cpu,
+    out = dict(input=kind, m=m, workers=workers if base == "dask" else 0, fit_time=wall, fit_cpu_time=cpu,
                load=load, rss_growth_mb=growth / 2**20, engine_mb=engine, data_held_mb=growth / 2**20 - engine,
                x_mb=m * 784 * 4 / 2**20,
                worker_peak_mb=max((v[1] for v in w1.values()), default=0) / 2**20,
@@ -166,9 +208,10 @@ def chunked_wide(ctx: Context) -> ExperimentResult:
         for kind in KINDS:
             rows.append(measure(kind, m, path, TIMEOUT[ctx.mode], repeats=repeats, scan_rows=SCAN_ROWS[ctx.mode]))
     if ctx.mode in OFFICIAL_ROWS:  # the reference: the same task on the official training images
-        rows.append(measure("official", OFFICIAL_ROWS[ctx.mode], path, TIMEOUT[ctx.mode], repeats=repeats,
-                            scan_rows=SCAN_ROWS[ctx.mode]))
-    df = pd.DataFrame(rows)
+        for kind in OFFICIAL_KINDS:
+            rows.append(measure(kind, OFFICIAL_ROWS[ctx.mode], path, TIMEOUT[ctx.mode], repeats=repeats,
+                                scan_rows=SCAN_ROWS[ctx.mode]))
+    df = with_ratios(pd.DataFrame(rows))
     df.to_csv(ctx.out / "chunked_wide.csv", index=False)
     cols = [c for c in COLUMNS if c in df.columns] + (["error"] if "error" in df.columns else [])
     return ExperimentResult(outputs=["chunked_wide.csv"], summary_md=to_markdown(df[cols]))

@@ -435,7 +435,8 @@ def test_wide_fits_take_the_estimators_parameters(tmp_path):
     m, params = WARM_ROWS + 1000, {"stop": "radius", "eps": 0.01}
     root = infinite.write_zarr(tmp_path / "g.zarr", m, seed=1, chunk_rows=500, shard_rows=1000)
     sources = {"zarr": (np.asarray(root["X"]), np.asarray(root["y"])),
-               "official": (images[:m].reshape(m, -1), labels[:m])}
+               "official": (images[:m].reshape(m, -1), labels[:m]),
+               "official_zarr": (images[:m].reshape(m, -1), labels[:m])}
     for kind, (X, y) in sources.items():
         cmd = [sys.executable, "-m", "reports.chunked_wide", "--one", kind, str(m), str(tmp_path / "g.zarr"),
                "--params", json.dumps(params)]
@@ -447,7 +448,25 @@ def test_wide_fits_take_the_estimators_parameters(tmp_path):
         assert (row["core_set"], row["n_iter"]) == (est.core_set_.size, est.n_iter_)
         assert row["peak_rss_mb"] > 0
         # the local engine's working memory is set apart from the data held only where the fit is chunked
-        assert (row["engine_mb"] > 0) == (kind == "zarr"), row
+        assert (row["engine_mb"] > 0) == (kind in ("zarr", "official_zarr")), row
+
+
+def test_wide_report_gives_each_chunked_fit_its_ratio_to_the_in_memory_fit():
+    """reports.chunked_wide.with_ratios: time_ratio and cpu_ratio over the in-memory fit of the same rows (the
+    generated set's 'memory' row of that m, or 'official' for the official images); NaN without one."""
+    import pandas as pd
+
+    from reports.chunked_wide import with_ratios
+    df = pd.DataFrame(dict(input=["memory", "zarr", "dask", "zarr", "official", "official_zarr", "official_dask"],
+                           m=[100, 100, 100, 200, 60, 60, 60],
+                           fit_time=[2.0, 3.0, 5.0, 7.0, 1.0, 1.2, 1.5],
+                           fit_cpu_time=[4.0, 5.0, 6.0, 7.0, 2.0, 2.4, 4.0]))
+    out = with_ratios(df)
+    assert out["time_ratio"].tolist()[:3] == [1.0, 1.5, 2.5] and out["cpu_ratio"].tolist()[:3] == [1.0, 1.25, 1.5]
+    assert np.isnan(out["time_ratio"][3]) and np.isnan(out["cpu_ratio"][3])   # no in-memory fit of 200 rows
+    assert out["time_ratio"].tolist()[4:] == pytest.approx([1.0, 1.2, 1.5])
+    assert out["cpu_ratio"].tolist()[4:] == pytest.approx([1.0, 1.2, 2.0])
+    assert "time_ratio" not in df.columns   # (a copy)
 
 
 def test_report_clusters_start_workers_with_a_larger_mmap_threshold():
