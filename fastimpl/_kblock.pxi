@@ -673,20 +673,46 @@ cdef class _RowInstall:
             raise MemoryError("kernel block")
         return ka, ops.kb.rho * smax + 8.0 * DBL_EPSILON * (ops.size + 1) * ops.kb.cabs
 
-    def __call__(self, slots, rows):
+    def __call__(self, slots, rows, values=None):
+        """Slots ``slots`` now hold the rows ``rows``; ``values`` (float32 or float64, one row each): their
+        coordinates, copied into the engine's X here (converted to float64 as NumPy would), else they are in
+        place.  One pass over each row for the copy and its squared norm."""
         cdef cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] q = np.ascontiguousarray(slots, dtype=np.intp)
         cdef cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] r = np.ascontiguousarray(rows, dtype=np.intp)
         cdef FastMEBOps ops = self.ops
-        cdef Py_ssize_t i, n = q.shape[0]
+        cdef Py_ssize_t i, e, n = q.shape[0], d = ops.d
+        cdef const float[:, ::1] v32
+        cdef const double[:, ::1] v64
+        cdef double* dst
+        cdef int kind = 0
         if r.shape[0] != n:
             raise ValueError("one row for each slot")
         for i in range(n):
             if not (0 <= q[i] < ops.kb.nslots and 0 <= r[i] < ops.kb.m):
                 raise IndexError(f"slot {q[i]} or row {r[i]} out of range")
+        if values is not None:
+            a = np.asarray(values)
+            if a.dtype != np.float32:
+                a = np.asarray(a, dtype=np.float64)
+            a = np.ascontiguousarray(a)
+            if a.ndim != 2 or a.shape[0] != n or a.shape[1] != d:
+                raise ValueError("values: one row of the engine's width for each slot")
+            if a.dtype == np.float32:
+                v32 = a
+                kind = 1
+            else:
+                v64 = a
+                kind = 2
         with nogil:
             for i in range(n):
+                dst = <double*> &ops.X[q[i], 0]   # (the engine's X is the caller's writable row buffer)
+                if kind == 1:
+                    for e in range(d):
+                        dst[e] = v32[i, e]
+                elif kind == 2:
+                    memcpy(dst, &v64[i, 0], d * sizeof(double))
                 ops.kb.srow[q[i]] = r[i]
-                ops.kb.xsq[q[i]] = point_sq(&ops.X[q[i], 0], ops.d)
+                ops.kb.xsq[q[i]] = point_sq(dst, d)
 
 
 def row_block(FastMEBOps ops, Py_ssize_t m, double max_sq):

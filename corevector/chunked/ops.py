@@ -241,9 +241,10 @@ class ChunkedMEBOps:
                                "(corevector.chunked.ops.CORE_ROWS); the fit's core set is unusually large: "
                                "a smaller C or a larger eps keeps it smaller")
         qs = self.slots.claim(rows)
-        self.buf[qs] = values
-        if self._install is not None:
-            self._install(qs, rows)
+        if self._install is not None:  # (the block's installer copies the values and takes their norms)
+            self._install(qs, rows, values)
+        else:
+            self.buf[qs] = values
         if self.lsign is not None:
             self.lsign[qs] = self.problem.sign[rows]
         if self.loffset is not None:
@@ -410,9 +411,11 @@ class ChunkedMEBOps:
                 self._ahead()
             self.stats["sync_waits"] += 1
             self._land(wait=True)
-        # read the next window while this one is used: once fewer than half of the last window's positions
-        # are left to draw
-        if self.pending is None and self._covered() - self.pos < self.last_window / 2:
+        # read the next window while this one is used: once less than a window's positions are left to draw,
+        # i.e. as soon as the driver draws from the last window landed (a window's rows from a cluster's
+        # workers take a round trip of tens of MB at d = 784; asked for at half a window, the loop waited
+        # for them); the buffer holds three windows: the one done with until the next draw, this one, the next
+        if self.pending is None and self._covered() - self.pos < self.last_window:
             self._ahead()
 
     def _covered(self):
