@@ -80,10 +80,14 @@ WINDOW_BYTES = 64 * 2**20
 #: X), of 128 MB by 604 MB, of 64 MB by 493 MB, at the same fit time (41, 33, 34 s; two, three, five passes).
 #: On a cluster the stashes stay on the workers (corevector.chunked.staged_rows), and a smaller one would only cost
 #: passes (the same Dask fit: 36 s with stashes of 256 MB, 46 s with 75 MB).  At d = 2 STASH_POSITIONS binds
-#: first (12.6 MB)
+#: first (12.6 MB).  The floor is 128 MB: every stash pass decodes the whole store, and once the scans share the
+#: kernel block (fastimpl row_block) those passes were the chunked fit's largest cost at 10^5 rows (generated
+#: Fashion-MNIST, defaults, 487,400 draws, zarr: a floor of 32 MB, 48 passes and 23.1 s of CPU; 128 MB, 13
+#: passes and 18.7 s; the in-memory fit 17 s; official 60,000 images: 28 passes and 8.5 s, 11 and 6.9 s,
+#: in memory 5.0 s).  At 10^6 x 784 the floor puts stashes at 128 MB instead of 75 (above: +604 MB, 20% of X)
 STASH_POSITIONS = 1 << 19
 STASH_BYTES = 256 * 2**20
-STASH_SHARE, STASH_MIN_BYTES = 40, 32 * 2**20
+STASH_SHARE, STASH_MIN_BYTES = 40, 128 * 2**20
 #: rows of the buffer kept for core vectors beyond the windows in flight
 CORE_ROWS = 1 << 16
 #: what each fit's chunked numerics measured (traffic, rounds, scans), for reports and benchmarks
