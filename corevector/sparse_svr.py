@@ -269,9 +269,6 @@ class SparseSVR(RegressorMixin, BaseEstimator):
         n = X.shape[0]
         auto = self.n_basis == "auto" or self.lam == "auto"
         n_basis = min(DEFAULT_N_BASIS, n) if self.n_basis is None else self.n_basis
-        if auto and n < 3:
-            raise ValueError(f"n_basis='auto' and lam='auto' hold out part of the rows: they need at least 3 "
-                             f"samples, got {n}")
         if n_basis != "auto" and n_basis > n:
             raise invalid_parameter(self, "n_basis", f"at most n_samples={n}", n_basis)
         if self.delta == "auto":

@@ -849,7 +849,8 @@ def ssvr_auto(X, y, spec, n_basis="auto", lam="auto", epsilon=0.0, delta=np.inf,
     y = np.ascontiguousarray(y, dtype=np.float64)
     n = X.shape[0]
     if n < 3:
-        raise ValueError(f"n_basis='auto' and lam='auto' need at least 3 samples, got {n}")
+        raise ValueError(f"n_basis='auto' and lam='auto' hold out part of the rows: they need at least 3 "
+                         f"samples, got {n}")
     rng = make_rng(random_state)
     F, V = holdout_split(n, rng)
     auto_m, auto_lam = isinstance(n_basis, str), isinstance(lam, str)
