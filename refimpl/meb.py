@@ -271,7 +271,8 @@ class MEBOps:
 def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000, tol=None,
             random_state=None, cache_size=200 * 2**20, certify=True, verbose=False,
             n_confirm=0, solver="smo", stop="radius", label=None, ops_class=MEBOps,
-            hybrid_nu=HYBRID_NU, stall_hint="", batch=False, wide=False, prune=False, initial=None) -> MEBResult:
+            hybrid_nu=HYBRID_NU, stall_hint="", batch=False, wide=False, prune=False, dense=False,
+            initial=None) -> MEBResult:
     """Approximate the MEB of the augmented points of ``problem`` to within (1+eps) (001 Sec. 4).
 
     Parameters
@@ -302,9 +303,10 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
     ops_class : the numerics: :class:`MEBOps` (NumPy) or ``fastimpl._engine.FastMEBOps`` (Cython).
     stall_hint : str -- appended to the warning of a stalled loop (``refimpl.driver.STALL_ITERATIONS``): what
         the caller's user can change (e.g. "lower C").
-    batch, wide, prune : (beyond the paper) the batched loop of ``refimpl.driver`` (every violator of a sample at
-        once, the inner QP to a fraction of the outer gap), with samples that grow while violators are rare
-        (``wide``) and weightless core vectors pruned (``prune``, CVR's mirrored problems).  False: the paper's
+    batch, wide, prune, dense : (beyond the paper) the batched loop of ``refimpl.driver`` (every violator of a
+        sample at once, the inner QP to a fraction of the outer gap), with samples that grow while violators are
+        rare (``wide``), weightless core vectors pruned (``prune``) and full scans once samples would cover a
+        large part of the points (``dense``; both for CVR's mirrored problems).  False: the paper's
         loop, one core vector per iteration.  The estimators choose them (``corevector.engine_policy``).
     initial : sequence of int or None -- (beyond the paper) augmented points that join the core set after the
         initial pair, before the first solve (``refimpl.driver.run_core_set_loop``).
@@ -317,7 +319,7 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
                             verbose=verbose, label=label or f"MEB ({ops_class.__name__})",
                             batch=bool(batch), method_for=solver if callable(solver) else (lambda ops: solver),
                             hybrid_nu=float(hybrid_nu), wide=bool(wide), stall_hint=stall_hint, prune=bool(prune),
-                            initial=initial)
+                            dense=bool(dense), initial=initial)
     if out.last_capped:
         # Intermediate QPs stopped by the bound are harmless (the next one warm-starts from them); the
         # final one defines the model, so its inexactness is worth a warning.

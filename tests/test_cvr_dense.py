@@ -1,0 +1,86 @@
+"""Dense scans in CVR's batched loop (issue 49; refimpl.driver.DENSE_FULL_FRAC, DENSE_ADD): once a sample would
+cover a large part of the points the loop scans them all, and an iteration adds violators in proportion to the
+core set.  The two engines make the same iterations, the loop ends on a clean full scan that an independent
+computation confirms, and no iteration adds more than its budget."""
+import numpy as np
+import pytest
+
+import fastimpl._engine as E
+from corevector import engine_policy
+from corevector.engine_policy import loop_settings, with_policy
+from refimpl import cvr, driver, meb
+from refimpl.kernels import KernelSpec
+
+
+def _problem(m=1500, C_paper=2e3, mu=0.02, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-3, 3, (m, 3))
+    y = np.sin(X[:, 0]) * np.cos(X[:, 1]) + 0.3 * rng.standard_normal(m)  # noisy: most points leave the tube
+    y = (y - y.mean()) / y.std()
+    return cvr.cvr_problem(X, y, KernelSpec("rbf", gamma=0.5), C_paper, mu)
+
+
+@pytest.fixture
+def wide_from_1000(monkeypatch):
+    """The wide (and so dense) loop from 1,000 augmented points, so that a test-sized problem runs it."""
+    monkeypatch.setattr(engine_policy, "WIDE_MIN_N_MIRROR", 1000)
+
+
+class _Counting(E.FastMEBOps):
+    full = sampled = 0
+
+    def scan(self, idx, k, d2_over):
+        if idx is None:
+            type(self).full += 1
+        else:
+            type(self).sampled += 1
+        return super().scan(idx, k, d2_over)
+
+
+def _fit(fit_meb, problem, **kw):
+    return with_policy(fit_meb)(problem, 1e-2, stop="hybrid", solver="auto", random_state=0, n_confirm=100, **kw)
+
+
+def test_policy_makes_only_mirrored_problems_dense():
+    from refimpl.cvm import two_class_problem
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 2))
+    cls = two_class_problem(X, np.where(X[:, 0] > 0, 1.0, -1.0), KernelSpec("rbf", gamma=1.0), 10.0)
+    assert loop_settings("auto", _problem(m=200))["dense"] is True
+    assert loop_settings("auto", cls)["dense"] is False
+    assert "dense" not in loop_settings("smo", _problem(m=200))  # the papers' loop
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fast_and_ref_make_the_same_dense_iterations(wide_from_1000, seed):
+    a = _fit(E.fit_meb, _problem(seed=seed))
+    b = _fit(meb.fit_meb, _problem(seed=seed))
+    np.testing.assert_array_equal(a.core_set, b.core_set)
+    np.testing.assert_allclose(a.alpha, b.alpha, atol=1e-9)
+    assert a.n_iter == b.n_iter
+    np.testing.assert_allclose(a.r_cert2, b.r_cert2, rtol=1e-10)
+
+
+def test_the_loop_ends_on_a_clean_full_scan_an_independent_computation_confirms(wide_from_1000):
+    _Counting.full = _Counting.sampled = 0
+    P = _problem()
+    out = _fit(meb.fit_meb, P, ops_class=_Counting)
+    assert out.converged
+    assert _Counting.full >= 2 and _Counting.sampled >= 1  # it started sampling and went on with full scans
+    # every augmented point's d^2 from the returned alpha, in NumPy over the whole problem (the m x m block of
+    # a test-sized problem): the furthest is the certificate, and each one passes the hybrid test at the end
+    S, a = np.asarray(out.core_set), np.asarray(out.alpha)
+    c0 = P.constant_term or 0.0
+    d2 = a @ P.block(S, S) @ a - 2 * P.block(np.arange(P.n), S) @ a + P.shifted_linear_term(np.arange(P.n)) + c0
+    np.testing.assert_allclose(d2.max(), out.r_cert2, rtol=1e-9)
+    ball = driver.Ball.make(out.radius2, out.margin, c0, 0.0, 0.0)
+    thr = driver.d2_threshold("hybrid", 1e-2, ball)
+    assert d2.max() <= thr * (1 + 1e-12)
+
+
+def test_no_iteration_adds_more_than_its_budget(wide_from_1000):
+    out = _fit(E.fit_meb, _problem())
+    sizes = np.asarray(out.history["core_set_size"])
+    budget = np.maximum(driver.WIDE_MAX_ADD, (driver.DENSE_ADD * sizes[:-1]).astype(int))
+    assert np.all(np.diff(sizes) <= budget)
+    assert np.diff(sizes).max() > driver.WIDE_MAX_ADD  # the budget grew with the core set at least once
