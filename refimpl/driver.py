@@ -17,7 +17,7 @@ implementation of the numerics selects the same core vectors for the same ``rand
 The numerics interface (squared distances are the unshifted ||c - phi~(z)||^2 + Delta_z of eq. (12)):
 
     ops.n                         number of (augmented) points z
-    ops.init_problem              the MEBProblem whose labels/kernel the initialisation uses
+    ops.init_problem              the MEBProblem whose labels/kernel the initialisation uses (and .mirror)
     ops.furthest_from(z, idx)     the candidate of idx furthest from phi~(z) (initialisation)
     ops.start(z_a, z_b)           S_0 = {z_a, z_b}, all weight on z_a
     ops.add(zs)                   append the points zs with zero weight
@@ -315,7 +315,7 @@ class _CoreSetLoop:
         self.dense = dense and self.wide
         self.k_add = self.max_add                    # the violators the current iteration may add
         # the rows a full scan computes: a mirrored input's kernel row serves both of its halves
-        self.full_rows = ops.n // 2 if getattr(ops.init_problem, "mirror", False) else ops.n
+        self.full_rows = ops.n // 2 if ops.init_problem.mirror else ops.n
         self.method_for = method_for
         self.rng = make_rng(random_state)
         if hasattr(ops, "draws"):  # numerics over rows kept elsewhere fetch the rows of the draws ahead

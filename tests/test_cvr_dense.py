@@ -84,3 +84,23 @@ def test_no_iteration_adds_more_than_its_budget(wide_from_1000):
     budget = np.maximum(driver.WIDE_MAX_ADD, (driver.DENSE_ADD * sizes[:-1]).astype(int))
     assert np.all(np.diff(sizes) <= budget)
     assert np.diff(sizes).max() > driver.WIDE_MAX_ADD  # the budget grew with the core set at least once
+
+
+def test_rows_kept_on_disk_make_the_same_dense_fit(wide_from_1000, tmp_path, monkeypatch):
+    """A memory map goes through the chunked numerics (corevector.chunked), whose problem view must make the
+    driver choose its full scans as the in-memory problem does: the same core set and coefficients."""
+    from corevector import CVR
+    from corevector.chunked import rows as chunked_rows
+    monkeypatch.setattr(chunked_rows, "MATERIALIZE_BYTES", 20_000)  # kept on disk (36 KB), pilots read in pieces
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-3, 3, (1500, 3)).astype(np.float32)  # (a float64 map would be read in place)
+    y = np.sin(X[:, 0]) * np.cos(X[:, 1]) + 0.3 * rng.standard_normal(1500)
+    np.save(tmp_path / "x.npy", X)
+    X = X.astype(np.float64)
+    Xm = np.load(tmp_path / "x.npy", mmap_mode="r")
+    kw = dict(C=10.0, mu=0.05, gamma=0.5, random_state=0)  # (the pilots and gamma='scale' sum X in another order)
+    a = CVR(**kw).fit(X, y)
+    b = CVR(**kw).fit(Xm, y)
+    assert a.n_iter_ == b.n_iter_
+    np.testing.assert_array_equal(a.support_, b.support_)
+    np.testing.assert_array_equal(a.dual_coef_, b.dual_coef_)

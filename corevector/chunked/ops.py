@@ -112,11 +112,13 @@ class _Draws:
 
 
 class _InitView:
-    """What ``refimpl.driver.initial_pair`` reads of the problem: n and the class labels."""
+    """What ``refimpl.driver`` reads of the problem: n, the class labels (``initial_pair``) and whether its
+    points are mirrored (a full scan's rows)."""
 
     def __init__(self, problem):
         self.n = problem.n
         self.labels = problem.labels
+        self.mirror = problem.mirror
 
 
 def _local_problem(problem, buf, sign, offset, pdiag):
