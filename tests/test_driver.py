@@ -246,7 +246,7 @@ class ToyOps:
         self.n = len(self.v)
         self.x = np.full(self.n, 0.5)
         self.x[0], self.x[1] = -100.0, 101.0
-        self.init_problem = SimpleNamespace(n=self.n, labels=None)
+        self.init_problem = SimpleNamespace(n=self.n, labels=None, mirror=False)
         self.R2, self.margin, self.c0 = R2, margin, c0
         self.steps, self.core_excess = steps, core_excess
         self.core, self.log, self.last_tol, self.n_eval = [], [], None, 0
