@@ -72,12 +72,15 @@ WIDE_MIN_D = 16
 WIDE_MIN_N = 8192
 
 
-#: CVR's mirrored problems widen their samples from this many augmented points (2m) on, at any d:
-#: there the iteration's fixed cost is the core-set QP (SMO over thousands of core vectors, ill-conditioned
-#: at C = 25), not the scan.  Friedman #1 (d = 10), 10,000 points, CVR() with SMO from 200 free vectors:
-#: 770 solves and 284,000 SMO steps (3.95 s CPU) -> 90 solves and 97,000 steps (1.86 s), the same RMSE;
-#: 30,000 points at the same mu: 3.8 s
-WIDE_MIN_N_MIRROR = 8192
+#: CVR's mirrored problems widen their samples (and, dense, switch to full scans) from this many augmented
+#: points (2m) on, at any d: there the iteration's fixed cost is the core-set QP (SMO over thousands of core
+#: vectors, ill-conditioned at C = 25), not the scan.  Friedman #1 (d = 10), 10,000 points, CVR() with SMO from
+#: 200 free vectors: 770 solves and 284,000 SMO steps (3.95 s CPU) -> 90 solves and 97,000 steps (1.86 s), the
+#: same RMSE.  With the dense scans it pays from 2,048 inputs: chosen on the panel's wine quality white (3,918
+#: training rows; 179 iterations, 400 -> 242 ms wall) and abalone (134 -> 121 ms), confirmed on Friedman #1 and
+#: make_regression(noise=10) at 2,500 and 3,500 rows, draws 0-2 (1.1-2.7x faster, R^2 equal or higher on all
+#: 12).  From 1,024 inputs it was slower on airfoil and wizmir (1,200 rows: 42 -> 51 ms, 45 -> 48 ms).
+WIDE_MIN_N_MIRROR = 4096
 
 
 def wide_samples(solver: str, problem) -> bool:
