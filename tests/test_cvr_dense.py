@@ -104,3 +104,21 @@ def test_rows_kept_on_disk_make_the_same_dense_fit(wide_from_1000, tmp_path, mon
     assert a.n_iter_ == b.n_iter_
     np.testing.assert_array_equal(a.support_, b.support_)
     np.testing.assert_array_equal(a.dual_coef_, b.dual_coef_)
+
+
+def test_a_full_scan_with_few_violators_ends_the_loop_and_certifies_them(wide_from_1000):
+    """refimpl.driver._CoreSetLoop.few_left: with n_confirm=5 the sampled test lets a fraction 1/(59 x 6) of the
+    points violate, so a full scan with at most 3,000 // 354 = 8 violators ends the loop; the certificate is its
+    maximum, at the final centre, and so reports them."""
+    left = []
+    for seed in (0, 1, 2):
+        P = _problem(seed=seed)
+        out = with_policy(E.fit_meb)(P, 1e-2, stop="hybrid", solver="auto", random_state=0, n_confirm=5)
+        S, a, c0 = np.asarray(out.core_set), np.asarray(out.alpha), P.constant_term or 0.0
+        d2 = a @ P.block(S, S) @ a - 2 * P.block(np.arange(P.n), S) @ a + P.shifted_linear_term(np.arange(P.n)) + c0
+        np.testing.assert_allclose(d2.max(), out.r_cert2, rtol=1e-9)
+        thr = driver.d2_threshold("hybrid", 1e-2, driver.Ball.make(out.radius2, out.margin, c0, 0.0, 0.0))
+        assert out.converged and not np.any(d2[S] > thr * (1 + 1e-12))  # only points outside the core set
+        left.append(int(np.sum(d2 > thr)))
+    assert max(left) <= P.n // (59 * 6)
+    assert max(left) > 0  # the rule ended a loop before its scan was clean
