@@ -4,6 +4,8 @@ core set.  The two engines make the same iterations, the loop ends on a clean fu
 computation confirms, and no iteration adds more than its budget."""
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import fastimpl._engine as E
 from corevector import engine_policy
@@ -122,3 +124,27 @@ def test_a_full_scan_with_few_violators_ends_the_loop_and_certifies_them(wide_fr
         left.append(int(np.sum(d2 > thr)))
     assert max(left) <= P.n // (59 * 6)
     assert max(left) > 0  # the rule ended a loop before its scan was clean
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(m=st.integers(60, 240), noise=st.floats(0.0, 1.0), C_paper=st.sampled_from([2e2, 2e3, 2e4]),
+       mu=st.sampled_from([0.005, 0.02, 0.1]), seed=st.integers(0, 2**16), n_confirm=st.sampled_from([0, 5, 100]))
+def test_dense_loops_agree_in_both_engines_on_random_problems(monkeypatch, m, noise, C_paper, mu, seed, n_confirm):
+    """fast == ref on random mirrored problems run through the wide, dense loop (from 100 augmented points, so that
+    every iteration of these small problems scans in full): the same iterations, core set and coefficients, and
+    a certificate that is the largest squared distance over every point."""
+    monkeypatch.setattr(engine_policy, "WIDE_MIN_N_MIRROR", 100)
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-3, 3, (m, 2))
+    y = np.sin(X[:, 0]) * np.cos(X[:, 1]) + noise * rng.standard_normal(m)
+    y = (y - y.mean()) / (y.std() or 1.0)
+    P = cvr.cvr_problem(X, y, KernelSpec("rbf", gamma=0.5), C_paper, mu)
+    kw = dict(stop="hybrid", solver="auto", random_state=seed, n_confirm=n_confirm)
+    a = with_policy(E.fit_meb)(P, 1e-2, **kw)
+    b = with_policy(meb.fit_meb)(P, 1e-2, **kw)
+    np.testing.assert_array_equal(a.core_set, b.core_set)
+    np.testing.assert_allclose(a.alpha, b.alpha, atol=1e-9)
+    assert a.n_iter == b.n_iter
+    S, al, c0 = np.asarray(a.core_set), np.asarray(a.alpha), P.constant_term or 0.0
+    d2 = al @ P.block(S, S) @ al - 2 * P.block(np.arange(P.n), S) @ al + P.shifted_linear_term(np.arange(P.n)) + c0
+    np.testing.assert_allclose(d2.max(), a.r_cert2, rtol=1e-8, atol=1e-12)
