@@ -134,7 +134,9 @@ _DOC = """
     n_confirm : int, default=100
         (Beyond the paper) with sampling, stop only after ``1 + n_confirm`` consecutive clean samples
         (about 6,000 draws: at most ~0.05% of the training points fail the test, at 95% confidence);
-        0 is the paper's rule.  Once the draws would cover every point, one full scan replaces them.
+        0 is the paper's rule.  Once the draws would cover every point, one full scan replaces them.  A loop
+        that scans every point instead of sampling (CVR's, from 2,048 rows) stops once at most a fraction
+        ``1 / (sample_size (1 + n_confirm))`` of the points fail the test, none of them a core vector.
     max_iter : int, default=100000
         Bound on the core-set loop's iterations; a ``ConvergenceWarning`` says when it stops the fit.
     tol : float or None, default=None
