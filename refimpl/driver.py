@@ -313,7 +313,6 @@ class _CoreSetLoop:
         self.wide, self.growth = wide and batch, 1   # wide samples: sample_size x growth
         self.max_add = WIDE_MAX_ADD if self.wide else MAX_ADD
         self.dense = dense and self.wide
-        self.k_add = self.max_add                    # the violators the current iteration may add
         # the rows a full scan computes: a mirrored input's kernel row serves both of its halves
         self.full_rows = ops.n // 2 if ops.init_problem.mirror else ops.n
         self.method_for = method_for
@@ -330,18 +329,20 @@ class _CoreSetLoop:
         self.prune = prune and hasattr(ops, "prune")
         self.pruned = 0
 
+    @property
+    def k_add(self):
+        """The violators this iteration may add: max_add, and under dense DENSE_ADD of the core set."""
+        return max(self.max_add, int(DENSE_ADD * self.ops.n_core())) if self.dense else self.max_add
+
     def next_sample(self, sample_size):
         """The candidates of the next scan (None: every point; wide: sample_size x growth, below n / 2; dense:
-        every point once that reaches DENSE_FULL_FRAC of a full scan's rows) and, in ``k_add``, how many of
-        its violators may join the core set."""
+        every point once that reaches DENSE_FULL_FRAC of a full scan's rows)."""
         n = self.ops.n
         if sample_size is None:
             return None
         count = max(min(sample_size * self.growth, n // 2), sample_size)
-        if self.dense:
-            self.k_add = max(self.max_add, int(DENSE_ADD * self.ops.n_core()))
-            if count >= DENSE_FULL_FRAC * self.full_rows:
-                return None
+        if self.dense and count >= DENSE_FULL_FRAC * self.full_rows:
+            return None
         return self.rng.integers(0, n, size=count)
 
     def few_left(self, idx, scan, ball, thr, sample_size, n_confirm):
@@ -351,7 +352,7 @@ class _CoreSetLoop:
         most that many violators, all outside the core set, ends the loop as they would; its maximum, at this
         centre, is the certificate (which then reports them).  CASP (8,000 rows) spent 4 full scans on its
         last 7 core vectors."""
-        if not (self.dense and idx is None and sample_size is not None and ball.d2_core_max <= thr):
+        if not (self.dense and idx is None and ball.d2_core_max <= thr):
             return False
         left = len(scan.top)  # (the list is cut at k_add: below it, every violator)
         return left < self.k_add and left <= self.ops.n // (sample_size * (1 + n_confirm))
@@ -500,9 +501,11 @@ def run_core_set_loop(ops, eps, *, stop="radius", sample_size=59, n_confirm=0, m
     first solve -- a caller that can predict most of the final core set (CVR's pilot on noisy targets) saves
     the iterations that would find them.  See the module docstring."""
     n = ops.n
-    loop = _CoreSetLoop(ops, eps, stop, tol, batch, method_for, random_state, wide, prune and batch, dense)
     if sample_size is not None and sample_size >= n:
         sample_size = None  # sampling more points than exist is a full scan
+    # (dense only replaces samples: a loop that scans every point adds max_add, as it always did)
+    loop = _CoreSetLoop(ops, eps, stop, tol, batch, method_for, random_state, wide, prune and batch,
+                        dense and sample_size is not None)
     z_a, z_b = initial_pair(ops.init_problem, loop.rng, sample_size, ops.furthest_from)   # step 1
     ops.start(z_a, z_b)
     if initial is not None and len(initial):
