@@ -1,12 +1,12 @@
 """solver='auto': how the estimators run the core-set loop on a problem -- the engine's tuning, beyond the papers.
 
-:func:`refimpl.meb.fit_meb` runs the papers' loop by default (one core vector per iteration, the core-set QP
-by SMO) and takes everything else as explicit settings: an inner-solver function, ``batch``, ``wide``,
-``prune`` and ``dense``.  This module is where the estimators' ``solver='auto'`` turns into those settings for a given
-problem (:func:`loop_settings`), with the measurements behind each threshold; :func:`with_policy` wraps an
+:func:`refimpl.meb.fit_meb` runs the papers' loop by default (one core vector per iteration, the core-set QP by
+SMO) and takes everything else as explicit settings: an inner-solver function, ``batch``, ``wide``, ``prune`` and
+``dense``.  This module is where the estimators' ``solver='auto'`` turns into those settings for a given problem
+(:func:`loop_settings`), with the measurements behind each threshold; :func:`with_policy` wraps an
 implementation's ``fit_meb`` so that it accepts ``solver='auto'`` (:mod:`corevector.numerics` hands out the
-wrapped functions).  The decisions read the problem only, never the implementation or how X is stored, so
-both engines, and chunked and in-memory rows, make the same draws and give the same model.
+wrapped functions).  The decisions read the problem only, never the implementation or how X is stored, so both
+engines, and chunked and in-memory rows, make the same draws and give the same model.
 """
 from __future__ import annotations
 
@@ -113,8 +113,8 @@ def solver_policy(solver: str, problem, n_initial: int = 0):
 def loop_settings(solver: str, problem, n_initial: int = 0) -> dict:
     """refimpl.meb.fit_meb's ``solver``, ``batch``, ``wide``, ``prune`` and ``dense`` for the estimators'
     ``solver`` on ``problem`` (``n_initial`` initial core vectors): 'auto' is the batched loop (widened samples
-    per :func:`wide_samples`, pruning and dense scans for CVR's mirrored problems) with :func:`solver_policy`'s switch; 'smo' and
-    'active_set' are the papers' loop."""
+    per :func:`wide_samples`, pruning and dense scans for CVR's mirrored problems) with :func:`solver_policy`'s
+    switch; 'smo' and 'active_set' are the papers' loop."""
     if solver != "auto":
         return dict(solver=solver)
     return dict(solver=solver_policy(solver, problem, n_initial), batch=True, wide=wide_samples(solver, problem),
