@@ -22,6 +22,14 @@ def _problem(m=1500, C_paper=2e3, mu=0.02, seed=0):
     return cvr.cvr_problem(X, y, KernelSpec("rbf", gamma=0.5), C_paper, mu)
 
 
+def _every_d2(P, out):
+    """Every augmented point's squared distance from the returned centre, in NumPy over the whole problem (the
+    n x |S| block of a test-sized problem), and c0: what the certificate and the stop test must agree with."""
+    S, a, c0 = np.asarray(out.core_set), np.asarray(out.alpha), P.constant_term or 0.0
+    every = np.arange(P.n)
+    return a @ P.block(S, S) @ a - 2 * P.block(every, S) @ a + P.shifted_linear_term(every) + c0, c0
+
+
 @pytest.fixture
 def wide_from_1000(monkeypatch):
     """The wide (and so dense) loop from 1,000 augmented points, so that a test-sized problem runs it."""
@@ -71,9 +79,7 @@ def test_the_loop_ends_on_a_clean_full_scan_an_independent_computation_confirms(
     assert _Counting.full >= 2 and _Counting.sampled >= 1  # it started sampling and went on with full scans
     # every augmented point's d^2 from the returned alpha, in NumPy over the whole problem (the m x m block of
     # a test-sized problem): the furthest is the certificate, and each one passes the hybrid test at the end
-    S, a = np.asarray(out.core_set), np.asarray(out.alpha)
-    c0 = P.constant_term or 0.0
-    d2 = a @ P.block(S, S) @ a - 2 * P.block(np.arange(P.n), S) @ a + P.shifted_linear_term(np.arange(P.n)) + c0
+    d2, c0 = _every_d2(P, out)
     np.testing.assert_allclose(d2.max(), out.r_cert2, rtol=1e-9)
     ball = driver.Ball.make(out.radius2, out.margin, c0, 0.0, 0.0)
     thr = driver.d2_threshold("hybrid", 1e-2, ball)
@@ -116,8 +122,8 @@ def test_a_full_scan_with_few_violators_ends_the_loop_and_certifies_them(wide_fr
     for seed in (0, 1, 2):
         P = _problem(seed=seed)
         out = with_policy(E.fit_meb)(P, 1e-2, stop="hybrid", solver="auto", random_state=0, n_confirm=5)
-        S, a, c0 = np.asarray(out.core_set), np.asarray(out.alpha), P.constant_term or 0.0
-        d2 = a @ P.block(S, S) @ a - 2 * P.block(np.arange(P.n), S) @ a + P.shifted_linear_term(np.arange(P.n)) + c0
+        d2, c0 = _every_d2(P, out)
+        S = np.asarray(out.core_set)
         np.testing.assert_allclose(d2.max(), out.r_cert2, rtol=1e-9)
         thr = driver.d2_threshold("hybrid", 1e-2, driver.Ball.make(out.radius2, out.margin, c0, 0.0, 0.0))
         assert out.converged and not np.any(d2[S] > thr * (1 + 1e-12))  # only points outside the core set
@@ -145,6 +151,5 @@ def test_dense_loops_agree_in_both_engines_on_random_problems(monkeypatch, m, no
     np.testing.assert_array_equal(a.core_set, b.core_set)
     np.testing.assert_allclose(a.alpha, b.alpha, atol=1e-9)
     assert a.n_iter == b.n_iter
-    S, al, c0 = np.asarray(a.core_set), np.asarray(a.alpha), P.constant_term or 0.0
-    d2 = al @ P.block(S, S) @ al - 2 * P.block(np.arange(P.n), S) @ al + P.shifted_linear_term(np.arange(P.n)) + c0
+    d2, _ = _every_d2(P, a)
     np.testing.assert_allclose(d2.max(), a.r_cert2, rtol=1e-8, atol=1e-12)
