@@ -350,15 +350,20 @@ def _paper_row(method, k, kmax):
     return None
 
 
+def _paper_cell(frame, r):
+    """The paper's row name (None: the paper has none) and data set (None: not one of the paper's) of the row
+    ``r`` of ``frame``: its method at its k, against the largest k the frame has for that set and method."""
+    kmax = frame[(frame["dataset"] == r.dataset) & (frame["method"] == r.method)]["k"].max()
+    return _paper_row(r.method, r.k, kmax), PAPER_SETS.get(r.dataset)
+
+
 def paper_comparison(acc, cost, train_sizes):
     """Tables II-IV: the paper's value beside ours for every cell both have (``train_sizes``: data set ->
     our training points)."""
     from . import paper
     rows = []
     for a in acc.itertuples():
-        kmax = acc[(acc["dataset"] == a.dataset) & (acc["method"] == a.method)]["k"].max()
-        base = _paper_row(a.method, a.k, kmax)
-        ds = PAPER_SETS.get(a.dataset)
+        base, ds = _paper_cell(acc, a)
         if base is None or ds is None:
             continue
         prow = f"{base} {PAPER_CLASSIFIERS[a.classifier]}"
@@ -366,9 +371,7 @@ def paper_comparison(acc, cost, train_sizes):
             rows.append(paper.row("004", "Table II", prow, ds, a.accuracy, quantity=f"test accuracy (%), {ds}",
                                   note=_notes(_size_note(a.dataset, train_sizes), CLASSIFIER_NOTES.get(a.classifier))))
     for c in cost.itertuples():
-        kmax = cost[(cost["dataset"] == c.dataset) & (cost["method"] == c.method)]["k"].max()
-        prow = _paper_row(c.method, c.k, kmax)
-        ds = PAPER_SETS.get(c.dataset)
+        prow, ds = _paper_cell(cost, c)
         if prow is None or ds is None:
             continue
         for table, col, what in (("Table III", "cpu_time", "CPU time (s)"),
