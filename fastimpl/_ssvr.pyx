@@ -43,6 +43,7 @@ from scipy.linalg.cython_lapack cimport dpotrf
 
 from refimpl import ssvr as _loop
 from refimpl.ssvr import JITTER_RTOL
+from fastimpl._openmp import blas_single_threaded
 
 cnp.import_array()
 
@@ -639,9 +640,7 @@ def ssvr_srs(X, y, spec, n_basis, lam=1e-2, epsilon=0.1, delta=0.3, n_candidates
     (one pass over K_P), and threaded BLAS next to the OpenMP candidate scoring oversubscribes
     the cores (measured: 10-25x slower Newton steps on a loaded 2-core machine).
     """
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="blas"):
+    with blas_single_threaded():
         return _loop.ssvr_srs(X, y, spec, n_basis, lam=lam, epsilon=epsilon, delta=delta,
                               n_candidates=n_candidates, selection=selection, tol=tol, max_newton=max_newton,
                               random_state=random_state, callback=callback, n_jobs=n_jobs,
@@ -652,9 +651,7 @@ def ssvr_auto(X, y, spec, n_basis="auto", lam="auto", epsilon=0.0, delta=np.inf,
               selection="srs", tol=0.0, max_newton=50, random_state=None, callback=None, n_jobs=None):
     """:func:`refimpl.ssvr.ssvr_auto` (``n_basis`` and/or ``lam`` chosen on a hold-out) with the numerics of
     :class:`FastSSVROps` for the growth and the refit; BLAS single-threaded as in :func:`ssvr_srs`."""
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="blas"):
+    with blas_single_threaded():
         return _loop.ssvr_auto(X, y, spec, n_basis=n_basis, lam=lam, epsilon=epsilon, delta=delta,
                                n_candidates=n_candidates, selection=selection, tol=tol, max_newton=max_newton,
                                random_state=random_state, callback=callback, n_jobs=n_jobs,
