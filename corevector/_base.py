@@ -411,9 +411,10 @@ class CoreVectorBase(BaseEstimator):
         check = chunked.kernel_spec if isinstance(X, chunked.ChunkedRows) else checked_kernel_spec
         return check(X, self.kernel, self.gamma if gamma is None else gamma, self.degree, self.coef0, self.normalize)
 
-    def _run(self, problem, random_state=None, label=None, initial=None):
+    def _run(self, problem, random_state=None, label=None, initial=None, initial_weights=None):
         """The core-set loop on ``problem`` with this estimator's options (one engine call for all);
-        ``initial``: augmented points that start in the core set (``refimpl.meb.fit_meb``)."""
+        ``initial``: augmented points that start in the core set, ``initial_weights`` the weights the first
+        solve starts from (``refimpl.meb.fit_meb``)."""
         if isinstance(problem.X, chunked.ChunkedRows):
             fit_meb = chunked_fit_meb(self.impl)
         else:
@@ -423,7 +424,8 @@ class CoreVectorBase(BaseEstimator):
             random_state=self.random_state if random_state is None else random_state,
             n_confirm=self.n_confirm, solver=self.solver, stop=self.stop, certify=self.certify,
             cache_size=int(self.cache_size * 2**20), verbose=self.verbose, hybrid_nu=self._hybrid_nu(),
-            label=label or f"{type(self).__name__} ({self.impl})", stall_hint=self._stall_hint(), initial=initial)
+            label=label or f"{type(self).__name__} ({self.impl})", stall_hint=self._stall_hint(), initial=initial,
+            initial_weights=initial_weights)
 
     def _stall_hint(self):
         """What the user can change when the core-set loop stalls at float64's resolution (refimpl.driver.Stall):

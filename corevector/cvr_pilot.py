@@ -42,6 +42,9 @@ class TubeChoice:
     #: augmented points the pilot predicts outside the tube (i: above it, m + i: below), to start the core set
     #: from when they are most of it (None: grow it from the initial pair, as the papers)
     initial: np.ndarray | None = None
+    #: their predicted slacks (|y - f| - q, the pilot's residual beyond the tube): the first solve's weights,
+    #: since at the optimum xi_i = lambda_i mu m ([000] eq. (9))
+    initial_weights: np.ndarray | None = None
 
 
 def _dense_rows(X, a, b):
@@ -197,29 +200,35 @@ def auto_C_and_tube(est, X, yn, weights, M, seed):
     info = dict(n_fit=len(a), n_out=len(b), two_way=two_way, C_pilot=float(grid[best]),
                 n_eval=sum(len(t[2]) for t in picks), r2_pilot=1.0 - e_rel, p=p, q=q, mu=mu, nu_scale=nu_scale,
                 gamma=float(spec.gamma), r2_pilot_widths=[1.0 - t[0] / var if var > 0 else 0.0 for t in picks])
-    initial = None
+    initial = weights = None
     if p >= est.SEED_MIN_OUTSIDE:  # (one pass over the rows, wherever they are: the same start for every layout)
         with _blas_single_threaded():
-            initial = _predicted_outside(spec, X, yn, a, splits[0].coef(C), q)
+            initial, weights = _predicted_outside(spec, X, yn, a, splits[0].coef(C), q)
         info["n_initial"] = len(initial)
-    return TubeChoice(C, mu, nu_scale, info, initial)
+    return TubeChoice(C, mu, nu_scale, info, initial, weights)
 
 
 def _predicted_outside(spec, X, yn, a, beta, q, block=4096):
-    """The augmented points the pilot (coefficients beta on the rows a) puts outside a tube of half-width q:
-    i where y_i - f(x_i) > q (lambda_i), m + i where it is below -q (lambda*_i).  By blocks of rows, read as
-    the pilot's rows are (:func:`_dense_rows`), so that dense, CSR and chunked rows give one start; the pilot's
-    rows are read once, except for CSR, whose blocks are compacted to their stored columns together with them."""
+    """(points, slacks): the augmented points the pilot (coefficients beta on the rows a) puts outside a tube
+    of half-width q -- i where y_i - f(x_i) > q (lambda_i), m + i where it is below -q (lambda*_i), in
+    increasing order -- and the residual of each beyond the tube, |y_i - f(x_i)| - q.  By blocks of rows, read
+    as the pilot's rows are (:func:`_dense_rows`), so that dense, CSR and chunked rows give one start; the
+    pilot's rows are read once, except for CSR, whose blocks are compacted to their stored columns together
+    with them."""
     from refimpl.kernels import kernel_block
 
-    m, out = X.shape[0], []
+    m, out, excess = X.shape[0], [], []
     Xa = None if sp.issparse(X) else _dense_rows(X, a, a[:0])[0]
     for s in range(0, m, block):
         rows = np.arange(s, min(s + block, m))
         Xs, Xa_s = _dense_rows(X, rows, a) if Xa is None else (_dense_rows(X, rows, rows[:0])[0], Xa)
         r = yn[rows] - (kernel_block(spec, Xs, Xa_s) + 1.0) @ beta
-        out += [s + np.flatnonzero(r > q), m + s + np.flatnonzero(r < -q)]
-    return np.sort(np.concatenate(out))
+        above, below = np.flatnonzero(r > q), np.flatnonzero(r < -q)
+        out += [s + above, m + s + below]
+        excess += [r[above] - q, -r[below] - q]
+    points, excess = np.concatenate(out), np.concatenate(excess)
+    order = np.argsort(points, kind="stable")
+    return points[order], excess[order]
 
 
 def _blas_single_threaded():

@@ -378,6 +378,7 @@ class CVR(RegressorMixin, CoreVectorBase):
                 mu = float(self.mu) / scale
         self._pilot_info = None if choice is None else choice.info
         self._initial = None if choice is None or self.mu != "auto" else choice.initial
+        self._initial_weights = None if self._initial is None else choice.initial_weights
         self._nu_scale = choice.nu_scale if choice is not None and self.mu == "auto" else 1.0
         C, mu, fit = self._fit_tube(X, yn, weights, mu, M, top) if auto else self._fit_once(X, yn, weights, mu, M, top)
         problem, result, model = fit
@@ -524,7 +525,8 @@ class CVR(RegressorMixin, CoreVectorBase):
         C_paper, mu_paper = 2 * C * mu * M, mu * M / X.shape[0]
         self._check_target_scale(top, C_paper, mu_paper, X.shape[0])
         problem = cvr.cvr_problem(X, yn, self.kernel_spec_, C_paper, mu_paper, weights)
-        result = self._run(problem, initial=getattr(self, "_initial", None))
+        result = self._run(problem, initial=getattr(self, "_initial", None),
+                           initial_weights=getattr(self, "_initial_weights", None))
         with np.errstate(over="ignore", invalid="ignore"):
             model = cvr.recover(problem, result, yn, C_paper)
         if not (np.all(np.isfinite(model.coef)) and np.isfinite(model.intercept)):

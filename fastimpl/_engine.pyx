@@ -44,7 +44,7 @@ import scipy.sparse as sp
 cimport cython
 cimport numpy as cnp
 from cython.parallel cimport prange
-from libc.math cimport exp, expm1, sqrt, fabs, INFINITY
+from libc.math cimport exp, expm1, sqrt, fabs, INFINITY, NAN, isnan
 from libc.float cimport DBL_EPSILON
 from libc.stdlib cimport malloc, calloc, free, realloc
 from libc.string cimport memcpy, memset
@@ -586,6 +586,45 @@ cdef class FastMEBOps:
     def weights(self):
         return np.array([self.alpha[t] for t in range(self.size)], dtype=np.float64)
 
+    def known_sums(self):
+        """(inputs, sums): the inputs with a half in the core set and their sums sum_t alpha_t s_t k(x_t, x_p) over
+        the support, from the core-set QP's gradient as a full scan takes them (known_sums, _scans.pxi); None
+        where full scans compute every sum (problems that are not mirrored, lookup kernels).  For the chunked
+        scans, which must finish these inputs as the in-memory scans do."""
+        cdef cnp.ndarray[double, ndim=1, mode="c"] ka = np.empty(max(self.m, 1))
+        if self.sup.dirty:
+            pack_support(self)
+        if not known_sums(self, &ka[0]):
+            return None
+        ka = ka[:self.m]
+        rows = np.flatnonzero(~np.isnan(ka))
+        return rows, ka[rows]
+
+    def warm(self, alpha):
+        """(Beyond the paper) alpha of the core set, in core order (refimpl.meb.MEBOps.warm): the weights are set,
+        scaled to the simplex, and the gradient 2 Q alpha - l computed again from the Q rows (a warm start for
+        the next solve)."""
+        cdef double[::1] a = _simplex_weights(alpha, self.size)
+        cdef Py_ssize_t t, j
+        cdef double s
+        cdef double* r = NULL
+        for t in range(self.size):
+            self.alpha[t] = a[t]
+        with nogil:
+            for t in range(self.size):
+                r = self.qrow(t, -1)
+                if r == NULL:
+                    break
+                s = 0.0
+                for j in range(self.size):
+                    s += r[j] * self.alpha[j]
+                self.grad[t] = 2.0 * s - self.l[t]
+        lookup_raise(self)
+        if r == NULL:
+            raise MemoryError("core-set kernel cache")
+        self.fs.fvalid = False
+        self.sup.dirty = True
+
     def step_bound(self):
         return smo_step_bound(self.size)
 
@@ -680,6 +719,16 @@ cdef class FastMEBOps:
         screen, the last scan's screen: 'taylor', 'float' or None): for tests of the screens and their
         fallback."""
         return self.screens.state()
+
+
+def _simplex_weights(alpha, Py_ssize_t size):
+    """alpha as float64 of length ``size``, finite, nonnegative, scaled to sum 1 (ValueError otherwise)."""
+    a = np.array(alpha, dtype=np.float64, copy=True).reshape(-1)
+    if a.shape[0] != size:
+        raise ValueError(f"warm: {a.shape[0]} weights for a core set of {size}")
+    if not np.all(np.isfinite(a)) or np.any(a < 0) or not a.sum() > 0:
+        raise ValueError("warm: the weights must be finite, nonnegative and not all zero")
+    return a / a.sum()
 
 
 def fit_meb(problem, eps, **kwargs):

@@ -8,6 +8,9 @@
 #   input's kernel row.  One skeleton for both paths: the support's rows below, the kernel block's
 #   chunks (kb_chunk, _kblock.pxi) on high-dimensional data.
 #
+# A full scan of CVR's mirrored points takes the sums of the inputs that are in the core set from the core-set
+# QP's gradient instead (known_sums): noisy regression sets end with half their inputs or more in the core set.
+#
 # Each candidate costs sum_t alpha_t s_t k(x_t, x) over the support, packed by pack_support into
 # _Support (its store's weighted rows, _krows.pyx, compute the sums: SIMD on coordinates, BLAS GEMM in
 # blocks of GEMM_BLOCK candidates from d = 16 on, sparse-dense for CSR input), then _finish_d2 turns it into
@@ -236,11 +239,55 @@ cdef object scan_sample(FastMEBOps ops, cnp.ndarray[Py_ssize_t, ndim=1, mode="c"
     return Scan(int(idx[p]), best + ops.c0, sample_d2=d2 + ops.c0)
 
 
-cdef void _chunk_d2(FastMEBOps ops, Py_ssize_t c, double marg, double* vals, double* buf) noexcept nogil:
+cdef bint known_sums(FastMEBOps ops, double* ka) noexcept nogil:
+    """ka[p] = sum_t alpha_t s_t k(x_t, x_p) for every input p with a half in the core set, from the gradient of
+    the first such core vector t (core order): g_t = 2 (Q alpha)_t - l_t and (Q alpha)_t = s_t (ka_p + beta_b
+    sum_j alpha_j s_j) + c_t alpha_t; NaN for the other inputs.  No kernel evaluation: a full scan then
+    computes sums only for the inputs outside the core set (CVR's noisy sets keep half of them or more in it).
+    The support must be packed (csum).  For mirrored problems with a kernel of their own rows (not a lookup
+    kernel, whose sums are indexed by candidate); False, and nothing written, otherwise."""
+    cdef Py_ssize_t t, p
+    if not ops.mirror or ops.K.lk != NULL:
+        return False
+    for p in range(ops.m):
+        ka[p] = NAN
+    for t in range(ops.size):
+        p = ops.pz(ops.S[t])
+        if isnan(ka[p]):
+            ka[p] = ops.Ss[t] * (0.5 * (ops.grad[t] + ops.l[t]) - ops.cdiag(ops.S[t]) * ops.alpha[t]) \
+                - ops.label_bias * ops.sup.csum
+    return True
+
+
+cdef Py_ssize_t _unknown(const double* known, Py_ssize_t lo, Py_ssize_t hi, double* vals, Py_ssize_t* rows) noexcept nogil:
+    """The inputs of [lo, hi) whose sums ``known`` lacks, into rows; the known ones' sums into vals[p - lo]."""
+    cdef Py_ssize_t p, n = 0
+    for p in range(lo, hi):
+        if isnan(known[p]):
+            rows[n] = p
+            n += 1
+        else:
+            vals[p - lo] = known[p]
+    return n
+
+
+cdef void _chunk_d2(FastMEBOps ops, Py_ssize_t c, double marg, double* vals, double* buf,
+                    const double* known) noexcept nogil:
     """d^2 - c0 of the augmented points of chunk c of input rows, vals[h * SCAN_CHUNK + (p - lo)] for
-    the half h (0: z = p; 1, mirrored: z = p + m): one kernel row per input serves both."""
-    cdef Py_ssize_t lo = c * SCAN_CHUNK, hi = min(lo + SCAN_CHUNK, ops.m), p
-    _kalpha(ops, lo, hi, NULL, vals, buf)
+    the half h (0: z = p; 1, mirrored: z = p + m): one kernel row per input serves both.  ``known``
+    (known_sums, or NULL): the sums of the inputs in the core set, computed only for the others."""
+    cdef Py_ssize_t lo = c * SCAN_CHUNK, hi = min(lo + SCAN_CHUNK, ops.m), p, j, n
+    cdef Py_ssize_t* rows
+    if known == NULL:
+        _kalpha(ops, lo, hi, NULL, vals, buf)
+    else:
+        rows = <Py_ssize_t*> malloc(SCAN_CHUNK * sizeof(Py_ssize_t))
+        n = _unknown(known, lo, hi, vals, rows)
+        if n > 0:  # (their sums into the second half's space, free until the halves are finished below)
+            _kalpha(ops, 0, n, rows, &vals[SCAN_CHUNK], buf)
+            for j in range(n):
+                vals[rows[j] - lo] = vals[SCAN_CHUNK + j]
+        free(rows)
     if ops.mirror:
         for p in range(lo, hi):
             vals[SCAN_CHUNK + p - lo] = _finish_d2(ops, p + ops.m, vals[p - lo], marg)
@@ -249,18 +296,29 @@ cdef void _chunk_d2(FastMEBOps ops, Py_ssize_t c, double marg, double* vals, dou
 
 
 cdef Py_ssize_t _chunk_d2_screened(FastMEBOps ops, Py_ssize_t c, double marg, int screen, double err,
-                                   double over, double* vals) noexcept nogil:
+                                   double over, double* vals, const double* known) noexcept nogil:
     """_chunk_d2 through the screen ``screen``: every value that may reach its half's TIE band of the
     chunk's maximum, or ``over``, is exact; the others are screened values certainly below both, so
     the chunk's maximum, its first candidate within TIE and its candidates beyond ``over`` are the
-    exact path's.  Returns how many candidates were computed again in double."""
-    cdef Py_ssize_t lo = c * SCAN_CHUNK, hi = min(lo + SCAN_CHUNK, ops.m), p, h, again = 0
+    exact path's (``known``: as for _chunk_d2; those sums are exact already).  Returns how many
+    candidates were computed again in double."""
+    cdef Py_ssize_t lo = c * SCAN_CHUNK, hi = min(lo + SCAN_CHUNK, ops.m), p, h, j, n, again = 0
     cdef Py_ssize_t halves = 2 if ops.mirror else 1
     cdef double ka, vmax[2]
     cdef double floor[2]
+    cdef Py_ssize_t* rows
     vmax[0] = -INFINITY
     vmax[1] = -INFINITY
-    _kalpha_any(ops, lo, hi, NULL, vals, NULL, screen)
+    if known == NULL:
+        _kalpha_any(ops, lo, hi, NULL, vals, NULL, screen)
+    else:
+        rows = <Py_ssize_t*> malloc(SCAN_CHUNK * sizeof(Py_ssize_t))
+        n = _unknown(known, lo, hi, vals, rows)
+        if n > 0:
+            _kalpha_any(ops, 0, n, rows, &vals[SCAN_CHUNK], NULL, screen)
+            for j in range(n):
+                vals[rows[j] - lo] = vals[SCAN_CHUNK + j]
+        free(rows)
     for p in range(lo, hi):
         ka = vals[p - lo]
         vals[p - lo] = _finish_d2(ops, p, ka, marg)
@@ -273,6 +331,8 @@ cdef Py_ssize_t _chunk_d2_screened(FastMEBOps ops, Py_ssize_t c, double marg, in
     if halves == 1:
         floor[1] = INFINITY
     for p in range(lo, hi):
+        if known != NULL and not isnan(known[p]):
+            continue
         if not (vals[p - lo] < floor[0]) or (ops.mirror and not (vals[SCAN_CHUNK + p - lo] < floor[1])):
             ka = _exact_ka(ops, p)
             vals[p - lo] = _finish_d2(ops, p, ka, marg)
@@ -290,6 +350,7 @@ cdef struct _FullScan:
     double* tv                      # tv[c * kk : c * kk + tc[c]], tz likewise: the chunk's top-k
     Py_ssize_t* tz
     Py_ssize_t* tc                  # -1: the chunk ran out of memory
+    double* known                   # known_sums of the inputs, or NULL
 
 
 cdef void _chunk_top(_FullScan* fs, Py_ssize_t c, const double* vals, Py_ssize_t stride, Py_ssize_t lo,
@@ -316,10 +377,11 @@ cdef void _support_chunk(FastMEBOps ops, _FullScan* fs, Py_ssize_t c, double mar
     cdef Py_ssize_t lo = c * SCAN_CHUNK, hi = min(lo + SCAN_CHUNK, ops.m)
     cdef double* vals = <double*> malloc((2 * SCAN_CHUNK + bufsize) * sizeof(double))
     if screen != SCREEN_NONE and ops.screens.full_on:
-        if 2 * _chunk_d2_screened(ops, c, marg, screen, err, fs.over if fs.k > 0 else INFINITY, vals) > hi - lo:
+        if 2 * _chunk_d2_screened(ops, c, marg, screen, err, fs.over if fs.k > 0 else INFINITY, vals,
+                                  fs.known) > hi - lo:
             ops.screens.full_on = 0
     else:
-        _chunk_d2(ops, c, marg, vals, &vals[2 * SCAN_CHUNK])
+        _chunk_d2(ops, c, marg, vals, &vals[2 * SCAN_CHUNK], fs.known)
     _chunk_top(fs, c, vals, SCAN_CHUNK, lo, hi)
     free(vals)
 
@@ -339,7 +401,7 @@ cdef Py_ssize_t _scan_chunks(FastMEBOps ops, _FullScan* fs, bint block, double m
 
 
 cdef Py_ssize_t _first_within(FastMEBOps ops, Py_ssize_t nchunk, const double* cmax, double thr, double marg,
-                              Py_ssize_t bufsize) noexcept nogil:
+                              Py_ssize_t bufsize, const double* known) noexcept nogil:
     """The first augmented point (in index order: the first half, then the mirrored one) with d^2 - c0
     >= thr: the first chunk whose maximum reaches thr, computed again."""
     cdef Py_ssize_t c, h, p, lo, hi, first = -1, bc = -1, bh = 0, halves = 2 if ops.mirror else 1
@@ -352,7 +414,7 @@ cdef Py_ssize_t _first_within(FastMEBOps ops, Py_ssize_t nchunk, const double* c
     if bc < 0:
         bc = 0
     vals = <double*> malloc((2 * SCAN_CHUNK + bufsize) * sizeof(double))
-    _chunk_d2(ops, bc, marg, vals, &vals[2 * SCAN_CHUNK])
+    _chunk_d2(ops, bc, marg, vals, &vals[2 * SCAN_CHUNK], known)
     lo = bc * SCAN_CHUNK
     hi = min(lo + SCAN_CHUNK, ops.m)
     for p in range(lo, hi):
@@ -382,11 +444,19 @@ cdef object full_scan(FastMEBOps ops, Py_ssize_t k, double d2_over, bint block):
     fs.k = k
     fs.kk = max(k, 1)
     fs.over = d2_over - ops.c0
+    fs.known = NULL
     if not block:
         screen = ops.screens.choose(ops.sup.store, ops.sup.n, ops.m, False)
         err = ops.screens.err(screen, marg, ops.sup.store, ops.sup.n, ops.sup.cabs, ops.label_bias)
         bufsize = _bufsize(ops)
         ops.screens.full_on = 1  # every full scan tries screening again
+        if ops.mirror:
+            fs.known = <double*> malloc(ops.m * sizeof(double))
+            if fs.known == NULL:
+                raise MemoryError("scan buffers")
+            if not known_sums(ops, fs.known):
+                free(fs.known)
+                fs.known = NULL
     else:
         vals = <double*> malloc(ops.m * sizeof(double))
     fs.cmax = <double*> malloc(fs.nchunk * fs.halves * sizeof(double))
@@ -394,7 +464,7 @@ cdef object full_scan(FastMEBOps ops, Py_ssize_t k, double d2_over, bint block):
     fs.tz = <Py_ssize_t*> malloc(fs.nchunk * fs.kk * sizeof(Py_ssize_t))
     fs.tc = <Py_ssize_t*> malloc(fs.nchunk * sizeof(Py_ssize_t))
     if fs.cmax == NULL or fs.tv == NULL or fs.tz == NULL or fs.tc == NULL or (block and vals == NULL):
-        free(vals); free(fs.cmax); free(fs.tv); free(fs.tz); free(fs.tc)
+        free(vals); free(fs.cmax); free(fs.tv); free(fs.tz); free(fs.tc); free(fs.known)
         raise MemoryError("scan buffers")
     with nogil:
         if block:
@@ -423,22 +493,33 @@ cdef object full_scan(FastMEBOps ops, Py_ssize_t k, double d2_over, bint block):
                     first = p
                     break
         else:
-            first = _first_within(ops, fs.nchunk, fs.cmax, thr, marg, bufsize)
+            first = _first_within(ops, fs.nchunk, fs.cmax, thr, marg, bufsize, fs.known)
     # kernel evaluations: through the block, every input against the whole core set (the block's part and its
     # tail) and the candidates computed again in double -- counted here, not by the threads
-    ops.n_eval += (ops.m + ops.kb.recomputed) * ops.size if block else ops.m * ops.sup.n
+    if block:
+        ops.n_eval += (ops.m + ops.kb.recomputed) * ops.size
+    else:
+        ops.n_eval += (ops.m - _count_known(fs.known, ops.m)) * ops.sup.n
     top_v, top_z = [], []
     for c in range(fs.nchunk if k > 0 else 0):
         for p in range(fs.tc[c]):
             top_v.append(fs.tv[c * fs.kk + p])
             top_z.append(fs.tz[c * fs.kk + p])
-    free(vals); free(fs.cmax); free(fs.tv); free(fs.tz); free(fs.tc)
+    free(vals); free(fs.cmax); free(fs.tv); free(fs.tz); free(fs.tc); free(fs.known)
     if failed:
         raise MemoryError("scan buffers")
     tz_a = np.asarray(top_z, dtype=np.intp)
     tv_a = np.asarray(top_v, dtype=np.float64)
     order = np.lexsort((tz_a, -tv_a))[:k]
     return Scan(int(first), best + ops.c0, top=tz_a[order], top_d2=tv_a[order] + ops.c0)
+
+
+cdef Py_ssize_t _count_known(const double* known, Py_ssize_t m) noexcept nogil:
+    cdef Py_ssize_t p, n = 0
+    if known != NULL:
+        for p in range(m):
+            n += not isnan(known[p])
+    return n
 
 
 def _set_scan_parallel_min_work(Py_ssize_t work):

@@ -487,10 +487,26 @@ class Stall:
                 "was reached")
 
 
+def warm_weights(core, initial, weights):
+    """The core set's weights (core order) of a warm start: each core vector's weight in ``weights`` (aligned
+    with ``initial``; a point listed twice counts once, at its first weight), 0 for the others; None when
+    they are all 0.  Not yet scaled to the simplex (``ops.warm`` scales them)."""
+    initial = np.asarray(initial, dtype=np.int64).reshape(-1)
+    weights = np.asarray(weights, dtype=np.float64).reshape(-1)
+    if weights.shape != initial.shape:
+        raise ValueError(f"initial_weights must hold one weight per initial point ({initial.size}), "
+                         f"got {weights.size}")
+    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+        raise ValueError("initial_weights must be finite and nonnegative")
+    first = dict(zip(initial.tolist()[::-1], weights.tolist()[::-1]))  # (reversed: the first occurrence wins)
+    alpha = np.array([first.get(int(z), 0.0) for z in np.asarray(core).tolist()], dtype=np.float64)
+    return alpha if alpha.sum() > 0 else None
+
+
 def run_core_set_loop(ops, eps, *, stop="radius", sample_size=59, n_confirm=0, max_iter=10_000, tol=None,
                       random_state=None, certify=True, verbose=False, label="MEB", batch=False,
                       method_for=lambda ops: None, hybrid_nu=HYBRID_NU, wide=False, stall_hint="",
-                      prune=False, dense=False, initial=None) -> LoopOutcome:
+                      prune=False, dense=False, initial=None, initial_weights=None) -> LoopOutcome:
     """Steps 1-5 above on the numerics ``ops``; ``method_for(ops)`` names the inner solver for the next
     solve (e.g. 'active_set' or 'smo', switched by the caller's policy); ``hybrid_nu`` the cap of
     stop='hybrid' (:func:`d2_threshold`); ``wide``: with ``batch``, the iterations' samples grow while
@@ -499,7 +515,9 @@ def run_core_set_loop(ops, eps, *, stop="radius", sample_size=59, n_confirm=0, m
     (:data:`DENSE_FULL_FRAC`, :data:`DENSE_ADD`); ``stall_hint`` ends the warning of a stalled loop
     (:class:`Stall`); ``initial``: (beyond the paper) points to add to the core set after step 1, before the
     first solve -- a caller that can predict most of the final core set (CVR's pilot on noisy targets) saves
-    the iterations that would find them.  See the module docstring."""
+    the iterations that would find them; ``initial_weights`` (one per point of ``initial``, nonnegative): the
+    first solve starts from these weights, scaled to the simplex (the core set's other points at 0), instead
+    of from the initial pair's ``e_a`` (:func:`warm_weights`).  See the module docstring."""
     n = ops.n
     if sample_size is not None and sample_size >= n:
         sample_size = None  # sampling more points than exist is a full scan
@@ -510,6 +528,10 @@ def run_core_set_loop(ops, eps, *, stop="radius", sample_size=59, n_confirm=0, m
     ops.start(z_a, z_b)
     if initial is not None and len(initial):
         ops.add([int(z) for z in dict.fromkeys(np.asarray(initial, dtype=np.int64).tolist()) if not ops.in_core(z)])
+        if initial_weights is not None:
+            alpha = warm_weights(ops.core_set(), initial, initial_weights)
+            if alpha is not None:
+                ops.warm(alpha)
     loop.solve(loop.final_tol(ops.ball()))
     progress = Progress(verbose, label)
     converged, n_iter, last_scan = False, 0, None

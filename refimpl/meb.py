@@ -267,12 +267,25 @@ class MEBOps:
     def weights(self):
         return self.alpha.copy()
 
+    def warm(self, alpha):
+        """(Beyond the paper) Set the core set's weights, in core order, scaled to the simplex, and their
+        gradient 2 Q alpha - l: a warm start for the next solve (refimpl.driver.run_core_set_loop's
+        ``initial_weights``)."""
+        a = np.array(alpha, dtype=np.float64).reshape(-1)
+        if a.shape[0] != len(self.S):
+            raise ValueError(f"warm: {a.shape[0]} weights for a core set of {len(self.S)}")
+        if not np.all(np.isfinite(a)) or np.any(a < 0) or not a.sum() > 0:
+            raise ValueError("warm: the weights must be finite, nonnegative and not all zero")
+        self.alpha = a / a.sum()
+        self.grad = 2.0 * (self.Q @ self.alpha) - self.l
+        self.free = None
+
 
 def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000, tol=None,
             random_state=None, cache_size=200 * 2**20, certify=True, verbose=False,
             n_confirm=0, solver="smo", stop="radius", label=None, ops_class=MEBOps,
             hybrid_nu=HYBRID_NU, stall_hint="", batch=False, wide=False, prune=False, dense=False,
-            initial=None) -> MEBResult:
+            initial=None, initial_weights=None) -> MEBResult:
     """Approximate the MEB of the augmented points of ``problem`` to within (1+eps) (001 Sec. 4).
 
     Parameters
@@ -310,6 +323,8 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
         loop, one core vector per iteration.  The estimators choose them (``corevector.engine_policy``).
     initial : sequence of int or None -- (beyond the paper) augmented points that join the core set after the
         initial pair, before the first solve (``refimpl.driver.run_core_set_loop``).
+    initial_weights : sequence of float or None -- (beyond the paper) with ``initial``, the weights the first
+        solve starts from (``refimpl.driver.run_core_set_loop``); None: from the initial pair's.
     """
     n = problem.n
     validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm, solver, stop, hybrid_nu)
@@ -319,7 +334,7 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
                             verbose=verbose, label=label or f"MEB ({ops_class.__name__})",
                             batch=bool(batch), method_for=solver if callable(solver) else (lambda ops: solver),
                             hybrid_nu=float(hybrid_nu), wide=bool(wide), stall_hint=stall_hint, prune=bool(prune),
-                            dense=bool(dense), initial=initial)
+                            dense=bool(dense), initial=initial, initial_weights=initial_weights)
     if out.last_capped:
         # Intermediate QPs stopped by the bound are harmless (the next one warm-starts from them); the
         # final one defines the model, so its inexactness is worth a warning.

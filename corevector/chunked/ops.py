@@ -476,6 +476,9 @@ class ChunkedMEBOps:
     def weights(self):
         return self.local.weights()
 
+    def warm(self, alpha):
+        self.local.warm(alpha)
+
     def step_bound(self):
         return self.local.step_bound()
 
@@ -519,7 +522,15 @@ class ChunkedMEBOps:
         else:
             lo = self.local
             marg = float(lo.alpha @ (lo.grad + lo.l)) / 2.0
+        # the inputs in the core set: the in-memory scans take their sums from the core-set QP's gradient
+        # (fastimpl known_sums), so these scans finish them from the same numbers
+        known = self.local.known_sums() if self.impl == "fast" and hasattr(self.local, "known_sums") else None
+        if known is not None:
+            slots, ka = known
+            by_row = np.argsort(self.row_of[slots], kind="stable")
+            known = (np.ascontiguousarray(self.row_of[slots][by_row], dtype=np.int64), np.ascontiguousarray(ka[by_row]))
         return dict(impl=self.impl, spec=p.kernel, SV=np.ascontiguousarray(SV), svcoef=svcoef, svsum=svsum,
+                    known=known,
                     alpha_sv=alpha[sv], s_sv=s[sv], core_sv=core[sv], marg=marg, lb=float(p.label_bias),
                     c0=self.c0, diag_add=float(p.diag_add), has_pdiag=p.point_diag is not None,
                     has_delta=bool(p.has_delta), lconst=bool((not p.has_delta) and p.kernel.constant_diagonal),
@@ -543,7 +554,8 @@ class ChunkedMEBOps:
         self.stats["scan_blocks"] += len(self.X.plan())
         self.stats["scan_bytes"] += len(pickle.dumps(parts, protocol=5))
         nsv = len(sh["svcoef"])
-        self._n_eval += (self.m if self.impl == "fast" else self.n) * nsv
+        n_known = 0 if sh["known"] is None else len(sh["known"][0])  # (the in-memory scans' count)
+        self._n_eval += ((self.m - n_known) if self.impl == "fast" else self.n) * nsv
         c0 = self.c0
         best = max(p["vmax"] for p in parts)
         thr = best - TIE * (abs(best) + abs(c0))

@@ -96,7 +96,19 @@ def _fast_d2(ka, z_all, s_all, cd, offset, raw, sh, rows=None):
     return vals, scale
 
 
-def _exact_near_decisions(X, ka, err, scale, vals_all, z_all, s_all, cd, offset, raw, sh):
+def _known_sums(pidx, ka, known):
+    """Overwrite, in place, the sums ka of the block's inputs (view rows pidx) that ``known`` (sorted rows, their
+    sums) holds; returns the mask of those inputs (exact already: no screen's error applies to them)."""
+    rows, values = known
+    if not len(rows):
+        return np.zeros(len(pidx), dtype=bool)
+    pos = np.minimum(np.searchsorted(rows, pidx), len(rows) - 1)
+    hit = rows[pos] == pidx
+    ka[hit] = values[pos[hit]]
+    return hit
+
+
+def _exact_near_decisions(X, ka, err, scale, vals_all, z_all, s_all, cd, offset, raw, sh, exact=None):
     """Replace, in place, the screened d^2 of every candidate that may reach a decision of the scan by the
     exact one (kernel_expansion's sums of those rows, which are each row's own).
 
@@ -117,13 +129,15 @@ def _exact_near_decisions(X, ka, err, scale, vals_all, z_all, s_all, cd, offset,
     near = np.zeros(len(ka), dtype=bool)
     for v in vals_all:
         near |= v >= floor
+    if exact is not None:
+        near &= ~exact
     rows = np.flatnonzero(near)
     if len(rows) == 0:
         return
     ka = ka.copy()
     ka[rows] = numerics("fast").kernel_expansion(sh["spec"], sh["SV"], sh["svcoef"], X[rows])
-    exact, _ = _fast_d2(ka, z_all, s_all, cd, offset, raw, sh, rows=rows)
-    for v, e in zip(vals_all, exact):
+    again, _ = _fast_d2(ka, z_all, s_all, cd, offset, raw, sh, rows=rows)
+    for v, e in zip(vals_all, again):
         v[rows] = e
 
 
@@ -153,9 +167,12 @@ def scan_block(X, sh, pb):
     z_all = [pidx + h * m for h in range(halves)]
     s_all = [-s_in if h == 1 else s_in for h in range(halves)]
     if sh["impl"] == "fast":
+        exact = None
+        if sh.get("known") is not None:  # the inputs in the core set: their sums as the in-memory scans take them
+            exact = _known_sums(pidx, ka, sh["known"])
         vals_all, scale = _fast_d2(ka, z_all, s_all, cd, offset, raw, sh)
         if err >= 0.0:
-            _exact_near_decisions(X, ka, err, scale, vals_all, z_all, s_all, cd, offset, raw, sh)
+            _exact_near_decisions(X, ka, err, scale, vals_all, z_all, s_all, cd, offset, raw, sh, exact)
     else:
         vals_all = [_ref_d2(X, z, s, cd, offset, raw, sh) for z, s in zip(z_all, s_all)]
     for z, v in zip(z_all, vals_all):
