@@ -81,6 +81,8 @@ cdef Py_ssize_t GEMM_BLOCK = 64
 cdef int BLAS_SERIAL = 0
 #: core vectors per column chunk of the new Q rows' GEMM (_new_rows; the chunks run in parallel)
 cdef Py_ssize_t NEW_ROWS_STEP = 512
+#: new core vectors per GEMM block of _new_rows on the BLAS path (its scratch: NEW_ROWS_BLOCK x |S| doubles)
+cdef Py_ssize_t NEW_ROWS_BLOCK = 256
 
 
 from fastimpl._krows cimport (
@@ -429,35 +431,74 @@ cdef class FastMEBOps:
         self.grad[k] = 2.0 * ka - self.l[k]
 
     cdef int _new_rows(self, Py_ssize_t k0, Py_ssize_t k1) noexcept nogil:
-        """Q rows of the new core vectors [k0, k1) over the core set [0, k1): on the BLAS path one GEMM
-        of the new points against the core store (level 3: the store is read once, not once per row),
-        the rows then cached; else one cached row at a time (qrow).  Returns -2 when out of memory."""
-        cdef Py_ssize_t k, t, lo, nb = k1 - k0, c, nchunk
-        cdef bint harvested
+        """Q rows of the new core vectors [k0, k1) over the core set [0, k1): on the BLAS path GEMMs of the new
+        points against the core store (level 3: the store is read once per block of NEW_ROWS_BLOCK new
+        points, not once per row), the rows then cached; on the coordinate path the rows in parallel
+        (_parallel_rows) where a batch is large and the cache holds it, else one cached row at a time (qrow).
+        Returns -2 when out of memory."""
+        cdef Py_ssize_t k, nb = k1 - k0
         cdef double* tmp
-        cdef double* row
         cdef double* r
+        cdef int rc
         if not self.core.blas or self.sparse or nb < 2:
+            rc = self._parallel_rows(k0, k1)
+            if rc != 1:
+                return rc
             for k in range(k0, k1):
                 r = self.qrow(k, -1)
                 if r == NULL:
                     return -2
                 self._row_stats(k, r)
             return 0
-        tmp = <double*> malloc(nb * k1 * sizeof(double))
+        if self.kb.on and not self.kb.full and not self.kb.rows and k1 - self.kb.filled >= KB_EXTEND_MIN:
+            # the kernel block's extension computes the new rows' kernel values (_rows_from_block)
+            tmp = <double*> malloc(nb * k1 * sizeof(double))
+            if tmp == NULL:
+                return -2
+            if self._rows_from_block(k0, k1, tmp):
+                self._cache_rows(k0, k0, k1, k1, tmp)
+                self._extend_rows(k0, k0, k1, k1, tmp)
+                free(tmp)
+                return 0
+            free(tmp)
+        return self._blas_rows(k0, k1)
+
+    cdef int _blas_rows(self, Py_ssize_t k0, Py_ssize_t k1) noexcept nogil:
+        """The BLAS path of _new_rows, NEW_ROWS_BLOCK new points at a time: each block's kernel values against
+        the whole core set in one scratch of NEW_ROWS_BLOCK x k1 doubles (a block's GEMM split over column
+        chunks in parallel where the work pays for a second thread), its rows cached, and the cached rows of
+        the old core vectors extended by the block's columns.  A scratch for the whole batch was as large as
+        the rows themselves: seeding puma32h's 5,749 core vectors wrote 265 MB of fresh pages twice."""
+        cdef Py_ssize_t b0, b1, nbb, c, nchunk, nmax = min(k1 - k0, NEW_ROWS_BLOCK)
+        cdef double* tmp = <double*> malloc(nmax * k1 * sizeof(double))
         if tmp == NULL:
             return -2
-        harvested = self._rows_from_block(k0, k1, tmp)
-        if not harvested:
+        nchunk = (k1 + NEW_ROWS_STEP - 1) // NEW_ROWS_STEP
+        b0 = k0
+        while b0 < k1:
+            b1 = min(b0 + NEW_ROWS_BLOCK, k1)
+            nbb = b1 - b0
             # columns in chunks, in parallel where the work pays for a second thread (a batch of 128 core
             # vectors against 2,000 at d = 784 is 2e8 multiply-adds)
-            nchunk = (k1 + NEW_ROWS_STEP - 1) // NEW_ROWS_STEP
             for c in prange(nchunk, schedule="dynamic",
-                            use_threads_if=nb * k1 * self.d >= KB_PARALLEL_MIN_WORK and nchunk > 1):
-                self.core.block(&self.core.data[k0 * self.d], nb, self.d, &self.core.sq[k0], &self.core.rd[k0],
+                            use_threads_if=nbb * k1 * self.d >= KB_PARALLEL_MIN_WORK and nchunk > 1):
+                self.core.block(&self.core.data[b0 * self.d], nbb, self.d, &self.core.sq[b0], &self.core.rd[b0],
                                 c * NEW_ROWS_STEP, min((c + 1) * NEW_ROWS_STEP, k1), &tmp[c * NEW_ROWS_STEP], k1)
-        for k in range(k0, k1):
-            row = &tmp[(k - k0) * k1]
+            self._cache_rows(k0, b0, b1, k1, tmp)
+            self._extend_rows(k0, b0, b1, k1, tmp)
+            self.n_eval += nbb * k1
+            b0 = b1
+        free(tmp)
+        return 0
+
+    cdef void _cache_rows(self, Py_ssize_t k0, Py_ssize_t b0, Py_ssize_t b1, Py_ssize_t k1, double* tmp) noexcept nogil:
+        """The new core vectors [b0, b1) from their kernel values tmp[(k - b0) k1 + t] (t < k1): Q's entries, their
+        Q_kk and gradient, and their rows cached."""
+        cdef Py_ssize_t k, t, lo
+        cdef double* row
+        cdef double* r
+        for k in range(b0, b1):
+            row = &tmp[(k - b0) * k1]
             for t in range(k1):
                 row[t] = self.Ss[k] * self.Ss[t] * (row[t] + self.label_bias)
             row[k] += self.cdiag(self.S[k])
@@ -466,10 +507,44 @@ cdef class FastMEBOps:
             if r != NULL:  # (else the row is computed again when a solve needs it)
                 memcpy(r, row, k1 * sizeof(double))
                 self.cache.rlen[k] = k1
-        self._extend_rows(k0, k1, tmp)
-        if not harvested:  # (the block's extension counted its own)
-            self.n_eval += nb * k1
-        free(tmp)
+
+    cdef int _parallel_rows(self, Py_ssize_t k0, Py_ssize_t k1) noexcept nogil:
+        """The coordinate path's rows of the new core vectors [k0, k1) over [0, k1), in parallel over the rows:
+        their cache slots are taken first (one thread), then each row is computed, finished and its gradient
+        taken in a thread of its own.  Only for dense inputs of a kernel of their own rows, and only where the
+        batch's rows fit the cache without evicting (a row evicted meanwhile would leave a thread a freed
+        buffer); returns 1 where it does not apply (the caller computes the rows one at a time), 0 when done,
+        -2 when out of memory.  CASP's pilot seeds 6,551 core vectors at d = 9: 43 M kernel values."""
+        cdef Py_ssize_t k, t, lo, nb = k1 - k0, need = 0
+        cdef double** rows
+        cdef double* r
+        cdef const double* x
+        if self.sparse or self.K.lk != NULL or self.core.blas or nb * k1 * self.d < ROW_PARALLEL_MIN_WORK:
+            return 1
+        for k in range(k0, k1):
+            need += self.cache.row_cap(k1)
+        if self.cache.held() + need > self.cache.budget:
+            return 1
+        rows = <double**> malloc(nb * sizeof(double*))
+        if rows == NULL:
+            return -2
+        for k in range(k0, k1):
+            rows[k - k0] = self.cache.slot(k, k1, -1, &lo)
+            if rows[k - k0] == NULL:
+                free(rows)
+                return -2
+        for k in prange(k0, k1, schedule="dynamic", chunksize=16):
+            r = rows[k - k0]
+            x = &self.X[self.pz(self.S[k]), 0]
+            self.core.row(0, k1, x, self.core.sq[k], self.core.rd[k], r)
+            for t in range(k1):
+                r[t] = self.Ss[k] * self.Ss[t] * (r[t] + self.label_bias)
+            r[k] = r[k] + self.cdiag(self.S[k])
+            self._row_stats(k, r)
+        for k in range(k0, k1):
+            self.cache.rlen[k] = k1
+        self.n_eval += nb * k1
+        free(rows)
         return 0
 
     cdef bint _rows_from_block(self, Py_ssize_t k0, Py_ssize_t k1, double* tmp) noexcept nogil:
@@ -488,22 +563,23 @@ cdef class FastMEBOps:
         self.kb.hv = NULL
         return self.kb.filled >= k1
 
-    cdef void _extend_rows(self, Py_ssize_t k0, Py_ssize_t k1, const double* tmp) noexcept nogil:
-        """The cached rows of the old core vectors t < k0 that end at k0, extended by the new columns
-        [k0, k1) from the new rows (Q is symmetric: Q[t, k] = tmp[(k - k0) k1 + t]) instead of one GEMV
-        of the new points per row; the LRU order is left as it is.  A row without room is regrown while
-        the budget allows it without evicting: else the solver's next read of it would compute the
+    cdef void _extend_rows(self, Py_ssize_t k0, Py_ssize_t b0, Py_ssize_t b1, Py_ssize_t k1,
+                           const double* tmp) noexcept nogil:
+        """The cached rows of the old core vectors t < k0 that end at b0, extended by the columns [b0, b1) of the
+        new core vectors from their rows (Q is symmetric: Q[t, k] = tmp[(k - b0) k1 + t]) instead of one GEMV
+        of the new points per row; the LRU order is left as it is.  A row without room for all k1 columns is
+        regrown while the budget allows it without evicting: else the solver's next read of it would compute the
         missing columns one GEMV at a time, each streaming the core store through memory (profiled on
         Fashion-MNIST T-shirt/shirt: a fifth of the fit)."""
         cdef Py_ssize_t t, k
         cdef double* r
         for t in range(k0):
-            if self.cache.rows[t] == NULL or self.cache.rlen[t] != k0 or not self.cache.regrow(t, k1):
+            if self.cache.rows[t] == NULL or self.cache.rlen[t] != b0 or not self.cache.regrow(t, k1):
                 continue
             r = self.cache.rows[t]
-            for k in range(k0, k1):
-                r[k] = tmp[(k - k0) * k1 + t]
-            self.cache.rlen[t] = k1
+            for k in range(b0, b1):
+                r[k] = tmp[(k - b0) * k1 + t]
+            self.cache.rlen[t] = b1
 
     cdef void _index(self, Py_ssize_t z, Py_ssize_t k) noexcept nogil:
         """Insert z (core position k) into the sorted index of the core set (k core vectors before it)."""
