@@ -125,6 +125,7 @@ include "_kblock.pxi"       # _KBlock: k(x_p, c_t) in single precision for the s
 include "_smo.pxi"          # smo_solve: SMO with second-order working-set selection
 include "_active_set.pxi"   # _FreeSet; active_set_solve: the active-set Newton method, updated Cholesky factor
 include "_lookup_ops.pxi"   # lookup_setup, lookup_row_ready, lookup_sums: a callable kernel's columns
+include "_qrows.pxi"        # new_rows: the Q rows of new core vectors; gradient_from_rows: a warm start's gradient
 
 
 cdef class FastMEBOps:
@@ -416,170 +417,10 @@ cdef class FastMEBOps:
             self.size = k + 1
             self._index(z, k)
         with nogil:
-            rc = self._new_rows(k0, self.size)
+            rc = new_rows(self, k0, self.size)
         lookup_raise(self)
         if rc != 0:
             raise MemoryError("core-set kernel cache")
-
-    cdef inline void _row_stats(self, Py_ssize_t k, const double* r) noexcept nogil:
-        """Q_kk and the gradient 2 Q_k. alpha - l_k of a new core vector k from its row."""
-        cdef Py_ssize_t t
-        cdef double ka = 0.0
-        self.Qd[k] = r[k]
-        for t in range(k):
-            ka += self.alpha[t] * r[t]
-        self.grad[k] = 2.0 * ka - self.l[k]
-
-    cdef int _new_rows(self, Py_ssize_t k0, Py_ssize_t k1) noexcept nogil:
-        """Q rows of the new core vectors [k0, k1) over the core set [0, k1): on the BLAS path GEMMs of the new
-        points against the core store (level 3: the store is read once per block of NEW_ROWS_BLOCK new
-        points, not once per row), the rows then cached; on the coordinate path the rows in parallel
-        (_parallel_rows) where a batch is large and the cache holds it, else one cached row at a time (qrow).
-        Returns -2 when out of memory."""
-        cdef Py_ssize_t k, nb = k1 - k0
-        cdef double* tmp
-        cdef double* r
-        cdef int rc
-        if not self.core.blas or self.sparse or nb < 2:
-            rc = self._parallel_rows(k0, k1)
-            if rc != 1:
-                return rc
-            for k in range(k0, k1):
-                r = self.qrow(k, -1)
-                if r == NULL:
-                    return -2
-                self._row_stats(k, r)
-            return 0
-        if self.kb.on and not self.kb.full and not self.kb.rows and k1 - self.kb.filled >= KB_EXTEND_MIN:
-            # the kernel block's extension computes the new rows' kernel values (_rows_from_block)
-            tmp = <double*> malloc(nb * k1 * sizeof(double))
-            if tmp == NULL:
-                return -2
-            if self._rows_from_block(k0, k1, tmp):
-                self._cache_rows(k0, k0, k1, k1, tmp)
-                self._extend_rows(k0, k0, k1, k1, tmp)
-                free(tmp)
-                return 0
-            free(tmp)
-        return self._blas_rows(k0, k1)
-
-    cdef int _blas_rows(self, Py_ssize_t k0, Py_ssize_t k1) noexcept nogil:
-        """The BLAS path of _new_rows, NEW_ROWS_BLOCK new points at a time: each block's kernel values against
-        the whole core set in one scratch of NEW_ROWS_BLOCK x k1 doubles (a block's GEMM split over column
-        chunks in parallel where the work pays for a second thread), its rows cached, and the cached rows of
-        the old core vectors extended by the block's columns.  A scratch for the whole batch was as large as
-        the rows themselves: seeding puma32h's 5,749 core vectors wrote 265 MB of fresh pages twice."""
-        cdef Py_ssize_t b0, b1, nbb, c, nchunk, nmax = min(k1 - k0, NEW_ROWS_BLOCK)
-        cdef double* tmp = <double*> malloc(nmax * k1 * sizeof(double))
-        if tmp == NULL:
-            return -2
-        nchunk = (k1 + NEW_ROWS_STEP - 1) // NEW_ROWS_STEP
-        b0 = k0
-        while b0 < k1:
-            b1 = min(b0 + NEW_ROWS_BLOCK, k1)
-            nbb = b1 - b0
-            # columns in chunks, in parallel where the work pays for a second thread (a batch of 128 core
-            # vectors against 2,000 at d = 784 is 2e8 multiply-adds)
-            for c in prange(nchunk, schedule="dynamic",
-                            use_threads_if=nbb * k1 * self.d >= KB_PARALLEL_MIN_WORK and nchunk > 1):
-                self.core.block(&self.core.data[b0 * self.d], nbb, self.d, &self.core.sq[b0], &self.core.rd[b0],
-                                c * NEW_ROWS_STEP, min((c + 1) * NEW_ROWS_STEP, k1), &tmp[c * NEW_ROWS_STEP], k1)
-            self._cache_rows(k0, b0, b1, k1, tmp)
-            self._extend_rows(k0, b0, b1, k1, tmp)
-            self.n_eval += nbb * k1
-            b0 = b1
-        free(tmp)
-        return 0
-
-    cdef void _cache_rows(self, Py_ssize_t k0, Py_ssize_t b0, Py_ssize_t b1, Py_ssize_t k1, double* tmp) noexcept nogil:
-        """The new core vectors [b0, b1) from their kernel values tmp[(k - b0) k1 + t] (t < k1): Q's entries, their
-        Q_kk and gradient, and their rows cached."""
-        cdef Py_ssize_t k, t, lo
-        cdef double* row
-        cdef double* r
-        for k in range(b0, b1):
-            row = &tmp[(k - b0) * k1]
-            for t in range(k1):
-                row[t] = self.Ss[k] * self.Ss[t] * (row[t] + self.label_bias)
-            row[k] += self.cdiag(self.S[k])
-            self._row_stats(k, row)
-            r = self.cache.slot(k, k1, -1, &lo)
-            if r != NULL:  # (else the row is computed again when a solve needs it)
-                memcpy(r, row, k1 * sizeof(double))
-                self.cache.rlen[k] = k1
-
-    cdef int _parallel_rows(self, Py_ssize_t k0, Py_ssize_t k1) noexcept nogil:
-        """The coordinate path's rows of the new core vectors [k0, k1) over [0, k1), in parallel over the rows:
-        their cache slots are taken first (one thread), then each row is computed, finished and its gradient
-        taken in a thread of its own.  Only for dense inputs of a kernel of their own rows, and only where the
-        batch's rows fit the cache without evicting (a row evicted meanwhile would leave a thread a freed
-        buffer); returns 1 where it does not apply (the caller computes the rows one at a time), 0 when done,
-        -2 when out of memory.  CASP's pilot seeds 6,551 core vectors at d = 9: 43 M kernel values."""
-        cdef Py_ssize_t k, t, lo, nb = k1 - k0, need = 0
-        cdef double** rows
-        cdef double* r
-        cdef const double* x
-        if self.sparse or self.K.lk != NULL or self.core.blas or nb * k1 * self.d < ROW_PARALLEL_MIN_WORK:
-            return 1
-        for k in range(k0, k1):
-            need += self.cache.row_cap(k1)
-        if self.cache.held() + need > self.cache.budget:
-            return 1
-        rows = <double**> malloc(nb * sizeof(double*))
-        if rows == NULL:
-            return -2
-        for k in range(k0, k1):
-            rows[k - k0] = self.cache.slot(k, k1, -1, &lo)
-            if rows[k - k0] == NULL:
-                free(rows)
-                return -2
-        for k in prange(k0, k1, schedule="dynamic", chunksize=16):
-            r = rows[k - k0]
-            x = &self.X[self.pz(self.S[k]), 0]
-            self.core.row(0, k1, x, self.core.sq[k], self.core.rd[k], r)
-            for t in range(k1):
-                r[t] = self.Ss[k] * self.Ss[t] * (r[t] + self.label_bias)
-            r[k] = r[k] + self.cdiag(self.S[k])
-            self._row_stats(k, r)
-        for k in range(k0, k1):
-            self.cache.rlen[k] = k1
-        self.n_eval += nb * k1
-        free(rows)
-        return 0
-
-    cdef bint _rows_from_block(self, Py_ssize_t k0, Py_ssize_t k1, double* tmp) noexcept nogil:
-        """The kernel values of the new core vectors' rows, tmp[(k - k0) k1 + t] = k(c_k, c_t), taken from
-        the kernel block's extension by them (_kb_harvest): it computes k(x_p, c_k) for every input p, the
-        core vectors' own inputs among them, so the GEMM of the new points against the core store is saved
-        (Fashion-MNIST T-shirt/shirt: a tenth of the fit).  Only for a batch the next scan would extend the
-        block for anyway (KB_EXTEND_MIN core vectors out of it); False when the extension did not reach
-        them (the block's budget), and the caller computes the rows itself."""
-        if not self.kb.on or self.kb.full or self.kb.rows or k1 - self.kb.filled < KB_EXTEND_MIN:
-            return False
-        self.kb.hv = tmp
-        self.kb.hv_k0 = k0
-        self.kb.hv_k1 = k1
-        kb_extend(self, k1)
-        self.kb.hv = NULL
-        return self.kb.filled >= k1
-
-    cdef void _extend_rows(self, Py_ssize_t k0, Py_ssize_t b0, Py_ssize_t b1, Py_ssize_t k1,
-                           const double* tmp) noexcept nogil:
-        """The cached rows of the old core vectors t < k0 that end at b0, extended by the columns [b0, b1) of the
-        new core vectors from their rows (Q is symmetric: Q[t, k] = tmp[(k - b0) k1 + t]) instead of one GEMV
-        of the new points per row; the LRU order is left as it is.  A row without room for all k1 columns is
-        regrown while the budget allows it without evicting: else the solver's next read of it would compute the
-        missing columns one GEMV at a time, each streaming the core store through memory (profiled on
-        Fashion-MNIST T-shirt/shirt: a fifth of the fit)."""
-        cdef Py_ssize_t t, k
-        cdef double* r
-        for t in range(k0):
-            if self.cache.rows[t] == NULL or self.cache.rlen[t] != b0 or not self.cache.regrow(t, k1):
-                continue
-            r = self.cache.rows[t]
-            for k in range(b0, b1):
-                r[k] = tmp[(k - b0) * k1 + t]
-            self.cache.rlen[t] = b1
 
     cdef void _index(self, Py_ssize_t z, Py_ssize_t k) noexcept nogil:
         """Insert z (core position k) into the sorted index of the core set (k core vectors before it)."""
@@ -679,24 +520,16 @@ cdef class FastMEBOps:
     def warm(self, alpha):
         """(Beyond the paper) alpha of the core set, in core order (refimpl.meb.MEBOps.warm): the weights are set,
         scaled to the simplex, and the gradient 2 Q alpha - l computed again from the Q rows (a warm start for
-        the next solve)."""
+        the next solve; _qrows.pxi)."""
         cdef double[::1] a = _simplex_weights(alpha, self.size)
-        cdef Py_ssize_t t, j
-        cdef double s
-        cdef double* r = NULL
+        cdef Py_ssize_t t
+        cdef int rc
         for t in range(self.size):
             self.alpha[t] = a[t]
         with nogil:
-            for t in range(self.size):
-                r = self.qrow(t, -1)
-                if r == NULL:
-                    break
-                s = 0.0
-                for j in range(self.size):
-                    s += r[j] * self.alpha[j]
-                self.grad[t] = 2.0 * s - self.l[t]
+            rc = gradient_from_rows(self)
         lookup_raise(self)
-        if r == NULL:
+        if rc != 0:
             raise MemoryError("core-set kernel cache")
         self.fs.fvalid = False
         self.sup.dirty = True
@@ -795,16 +628,6 @@ cdef class FastMEBOps:
         screen, the last scan's screen: 'taylor', 'float' or None): for tests of the screens and their
         fallback."""
         return self.screens.state()
-
-
-def _simplex_weights(alpha, Py_ssize_t size):
-    """alpha as float64 of length ``size``, finite, nonnegative, scaled to sum 1 (ValueError otherwise)."""
-    a = np.array(alpha, dtype=np.float64, copy=True).reshape(-1)
-    if a.shape[0] != size:
-        raise ValueError(f"warm: {a.shape[0]} weights for a core set of {size}")
-    if not np.all(np.isfinite(a)) or np.any(a < 0) or not a.sum() > 0:
-        raise ValueError("warm: the weights must be finite, nonnegative and not all zero")
-    return a / a.sum()
 
 
 def fit_meb(problem, eps, **kwargs):

@@ -259,6 +259,20 @@ cdef bint known_sums(FastMEBOps ops, double* ka) noexcept nogil:
     return True
 
 
+cdef double* _known_or_null(FastMEBOps ops) except? NULL:
+    """A full scan's known_sums (malloc'ed, the caller frees them), or NULL where they do not apply."""
+    cdef double* known
+    if not ops.mirror:
+        return NULL
+    known = <double*> malloc(ops.m * sizeof(double))
+    if known == NULL:
+        raise MemoryError("scan buffers")
+    if not known_sums(ops, known):
+        free(known)
+        return NULL
+    return known
+
+
 cdef Py_ssize_t _unknown(const double* known, Py_ssize_t lo, Py_ssize_t hi, double* vals, Py_ssize_t* rows) noexcept nogil:
     """The inputs of [lo, hi) whose sums ``known`` lacks, into rows; the known ones' sums into vals[p - lo]."""
     cdef Py_ssize_t p, n = 0
@@ -450,13 +464,7 @@ cdef object full_scan(FastMEBOps ops, Py_ssize_t k, double d2_over, bint block):
         err = ops.screens.err(screen, marg, ops.sup.store, ops.sup.n, ops.sup.cabs, ops.label_bias)
         bufsize = _bufsize(ops)
         ops.screens.full_on = 1  # every full scan tries screening again
-        if ops.mirror:
-            fs.known = <double*> malloc(ops.m * sizeof(double))
-            if fs.known == NULL:
-                raise MemoryError("scan buffers")
-            if not known_sums(ops, fs.known):
-                free(fs.known)
-                fs.known = NULL
+        fs.known = _known_or_null(ops)
     else:
         vals = <double*> malloc(ops.m * sizeof(double))
     fs.cmax = <double*> malloc(fs.nchunk * fs.halves * sizeof(double))
@@ -496,10 +504,8 @@ cdef object full_scan(FastMEBOps ops, Py_ssize_t k, double d2_over, bint block):
             first = _first_within(ops, fs.nchunk, fs.cmax, thr, marg, bufsize, fs.known)
     # kernel evaluations: through the block, every input against the whole core set (the block's part and its
     # tail) and the candidates computed again in double -- counted here, not by the threads
-    if block:
-        ops.n_eval += (ops.m + ops.kb.recomputed) * ops.size
-    else:
-        ops.n_eval += (ops.m - _count_known(fs.known, ops.m)) * ops.sup.n
+    ops.n_eval += (ops.m + ops.kb.recomputed) * ops.size if block else \
+        (ops.m - _count_known(fs.known, ops.m)) * ops.sup.n
     top_v, top_z = [], []
     for c in range(fs.nchunk if k > 0 else 0):
         for p in range(fs.tc[c]):

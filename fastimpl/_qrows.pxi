@@ -1,0 +1,201 @@
+# The Q rows of new core vectors, and the gradient of a warm start (fastimpl._engine; FastMEBOps.add, .warm).
+#
+# A batch of new core vectors gets its rows over the whole core set at once: on the BLAS path (d >= BLAS_MIN_D)
+# GEMMs of NEW_ROWS_BLOCK new points against the core store, on the coordinate path the rows in parallel where
+# the cache holds the batch, or from the kernel block's extension where it computes them anyway; the cached
+# rows of the old core vectors are extended by the new columns.  Each new vector's Q_kk and gradient come from
+# its row (its weight is 0).  gradient_from_rows: 2 Q alpha - l again from the rows, after new weights.
+
+
+cdef inline void row_stats(FastMEBOps ops, Py_ssize_t k, const double* r) noexcept nogil:
+    """Q_kk and the gradient 2 Q_k. alpha - l_k of a new core vector k from its row."""
+    cdef Py_ssize_t t
+    cdef double ka = 0.0
+    ops.Qd[k] = r[k]
+    for t in range(k):
+        ka += ops.alpha[t] * r[t]
+    ops.grad[k] = 2.0 * ka - ops.l[k]
+
+
+cdef int new_rows(FastMEBOps ops, Py_ssize_t k0, Py_ssize_t k1) noexcept nogil:
+    """Q rows of the new core vectors [k0, k1) over the core set [0, k1): on the BLAS path GEMMs of the new
+    points against the core store (level 3: the store is read once per block of NEW_ROWS_BLOCK new
+    points, not once per row), the rows then cached; on the coordinate path the rows in parallel
+    (_parallel_rows) where a batch is large and the cache holds it, else one cached row at a time (qrow).
+    Returns -2 when out of memory."""
+    cdef Py_ssize_t k, nb = k1 - k0
+    cdef double* tmp
+    cdef double* r
+    cdef int rc
+    if not ops.core.blas or ops.sparse or nb < 2:
+        rc = _parallel_rows(ops, k0, k1)
+        if rc != 1:
+            return rc
+        for k in range(k0, k1):
+            r = ops.qrow(k, -1)
+            if r == NULL:
+                return -2
+            row_stats(ops, k, r)
+        return 0
+    if ops.kb.on and not ops.kb.full and not ops.kb.rows and k1 - ops.kb.filled >= KB_EXTEND_MIN:
+        # the kernel block's extension computes the new rows' kernel values (_rows_from_block)
+        tmp = <double*> malloc(nb * k1 * sizeof(double))
+        if tmp == NULL:
+            return -2
+        if _rows_from_block(ops, k0, k1, tmp):
+            _cache_rows(ops, k0, k1, k1, tmp)
+            _extend_rows(ops, k0, k0, k1, k1, tmp)
+            free(tmp)
+            return 0
+        free(tmp)
+    return _blas_rows(ops, k0, k1)
+
+
+cdef int _blas_rows(FastMEBOps ops, Py_ssize_t k0, Py_ssize_t k1) noexcept nogil:
+    """The BLAS path of _new_rows, NEW_ROWS_BLOCK new points at a time: each block's kernel values against
+    the whole core set in one scratch of NEW_ROWS_BLOCK x k1 doubles (a block's GEMM split over column
+    chunks in parallel where the work pays for a second thread), its rows cached, and the cached rows of
+    the old core vectors extended by the block's columns.  A scratch for the whole batch was as large as
+    the rows themselves: seeding puma32h's 5,749 core vectors wrote 265 MB of fresh pages twice."""
+    cdef Py_ssize_t b0, b1, nbb, c, nchunk, nmax = min(k1 - k0, NEW_ROWS_BLOCK)
+    cdef double* tmp = <double*> malloc(nmax * k1 * sizeof(double))
+    if tmp == NULL:
+        return -2
+    nchunk = (k1 + NEW_ROWS_STEP - 1) // NEW_ROWS_STEP
+    b0 = k0
+    while b0 < k1:
+        b1 = min(b0 + NEW_ROWS_BLOCK, k1)
+        nbb = b1 - b0
+        # columns in chunks, in parallel where the work pays for a second thread (a batch of 128 core
+        # vectors against 2,000 at d = 784 is 2e8 multiply-adds)
+        for c in prange(nchunk, schedule="dynamic",
+                        use_threads_if=nbb * k1 * ops.d >= KB_PARALLEL_MIN_WORK and nchunk > 1):
+            ops.core.block(&ops.core.data[b0 * ops.d], nbb, ops.d, &ops.core.sq[b0], &ops.core.rd[b0],
+                            c * NEW_ROWS_STEP, min((c + 1) * NEW_ROWS_STEP, k1), &tmp[c * NEW_ROWS_STEP], k1)
+        _cache_rows(ops, b0, b1, k1, tmp)
+        _extend_rows(ops, k0, b0, b1, k1, tmp)
+        ops.n_eval += nbb * k1
+        b0 = b1
+    free(tmp)
+    return 0
+
+
+cdef void _cache_rows(FastMEBOps ops, Py_ssize_t b0, Py_ssize_t b1, Py_ssize_t k1, double* tmp) noexcept nogil:
+    """The new core vectors [b0, b1) from their kernel values tmp[(k - b0) k1 + t] (t < k1): Q's entries, their
+    Q_kk and gradient, and their rows cached."""
+    cdef Py_ssize_t k, t, lo
+    cdef double* row
+    cdef double* r
+    for k in range(b0, b1):
+        row = &tmp[(k - b0) * k1]
+        for t in range(k1):
+            row[t] = ops.Ss[k] * ops.Ss[t] * (row[t] + ops.label_bias)
+        row[k] += ops.cdiag(ops.S[k])
+        row_stats(ops, k, row)
+        r = ops.cache.slot(k, k1, -1, &lo)
+        if r != NULL:  # (else the row is computed again when a solve needs it)
+            memcpy(r, row, k1 * sizeof(double))
+            ops.cache.rlen[k] = k1
+
+
+cdef int _parallel_rows(FastMEBOps ops, Py_ssize_t k0, Py_ssize_t k1) noexcept nogil:
+    """The coordinate path's rows of the new core vectors [k0, k1) over [0, k1), in parallel over the rows:
+    their cache slots are taken first (one thread), then each row is computed, finished and its gradient
+    taken in a thread of its own.  Only for dense inputs of a kernel of their own rows, and only where the
+    batch's rows fit the cache without evicting (a row evicted meanwhile would leave a thread a freed
+    buffer); returns 1 where it does not apply (the caller computes the rows one at a time), 0 when done,
+    -2 when out of memory.  CASP's pilot seeds 6,551 core vectors at d = 9: 43 M kernel values."""
+    cdef Py_ssize_t k, t, lo, nb = k1 - k0, need = 0
+    cdef double** rows
+    cdef double* r
+    cdef const double* x
+    if ops.sparse or ops.K.lk != NULL or ops.core.blas or nb * k1 * ops.d < ROW_PARALLEL_MIN_WORK:
+        return 1
+    for k in range(k0, k1):
+        need += ops.cache.row_cap(k1)
+    if ops.cache.held() + need > ops.cache.budget:
+        return 1
+    rows = <double**> malloc(nb * sizeof(double*))
+    if rows == NULL:
+        return -2
+    for k in range(k0, k1):
+        rows[k - k0] = ops.cache.slot(k, k1, -1, &lo)
+        if rows[k - k0] == NULL:
+            free(rows)
+            return -2
+    for k in prange(k0, k1, schedule="dynamic", chunksize=16):
+        r = rows[k - k0]
+        x = &ops.X[ops.pz(ops.S[k]), 0]
+        ops.core.row(0, k1, x, ops.core.sq[k], ops.core.rd[k], r)
+        for t in range(k1):
+            r[t] = ops.Ss[k] * ops.Ss[t] * (r[t] + ops.label_bias)
+        r[k] = r[k] + ops.cdiag(ops.S[k])
+        row_stats(ops, k, r)
+    for k in range(k0, k1):
+        ops.cache.rlen[k] = k1
+    ops.n_eval += nb * k1
+    free(rows)
+    return 0
+
+
+cdef bint _rows_from_block(FastMEBOps ops, Py_ssize_t k0, Py_ssize_t k1, double* tmp) noexcept nogil:
+    """The kernel values of the new core vectors' rows, tmp[(k - k0) k1 + t] = k(c_k, c_t), taken from
+    the kernel block's extension by them (_kb_harvest): it computes k(x_p, c_k) for every input p, the
+    core vectors' own inputs among them, so the GEMM of the new points against the core store is saved
+    (Fashion-MNIST T-shirt/shirt: a tenth of the fit).  Only for a batch the next scan would extend the
+    block for anyway (KB_EXTEND_MIN core vectors out of it); False when the extension did not reach
+    them (the block's budget), and the caller computes the rows itself."""
+    if not ops.kb.on or ops.kb.full or ops.kb.rows or k1 - ops.kb.filled < KB_EXTEND_MIN:
+        return False
+    ops.kb.hv = tmp
+    ops.kb.hv_k0 = k0
+    ops.kb.hv_k1 = k1
+    kb_extend(ops, k1)
+    ops.kb.hv = NULL
+    return ops.kb.filled >= k1
+
+
+cdef void _extend_rows(FastMEBOps ops, Py_ssize_t k0, Py_ssize_t b0, Py_ssize_t b1, Py_ssize_t k1,
+                       const double* tmp) noexcept nogil:
+    """The cached rows of the old core vectors t < k0 that end at b0, extended by the columns [b0, b1) of the
+    new core vectors from their rows (Q is symmetric: Q[t, k] = tmp[(k - b0) k1 + t]) instead of one GEMV
+    of the new points per row; the LRU order is left as it is.  A row without room for all k1 columns is
+    regrown while the budget allows it without evicting: else the solver's next read of it would compute the
+    missing columns one GEMV at a time, each streaming the core store through memory (profiled on
+    Fashion-MNIST T-shirt/shirt: a fifth of the fit)."""
+    cdef Py_ssize_t t, k
+    cdef double* r
+    for t in range(k0):
+        if ops.cache.rows[t] == NULL or ops.cache.rlen[t] != b0 or not ops.cache.regrow(t, k1):
+            continue
+        r = ops.cache.rows[t]
+        for k in range(b0, b1):
+            r[k] = tmp[(k - b0) * k1 + t]
+        ops.cache.rlen[t] = b1
+
+
+cdef int gradient_from_rows(FastMEBOps ops) noexcept nogil:
+    """grad_t = 2 (Q alpha)_t - l_t for every core vector, from its cached row (computed where it is not): after
+    FastMEBOps.warm set new weights.  Returns -2 when out of memory."""
+    cdef Py_ssize_t t, j
+    cdef double s
+    cdef double* r
+    for t in range(ops.size):
+        r = ops.qrow(t, -1)
+        if r == NULL:
+            return -2
+        s = 0.0
+        for j in range(ops.size):
+            s += r[j] * ops.alpha[j]
+        ops.grad[t] = 2.0 * s - ops.l[t]
+    return 0
+
+
+def _simplex_weights(alpha, Py_ssize_t size):
+    """alpha as float64 of length ``size``, finite, nonnegative, scaled to sum 1 (ValueError otherwise)."""
+    a = np.array(alpha, dtype=np.float64, copy=True).reshape(-1)
+    if a.shape[0] != size:
+        raise ValueError(f"warm: {a.shape[0]} weights for a core set of {size}")
+    if not np.all(np.isfinite(a)) or np.any(a < 0) or not a.sum() > 0:
+        raise ValueError("warm: the weights must be finite, nonnegative and not all zero")
+    return a / a.sum()
