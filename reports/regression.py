@@ -197,6 +197,9 @@ def _panel_prepare(name, method, cap, seed, threads, cv):
              folds=list(KFold(FOLDS, shuffle=True, random_state=seed).split(X)))
     d.update(_fold(d, 0))
     _make(method, d["gamma"], threads, seed)  # every module imported before the timed fit
+    if method in ("cvr", "sparse_svr"):  # (corevector imports its compiled engine at the first fit)
+        from corevector.numerics import numerics
+        numerics("fast")
     from threadpoolctl import threadpool_limits
     d["limits"] = threadpool_limits(limits=threads)
     return d
@@ -394,6 +397,9 @@ def _draw_prepare(m, rs, method, params, threads, seed):
     d = dict(method=method, params=params, seed=seed, Xtr=Xtr, ytr=(ytr - loc) / scale, Xte=Xte, yte=yte,
              loc=loc, scale=scale)
     _draw_make(d)
+    if method.startswith("cvr"):  # (corevector imports its compiled engine at the first fit)
+        from corevector.numerics import numerics
+        numerics("fast")
     return d
 
 
