@@ -121,8 +121,12 @@ def _head(X, kind, n):
     import zarr
     if kind in ("memory", "memmap"):
         return X[:n]  # (a memory map's rows stay a memory map)
-    head = np.asarray(X[:n])
-    if kind == "dask":
+    from corevector.chunked.zarr_chunks import chunk_reader
+    reader = chunk_reader(X)
+    # (by windows of rows where the fit reads so: zarr's X[:n] decodes a whole chunk, 64 MB in the largest,
+    # whose freed buffers the timed fit would then reuse unseen)
+    head = reader.read(0, n) if reader is not None else np.asarray(X[:n])
+    if kind in ("dask", "dask-auto"):
         import dask.array as da
         return da.from_array(head, chunks=(max(n // 4, 1), head.shape[1]))
     return zarr.array(head, chunks=(max(n // 4, 1), head.shape[1]))
@@ -154,8 +158,11 @@ def local_cluster(workers, memory_limit):
     return client
 
 
-def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
-    """One measurement in this (fresh) process; returns a dict of the columns."""
+def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS, eps=None):
+    """One measurement in this (fresh) process; returns a dict of the columns.  ``kind``: 'memory', 'memmap',
+    'zarr' (read here), 'dask' (the store on a LocalCluster, ``dask_from_zarr``'s tasks) or 'dask-auto' (on
+    the cluster too, ``da.from_zarr(store, chunks='auto')``: Dask's own blocks, up to its ``array.chunk-size``);
+    ``eps`` the estimator's (None: its default)."""
     import warnings
 
     from corevector import CVMClassifier
@@ -172,13 +179,17 @@ def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
         X = np.load(npath, mmap_mode="r")
     else:
         X = zarr.open_array(str(zpath), mode="r")
-        if kind == "dask":
+        if kind in ("dask", "dask-auto"):
             client = local_cluster(workers, WORKER_MEMORY)
+        if kind == "dask-auto":
+            import dask.array as da
+            X = da.from_zarr(X, chunks="auto")
+    params = dict(C=1e4, gamma=1.0, random_state=0) | ({} if eps is None else dict(eps=eps))
     base = reset_peak()
-    CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(_head(X, kind, WARM_ROWS), y[:WARM_ROWS])
+    CVMClassifier(**params).fit(_head(X, kind, WARM_ROWS), y[:WARM_ROWS])
     first = _rss("VmHWM:") - base
     load = os.getloadavg()[0]
-    est = CVMClassifier(C=1e4, gamma=1.0, random_state=0)
+    est = CVMClassifier(**params)
     wall, cpu, growth, w1 = timed_fit(est, X, y, client)
     # the scan throughput on at most SCAN_ROWS rows (a prediction of every row returns 8 bytes a row)
     n_scan = min(m, SCAN_ROWS)
@@ -187,6 +198,8 @@ def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
         if kind == "dask":
             from corevector.chunked import dask_from_zarr
             Xs = dask_from_zarr(X)[:n_scan]  # (the tasks a fit reads the store by)
+        elif kind == "dask-auto":
+            Xs = X[:n_scan]
         elif kind in ("memory", "memmap"):
             Xs = X[:n_scan]
         else:
@@ -201,7 +214,9 @@ def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
     n_iter = max(int(est.n_iter_), 1)
     # read after the scan pass: a window of draws still on its way when the fit ended has arrived (sent_bytes)
     st = chunked_fit_stats(kind)
-    out = dict(input=kind, m=m, chunk_rows=chunk_rows, workers=workers if kind == "dask" else 0, fit_time=wall, fit_cpu_time=cpu, load=load, rss_growth_mb=growth / 2**20,
+    out = dict(input=kind, m=m, chunk_rows=chunk_rows, eps=float(est.eps),
+               block_rows=int(max(np.diff(X.chunks[0]))) if kind == "dask-auto" else chunk_rows,
+               workers=workers if kind.startswith("dask") else 0, fit_time=wall, fit_cpu_time=cpu, load=load, rss_growth_mb=growth / 2**20,
                first_fit_growth_mb=first / 2**20,
                x_mb=m * 2 * 8 / 2**20, worker_peak_mb=max((v[1] for v in w1.values()), default=0) / 2**20,
                core_set=int(est.core_set_.size), accuracy=float(est.score(Xt, yt)),
@@ -278,6 +293,7 @@ def sweep(folder, m=1_000_000, chunks=(62_500, 250_000, 1_000_000), workers=(1, 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--one"]:
         args = sys.argv[2:]
-        print(json.dumps(run_one(args[0], int(args[1]), args[2], *(int(a) for a in args[3:]))), flush=True)
+        ints, eps = args[3:5], (float(args[5]) if len(args) > 5 and args[5] != "None" else None)
+        print(json.dumps(run_one(args[0], int(args[1]), args[2], *(int(a) for a in ints), eps=eps)), flush=True)
     elif sys.argv[1:2] == ["--sweep"]:
         sweep(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 1_000_000)
