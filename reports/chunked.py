@@ -158,11 +158,12 @@ def local_cluster(workers, memory_limit):
     return client
 
 
-def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS, eps=None):
+def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS, eps=None, scan_rows=SCAN_ROWS):
     """One measurement in this (fresh) process; returns a dict of the columns.  ``kind``: 'memory', 'memmap',
     'zarr' (read here), 'dask' (the store on a LocalCluster, ``dask_from_zarr``'s tasks) or 'dask-auto' (on
     the cluster too, ``da.from_zarr(store, chunks='auto')``: Dask's own blocks, up to its ``array.chunk-size``);
-    ``eps`` the estimator's (None: its default)."""
+    ``eps`` the estimator's (None: its default); ``scan_rows``: the rows of the scan-throughput pass after the
+    fit (0: none)."""
     import warnings
 
     from corevector import CVMClassifier
@@ -192,7 +193,7 @@ def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS, eps=None):
     est = CVMClassifier(**params)
     wall, cpu, growth, w1 = timed_fit(est, X, y, client)
     # the scan throughput on at most SCAN_ROWS rows (a prediction of every row returns 8 bytes a row)
-    n_scan = min(m, SCAN_ROWS)
+    n_scan = min(m, scan_rows)
     Xs = X
     if n_scan < m:
         if kind == "dask":
@@ -205,7 +206,7 @@ def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS, eps=None):
         else:
             Xs = None
     scan = float("nan")
-    if Xs is not None:
+    if Xs is not None and n_scan > 0:
         t1 = time.perf_counter()
         dec = est.decision_function(Xs)
         if hasattr(dec, "compute"):
@@ -215,7 +216,7 @@ def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS, eps=None):
     # read after the scan pass: a window of draws still on its way when the fit ended has arrived (sent_bytes)
     st = chunked_fit_stats(kind)
     out = dict(input=kind, m=m, chunk_rows=chunk_rows, eps=float(est.eps),
-               block_rows=int(max(np.diff(X.chunks[0]))) if kind == "dask-auto" else chunk_rows,
+               block_rows=int(max(X.chunks[0])) if kind == "dask-auto" else chunk_rows,
                workers=workers if kind.startswith("dask") else 0, fit_time=wall, fit_cpu_time=cpu, load=load, rss_growth_mb=growth / 2**20,
                first_fit_growth_mb=first / 2**20,
                x_mb=m * 2 * 8 / 2**20, worker_peak_mb=max((v[1] for v in w1.values()), default=0) / 2**20,
@@ -252,9 +253,10 @@ def medians_of(module, args, kind, m, timeout, repeats, keys):
     return out
 
 
-def measure(kind, m, folder, timeout, repeats=REPEATS, chunk_rows=CHUNK_ROWS, workers=WORKERS):
+def measure(kind, m, folder, timeout, repeats=REPEATS, chunk_rows=CHUNK_ROWS, workers=WORKERS, eps=None,
+            scan_rows=SCAN_ROWS):
     """Medians of ``repeats`` fresh processes (the other columns from the first)."""
-    return medians_of("reports.chunked", (folder, chunk_rows, workers), kind, m, timeout, repeats,
+    return medians_of("reports.chunked", (folder, chunk_rows, workers, eps, scan_rows), kind, m, timeout, repeats,
                       ("fit_time", "fit_cpu_time", "rss_growth_mb", "first_fit_growth_mb", "scan_evals_per_s",
                        "worker_peak_mb", "load"))
 
@@ -279,6 +281,87 @@ def chunked(ctx: Context) -> ExperimentResult:
     return ExperimentResult(outputs=["chunked.csv"], summary_md=to_markdown(df[cols]))
 
 
+# ------------------------------------------------------------------ the grid: eps x chunks x Dask's own blocks
+#: issue 45, item 3: at GRID_M rows (10^7 x 2, X 153 MB as float64) the caller's growth below MARK_GROWTH of X
+#: and chunked fits within MARK_RATIO of the in-memory fit's time, for every eps and store chunking, zarr read
+#: here and Dask's ``chunks='auto'`` on the cluster; and, in the full mode, the growth at GRID_M_PAIR's two m
+#: at equal chunks (it must not grow with m)
+GRID_M = {"tiny": 20_000, "quick": 10_000_000, "full": 10_000_000}
+GRID_EPS = {"tiny": (1e-2,), "quick": (1e-2, 1e-6), "full": (1e-2, 1e-4, 1e-6)}
+#: store chunks in bytes (rows of 16 bytes): 64 KB .. 64 MB
+GRID_CHUNK_BYTES = {"tiny": (64 * 2**10, 64 * 2**20), "quick": (64 * 2**10, 64 * 2**20),
+                    "full": (64 * 2**10, 2**20, 8 * 2**20, 64 * 2**20)}
+GRID_M_PAIR = (1_000_000, 100_000_000)
+MARK_GROWTH, MARK_RATIO = 0.25, 2.0
+GRID_COLUMNS = ["m", "eps", "input", "chunk_mb", "block_mb", "fit_time", "fit_cpu_time", "time_ratio",
+                "cpu_ratio", "load", "rss_growth_mb", "beyond_memory_mb", "growth_of_x", "x_mb", "growth_mark",
+                "time_mark", "core_set", "stash_rounds", "worker_peak_mb"]
+
+
+def _grid_cells(mode):
+    """(m, eps, kind, chunk rows) of the grid's measurements, the in-memory fit first for each (m, eps)."""
+    m = GRID_M[mode]
+    rows = [c // 16 for c in GRID_CHUNK_BYTES[mode]]
+    cells = []
+    for eps in GRID_EPS[mode]:
+        cells.append((m, eps, "memory", CHUNK_ROWS))
+        cells += [(m, eps, "zarr", c) for c in rows]
+        # Dask's own blocks over the 1 MB store (da.from_zarr(chunks='auto'): up to 128 MB), and the
+        # fit's own tasks (dask_from_zarr; not in the tiny mode)
+        cells += [(m, eps, "dask-auto", CHUNK_ROWS)] + ([(m, eps, "dask", CHUNK_ROWS)] if mode != "tiny" else [])
+    if mode == "quick":  # (the fits of Dask's own blocks and of the fit's tasks differ little: the first)
+        cells = [c for c in cells if c[2] != "dask"]
+    if mode == "full":  # the growth at two m, equal chunks (1 MB and 64 MB), beside the in-memory fit's
+        for mm in GRID_M_PAIR:
+            cells += [(mm, 1e-2, "memory", CHUNK_ROWS)] + [(mm, 1e-2, "zarr", c) for c in (2**20 // 16, 64 * 2**20 // 16)]
+            cells += [(mm, 1e-2, "dask", CHUNK_ROWS)]
+    return cells
+
+
+def grid_table(rows):
+    """The grid's table: each chunked fit beside the in-memory fit of its m and eps (time and CPU ratios;
+    the 10^6 / 10^8 pair has none: its growth alone), its growth as a share of X, and the marks (growth below
+    MARK_GROWTH of X, time within MARK_RATIO)."""
+    import pandas as pd
+    df = pd.DataFrame(rows)
+    if "error" not in df.columns:
+        df["error"] = None
+    ok = df["error"].isna()
+    base = df[ok & (df["input"] == "memory")].set_index(["m", "eps"])
+    key = list(zip(df["m"], df["eps"]))
+    has = [k in base.index for k in key]
+    df["time_ratio"] = [r / base.loc[k, "fit_time"] if h else np.nan for r, k, h in zip(df["fit_time"], key, has)]
+    df["cpu_ratio"] = [r / base.loc[k, "fit_cpu_time"] if h else np.nan
+                       for r, k, h in zip(df["fit_cpu_time"], key, has)]
+    df["growth_of_x"] = df["rss_growth_mb"] / df["x_mb"]
+    # (the growth beyond the in-memory fit's own: its labels' signs, one byte a row, and its engine)
+    df["beyond_memory_mb"] = [g - base.loc[k, "rss_growth_mb"] if h else np.nan
+                              for g, k, h in zip(df["rss_growth_mb"], key, has)]
+    df["chunk_mb"] = df["chunk_rows"] * 16 / 2**20
+    df["block_mb"] = df.get("block_rows", df["chunk_rows"]) * 16 / 2**20
+    df["growth_mark"] = np.where(~ok, "-", np.where(df["growth_of_x"] < MARK_GROWTH, "yes", "NO"))
+    df["time_mark"] = np.where(~ok | (df["input"] == "memory") | df["time_ratio"].isna(), "-",
+                               np.where(df["time_ratio"] <= MARK_RATIO, "yes", "NO"))
+    return df
+
+
+@experiment("chunked_grid", "Chunked fits across eps, store chunks and Dask's own blocks: the caller's memory and time",
+            sizes={"tiny": [GRID_M["tiny"]], "quick": [GRID_M["quick"]], "full": [GRID_M["full"]]})
+def chunked_grid(ctx: Context) -> ExperimentResult:
+    folder = ctx.out / "chunked-data"
+    rows = []
+    for m, eps, kind, c in _grid_cells(ctx.mode):
+        data_files(folder, m, c)
+        rows.append(measure(kind, m, folder, TIMEOUT[ctx.mode], repeats=REPEATS if ctx.mode == "full" else 1,
+                            chunk_rows=c, eps=eps, scan_rows=0))
+        rows[-1].setdefault("eps", eps)
+        rows[-1].setdefault("chunk_rows", c)
+    df = grid_table(rows)
+    df.to_csv(ctx.out / "chunked_grid.csv", index=False)
+    cols = [c for c in GRID_COLUMNS if c in df.columns] + (["error"] if df["error"].notna().any() else [])
+    return ExperimentResult(outputs=["chunked_grid.csv"], summary_md=to_markdown(df[cols]))
+
+
 def sweep(folder, m=1_000_000, chunks=(62_500, 250_000, 1_000_000), workers=(1, 2), repeats=1, timeout=900):
     """Chunk rows and workers against each other on the Dask path at one m (README's trade-offs)."""
     rows = []
@@ -293,7 +376,10 @@ def sweep(folder, m=1_000_000, chunks=(62_500, 250_000, 1_000_000), workers=(1, 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--one"]:
         args = sys.argv[2:]
+        # KIND M FOLDER [CHUNK_ROWS [WORKERS [EPS|None [SCAN_ROWS]]]]
         ints, eps = args[3:5], (float(args[5]) if len(args) > 5 and args[5] != "None" else None)
-        print(json.dumps(run_one(args[0], int(args[1]), args[2], *(int(a) for a in ints), eps=eps)), flush=True)
+        scan_rows = int(args[6]) if len(args) > 6 else SCAN_ROWS
+        print(json.dumps(run_one(args[0], int(args[1]), args[2], *(int(a) for a in ints), eps=eps,
+                                 scan_rows=scan_rows)), flush=True)
     elif sys.argv[1:2] == ["--sweep"]:
         sweep(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 1_000_000)
