@@ -158,6 +158,20 @@ def local_cluster(workers, memory_limit):
     return client
 
 
+def _block_rows(kind, X):
+    """The most rows of a block the fit reads X by (the store's chunks cut by the chunk reader, a cluster's
+    tasks, Dask's own blocks cut by dask_source.split_rows); none for an in-memory X."""
+    from corevector.chunked.dask_source import TASK_BYTES, split_rows
+    from corevector.chunked.local_source import LocalSource, array_bounds
+    if kind == "zarr":
+        return int(np.max(np.diff(LocalSource(X).bounds)))
+    if kind == "dask":
+        return int(np.max(np.diff(array_bounds(X, TASK_BYTES))))
+    if kind == "dask-auto":
+        return int(max(split_rows(X.chunks[0], X.shape[1]) or X.chunks[0]))
+    return 0
+
+
 def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS, eps=None, scan_rows=SCAN_ROWS):
     """One measurement in this (fresh) process; returns a dict of the columns.  ``kind``: 'memory', 'memmap',
     'zarr' (read here), 'dask' (the store on a LocalCluster, ``dask_from_zarr``'s tasks) or 'dask-auto' (on
@@ -216,7 +230,7 @@ def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS, eps=None, s
     # read after the scan pass: a window of draws still on its way when the fit ended has arrived (sent_bytes)
     st = chunked_fit_stats(kind)
     out = dict(input=kind, m=m, chunk_rows=chunk_rows, eps=float(est.eps),
-               block_rows=int(max(X.chunks[0])) if kind == "dask-auto" else chunk_rows,
+               block_rows=_block_rows(kind, X),
                workers=workers if kind.startswith("dask") else 0, fit_time=wall, fit_cpu_time=cpu, load=load, rss_growth_mb=growth / 2**20,
                first_fit_growth_mb=first / 2**20,
                x_mb=m * 2 * 8 / 2**20, worker_peak_mb=max((v[1] for v in w1.values()), default=0) / 2**20,
@@ -338,7 +352,7 @@ def grid_table(rows):
     df["beyond_memory_mb"] = [g - base.loc[k, "rss_growth_mb"] if h else np.nan
                               for g, k, h in zip(df["rss_growth_mb"], key, has)]
     df["chunk_mb"] = df["chunk_rows"] * 16 / 2**20
-    df["block_mb"] = df.get("block_rows", df["chunk_rows"]) * 16 / 2**20
+    df["block_mb"] = df["block_rows"] * 16 / 2**20 if "block_rows" in df.columns else np.nan
     df["growth_mark"] = np.where(~ok, "-", np.where(df["growth_of_x"] < MARK_GROWTH, "yes", "NO"))
     df["time_mark"] = np.where(~ok | (df["input"] == "memory") | df["time_ratio"].isna(), "-",
                                np.where(df["time_ratio"] <= MARK_RATIO, "yes", "NO"))

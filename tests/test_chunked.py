@@ -937,3 +937,20 @@ def test_a_pass_over_a_store_holds_a_window_of_rows_not_its_chunks(tmp_path, mon
     monkeypatch.setattr(local_source, "chunk_reader", lambda arr: None)
     peak_zarr, _ = traced_pass()
     assert peak_zarr > 2 * X.nbytes, peak_zarr
+    assert peak_zarr > 2 * X.nbytes, peak_zarr
+
+
+def test_a_dask_array_of_large_blocks_is_fitted_in_parts_of_about_task_bytes(monkeypatch):
+    """Dask's own chunks='auto' makes blocks of up to 128 MB: a block over SPLIT_SHARE x TASK_BYTES is cut
+    into near-equal parts of about TASK_BYTES for the fit (here one block of 3,000 rows, parts of 400-ish),
+    blocks under it stay as they are, and the fit is the in-memory fit."""
+    X, y, *_ = _data()
+    monkeypatch.setattr(dask_source, "TASK_BYTES", 400 * 2 * 8)
+    one = da.from_array(X.astype(np.float32), chunks=(3000, 2))
+    src = chunked.ChunkedRows.of(one).source
+    sizes = np.diff(src.bounds)
+    assert len(sizes) == 8 and sizes.sum() == 3000 and sizes.max() - sizes.min() <= 1
+    small = da.from_array(X.astype(np.float32), chunks=(700, 2))
+    assert np.array_equal(chunked.ChunkedRows.of(small).source.bounds, [0, 700, 1400, 2100, 2800, 3000])
+    a = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y)
+    _same_fit(a, CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(one, y))
