@@ -2,11 +2,17 @@
 the block boundaries every chunked source uses (:func:`array_bounds`); the data side of a chunked fit when
 no cluster reads the rows.
 
-A block is about ``BLOCK_BYTES`` as float64, at least ``MIN_BLOCK_ROWS`` rows and whole chunks of the store.
-The caller holds about six blocks' bytes at once (the block in use, the one read ahead, zarr's output
-buffer, decoded chunks and compressed bytes), so the block size, not m, sets what a fit from a store costs
-the caller: 16 MB blocks grew a 10^7 x 2 zarr fit's caller by 159 MB (104% of X, chunks of 10^6 rows), 1 MB
-blocks over chunks of 2^16 rows by 33 MB, at 11% more time (zarr's cost per call; docs/chunked.md).
+A block is about ``BLOCK_BYTES`` as float64 and at least ``MIN_BLOCK_ROWS`` rows.  A zarr 3 store of
+uncompressed or zstd chunks spanning every column (zarr's default layout) is read by windows of rows
+(:mod:`~corevector.chunked.zarr_chunks`): its blocks are whole chunks when chunks are smaller than a block,
+and cut a larger chunk into blocks of that size (never straddling two chunks), so the caller holds the
+block in use, the one read ahead and one request's compressed bytes whatever the chunks (10^7 x 2, eps
+10^-2 to 10^-6: the caller grew by 30-37 MB, 20-24% of X, for chunks from 64 KB to 64 MB, of which 9.5 MB
+are the labels' signs an in-memory fit holds too).  Any other store (other codecs, sharded, HDF5) is read by its
+own API in blocks of whole chunks, each decoded whole, and the caller holds about six blocks' bytes at once
+(the block in use, the one read ahead, zarr's output buffer, decoded chunks and compressed bytes): 64 MB
+chunks made it 367 MB, 240% of X.  Such a store with chunks over ``LARGE_CHUNK_BYTES`` warns
+(:class:`LargeChunkWarning`), naming its chunk size.
 
 A chunk of a zarr or HDF5 store that fails to read or decode (damaged bytes, a codec's error) raises one
 :class:`DamagedStoreError` naming the store, the array and the rows of that chunk (:func:`read_rows`), in

@@ -61,7 +61,10 @@ def chunk_reader(arr):
         import zarr  # noqa: F401
     except ImportError:
         return None
-    names = _codec_names(arr)
+    try:
+        names = _codec_names(arr)
+    except (AttributeError, ImportError):
+        return None
     if names is None:
         return None
     endian, codec = names
@@ -79,7 +82,10 @@ def chunk_reader(arr):
             import zstandard  # noqa: F401
         except ImportError:
             return None
-    return ChunkReader(arr, endian, codec)
+    try:
+        return ChunkReader(arr, endian, codec)
+    except (AttributeError, ImportError, TypeError):  # a zarr release whose array does not say what it needs
+        return None
 
 
 class _Ranges:
@@ -138,9 +144,13 @@ class ChunkReader:
         self._store = arr.store_path.store
         self._base = arr.store_path
         self._meta = arr.metadata
-        from zarr.abc.store import RangeByteRequest, SupportsGetSync
+        from zarr.abc.store import RangeByteRequest
         self._range = RangeByteRequest
-        self._sync = isinstance(self._store, SupportsGetSync)
+        try:  # (zarr 3.1's synchronous reads; earlier zarr 3 releases go through zarr's event loop)
+            from zarr.abc.store import SupportsGetSync
+            self._sync = isinstance(self._store, SupportsGetSync)
+        except ImportError:
+            self._sync = False
 
     # ------------------------------------------------------------ the store
     def key(self, c):
