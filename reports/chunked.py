@@ -125,7 +125,7 @@ def _head(X, kind, n):
     reader = chunk_reader(X)
     # (by windows of rows where the fit reads so: zarr's X[:n] decodes a whole chunk, 64 MB in the largest,
     # whose freed buffers the timed fit would then reuse unseen)
-    head = reader.read(0, n) if reader is not None else np.asarray(X[:n])
+    head = reader.read(0, min(n, X.shape[0])) if reader is not None else np.asarray(X[:n])
     if kind in ("dask", "dask-auto"):
         import dask.array as da
         return da.from_array(head, chunks=(max(n // 4, 1), head.shape[1]))

@@ -862,6 +862,9 @@ def test_the_chunk_reader_reads_the_rows_zarr_reads(tmp_path, compressors, dtype
     out = np.empty((500, 3))
     reader.read(690, 1190, out=out)
     np.testing.assert_array_equal(out, want[690:1190].astype(np.float64))
+    for lo, hi in ((0, len(X) + 1), (-1, 5), (9, 8)):  # (zarr would clamp a slice; the reader refuses)
+        with pytest.raises(ValueError, match=rf"rows \[{lo}, {hi}\) are not rows of an array of 10003 rows"):
+            reader.read(lo, hi)
 
 
 def test_layouts_the_chunk_reader_does_not_read_go_through_zarr_and_warn_when_large(tmp_path, monkeypatch):

@@ -174,6 +174,8 @@ class ChunkReader:
     def read(self, lo, hi, cursor=None, out=None):
         """Rows [lo, hi) (0 <= lo <= hi <= m) into ``out`` (a new array of the array's dtype if None)."""
         lo, hi = int(lo), int(hi)
+        if not 0 <= lo <= hi <= self.shape[0]:
+            raise ValueError(f"rows [{lo}, {hi}) are not rows of an array of {self.shape[0]} rows")
         if out is None:
             out = np.empty((hi - lo,) + self.row_shape, dtype=self.dtype)
         own = cursor is None
