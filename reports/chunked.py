@@ -121,8 +121,12 @@ def _head(X, kind, n):
     import zarr
     if kind in ("memory", "memmap"):
         return X[:n]  # (a memory map's rows stay a memory map)
-    head = np.asarray(X[:n])
-    if kind == "dask":
+    from corevector.chunked.zarr_chunks import chunk_reader
+    reader = chunk_reader(X)
+    # (by windows of rows where the fit reads so: zarr's X[:n] decodes a whole chunk, 64 MB in the largest,
+    # whose freed buffers the timed fit would then reuse unseen)
+    head = reader.read(0, min(n, X.shape[0])) if reader is not None else np.asarray(X[:n])
+    if kind in ("dask", "dask-auto"):
         import dask.array as da
         return da.from_array(head, chunks=(max(n // 4, 1), head.shape[1]))
     return zarr.array(head, chunks=(max(n // 4, 1), head.shape[1]))
@@ -154,8 +158,26 @@ def local_cluster(workers, memory_limit):
     return client
 
 
-def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
-    """One measurement in this (fresh) process; returns a dict of the columns."""
+def _block_rows(kind, X):
+    """The most rows of a block the fit reads X by (the store's chunks cut by the chunk reader, a cluster's
+    tasks, Dask's own blocks cut by dask_source.split_rows); none for an in-memory X."""
+    from corevector.chunked.dask_source import TASK_BYTES, split_rows
+    from corevector.chunked.local_source import LocalSource, array_bounds
+    if kind == "zarr":
+        return int(np.max(np.diff(LocalSource(X).bounds)))
+    if kind == "dask":
+        return int(np.max(np.diff(array_bounds(X, TASK_BYTES))))
+    if kind == "dask-auto":
+        return int(max(split_rows(X.chunks[0], X.shape[1]) or X.chunks[0]))
+    return 0
+
+
+def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS, eps=None, scan_rows=SCAN_ROWS):
+    """One measurement in this (fresh) process; returns a dict of the columns.  ``kind``: 'memory', 'memmap',
+    'zarr' (read here), 'dask' (the store on a LocalCluster, ``dask_from_zarr``'s tasks) or 'dask-auto' (on
+    the cluster too, ``da.from_zarr(store, chunks='auto')``: Dask's own blocks, up to its ``array.chunk-size``);
+    ``eps`` the estimator's (None: its default); ``scan_rows``: the rows of the scan-throughput pass after the
+    fit (0: none)."""
     import warnings
 
     from corevector import CVMClassifier
@@ -172,27 +194,33 @@ def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
         X = np.load(npath, mmap_mode="r")
     else:
         X = zarr.open_array(str(zpath), mode="r")
-        if kind == "dask":
+        if kind in ("dask", "dask-auto"):
             client = local_cluster(workers, WORKER_MEMORY)
+        if kind == "dask-auto":
+            import dask.array as da
+            X = da.from_zarr(X, chunks="auto")
+    params = dict(C=1e4, gamma=1.0, random_state=0) | ({} if eps is None else dict(eps=eps))
     base = reset_peak()
-    CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(_head(X, kind, WARM_ROWS), y[:WARM_ROWS])
+    CVMClassifier(**params).fit(_head(X, kind, WARM_ROWS), y[:WARM_ROWS])
     first = _rss("VmHWM:") - base
     load = os.getloadavg()[0]
-    est = CVMClassifier(C=1e4, gamma=1.0, random_state=0)
+    est = CVMClassifier(**params)
     wall, cpu, growth, w1 = timed_fit(est, X, y, client)
     # the scan throughput on at most SCAN_ROWS rows (a prediction of every row returns 8 bytes a row)
-    n_scan = min(m, SCAN_ROWS)
+    n_scan = min(m, scan_rows)
     Xs = X
     if n_scan < m:
         if kind == "dask":
             from corevector.chunked import dask_from_zarr
             Xs = dask_from_zarr(X)[:n_scan]  # (the tasks a fit reads the store by)
+        elif kind == "dask-auto":
+            Xs = X[:n_scan]
         elif kind in ("memory", "memmap"):
             Xs = X[:n_scan]
         else:
             Xs = None
     scan = float("nan")
-    if Xs is not None:
+    if Xs is not None and n_scan > 0:
         t1 = time.perf_counter()
         dec = est.decision_function(Xs)
         if hasattr(dec, "compute"):
@@ -201,7 +229,9 @@ def run_one(kind, m, folder, chunk_rows=CHUNK_ROWS, workers=WORKERS):
     n_iter = max(int(est.n_iter_), 1)
     # read after the scan pass: a window of draws still on its way when the fit ended has arrived (sent_bytes)
     st = chunked_fit_stats(kind)
-    out = dict(input=kind, m=m, chunk_rows=chunk_rows, workers=workers if kind == "dask" else 0, fit_time=wall, fit_cpu_time=cpu, load=load, rss_growth_mb=growth / 2**20,
+    out = dict(input=kind, m=m, chunk_rows=chunk_rows, eps=float(est.eps),
+               block_rows=_block_rows(kind, X),
+               workers=workers if kind.startswith("dask") else 0, fit_time=wall, fit_cpu_time=cpu, load=load, rss_growth_mb=growth / 2**20,
                first_fit_growth_mb=first / 2**20,
                x_mb=m * 2 * 8 / 2**20, worker_peak_mb=max((v[1] for v in w1.values()), default=0) / 2**20,
                core_set=int(est.core_set_.size), accuracy=float(est.score(Xt, yt)),
@@ -237,9 +267,10 @@ def medians_of(module, args, kind, m, timeout, repeats, keys):
     return out
 
 
-def measure(kind, m, folder, timeout, repeats=REPEATS, chunk_rows=CHUNK_ROWS, workers=WORKERS):
+def measure(kind, m, folder, timeout, repeats=REPEATS, chunk_rows=CHUNK_ROWS, workers=WORKERS, eps=None,
+            scan_rows=SCAN_ROWS):
     """Medians of ``repeats`` fresh processes (the other columns from the first)."""
-    return medians_of("reports.chunked", (folder, chunk_rows, workers), kind, m, timeout, repeats,
+    return medians_of("reports.chunked", (folder, chunk_rows, workers, eps, scan_rows), kind, m, timeout, repeats,
                       ("fit_time", "fit_cpu_time", "rss_growth_mb", "first_fit_growth_mb", "scan_evals_per_s",
                        "worker_peak_mb", "load"))
 
@@ -264,6 +295,87 @@ def chunked(ctx: Context) -> ExperimentResult:
     return ExperimentResult(outputs=["chunked.csv"], summary_md=to_markdown(df[cols]))
 
 
+# ------------------------------------------------------------------ the grid: eps x chunks x Dask's own blocks
+#: issue 45, item 3: at GRID_M rows (10^7 x 2, X 153 MB as float64) the caller's growth below MARK_GROWTH of X
+#: and chunked fits within MARK_RATIO of the in-memory fit's time, for every eps and store chunking, zarr read
+#: here and Dask's ``chunks='auto'`` on the cluster; and, in the full mode, the growth at GRID_M_PAIR's two m
+#: at equal chunks (it must not grow with m)
+GRID_M = {"tiny": 20_000, "quick": 10_000_000, "full": 10_000_000}
+GRID_EPS = {"tiny": (1e-2,), "quick": (1e-2, 1e-6), "full": (1e-2, 1e-4, 1e-6)}
+#: store chunks in bytes (rows of 16 bytes): 64 KB .. 64 MB
+GRID_CHUNK_BYTES = {"tiny": (64 * 2**10, 64 * 2**20), "quick": (64 * 2**10, 64 * 2**20),
+                    "full": (64 * 2**10, 2**20, 8 * 2**20, 64 * 2**20)}
+GRID_M_PAIR = (1_000_000, 100_000_000)
+MARK_GROWTH, MARK_RATIO = 0.25, 2.0
+GRID_COLUMNS = ["m", "eps", "input", "chunk_mb", "block_mb", "fit_time", "fit_cpu_time", "time_ratio",
+                "cpu_ratio", "load", "rss_growth_mb", "beyond_memory_mb", "growth_of_x", "x_mb", "growth_mark",
+                "time_mark", "core_set", "stash_rounds", "worker_peak_mb"]
+
+
+def _grid_cells(mode):
+    """(m, eps, kind, chunk rows) of the grid's measurements, the in-memory fit first for each (m, eps)."""
+    m = GRID_M[mode]
+    rows = [c // 16 for c in GRID_CHUNK_BYTES[mode]]
+    cells = []
+    for eps in GRID_EPS[mode]:
+        cells.append((m, eps, "memory", CHUNK_ROWS))
+        cells += [(m, eps, "zarr", c) for c in rows]
+        # Dask's own blocks over the 1 MB store (da.from_zarr(chunks='auto'): up to 128 MB), and the
+        # fit's own tasks (dask_from_zarr; not in the tiny mode)
+        cells += [(m, eps, "dask-auto", CHUNK_ROWS)] + ([(m, eps, "dask", CHUNK_ROWS)] if mode != "tiny" else [])
+    if mode == "quick":  # (the fits of Dask's own blocks and of the fit's tasks differ little: the first)
+        cells = [c for c in cells if c[2] != "dask"]
+    if mode == "full":  # the growth at two m, equal chunks (1 MB and 64 MB), beside the in-memory fit's
+        for mm in GRID_M_PAIR:
+            cells += [(mm, 1e-2, "memory", CHUNK_ROWS)] + [(mm, 1e-2, "zarr", c) for c in (2**20 // 16, 64 * 2**20 // 16)]
+            cells += [(mm, 1e-2, "dask", CHUNK_ROWS)]
+    return cells
+
+
+def grid_table(rows):
+    """The grid's table: each chunked fit beside the in-memory fit of its m and eps (time and CPU ratios;
+    the 10^6 / 10^8 pair has none: its growth alone), its growth as a share of X, and the marks (growth below
+    MARK_GROWTH of X, time within MARK_RATIO)."""
+    import pandas as pd
+    df = pd.DataFrame(rows)
+    if "error" not in df.columns:
+        df["error"] = None
+    ok = df["error"].isna()
+    base = df[ok & (df["input"] == "memory")].set_index(["m", "eps"])
+    key = list(zip(df["m"], df["eps"]))
+    has = [k in base.index for k in key]
+    df["time_ratio"] = [r / base.loc[k, "fit_time"] if h else np.nan for r, k, h in zip(df["fit_time"], key, has)]
+    df["cpu_ratio"] = [r / base.loc[k, "fit_cpu_time"] if h else np.nan
+                       for r, k, h in zip(df["fit_cpu_time"], key, has)]
+    df["growth_of_x"] = df["rss_growth_mb"] / df["x_mb"]
+    # (the growth beyond the in-memory fit's own: its labels' signs, one byte a row, and its engine)
+    df["beyond_memory_mb"] = [g - base.loc[k, "rss_growth_mb"] if h else np.nan
+                              for g, k, h in zip(df["rss_growth_mb"], key, has)]
+    df["chunk_mb"] = df["chunk_rows"] * 16 / 2**20
+    df["block_mb"] = df["block_rows"] * 16 / 2**20 if "block_rows" in df.columns else np.nan
+    df["growth_mark"] = np.where(~ok, "-", np.where(df["growth_of_x"] < MARK_GROWTH, "yes", "NO"))
+    df["time_mark"] = np.where(~ok | (df["input"] == "memory") | df["time_ratio"].isna(), "-",
+                               np.where(df["time_ratio"] <= MARK_RATIO, "yes", "NO"))
+    return df
+
+
+@experiment("chunked_grid", "Chunked fits across eps, store chunks and Dask's own blocks: the caller's memory and time",
+            sizes={"tiny": [GRID_M["tiny"]], "quick": [GRID_M["quick"]], "full": [GRID_M["full"]]})
+def chunked_grid(ctx: Context) -> ExperimentResult:
+    folder = ctx.out / "chunked-data"
+    rows = []
+    for m, eps, kind, c in _grid_cells(ctx.mode):
+        data_files(folder, m, c)
+        rows.append(measure(kind, m, folder, TIMEOUT[ctx.mode], repeats=REPEATS if ctx.mode == "full" else 1,
+                            chunk_rows=c, eps=eps, scan_rows=0))
+        rows[-1].setdefault("eps", eps)
+        rows[-1].setdefault("chunk_rows", c)
+    df = grid_table(rows)
+    df.to_csv(ctx.out / "chunked_grid.csv", index=False)
+    cols = [c for c in GRID_COLUMNS if c in df.columns] + (["error"] if df["error"].notna().any() else [])
+    return ExperimentResult(outputs=["chunked_grid.csv"], summary_md=to_markdown(df[cols]))
+
+
 def sweep(folder, m=1_000_000, chunks=(62_500, 250_000, 1_000_000), workers=(1, 2), repeats=1, timeout=900):
     """Chunk rows and workers against each other on the Dask path at one m (README's trade-offs)."""
     rows = []
@@ -278,6 +390,10 @@ def sweep(folder, m=1_000_000, chunks=(62_500, 250_000, 1_000_000), workers=(1, 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--one"]:
         args = sys.argv[2:]
-        print(json.dumps(run_one(args[0], int(args[1]), args[2], *(int(a) for a in args[3:]))), flush=True)
+        # KIND M FOLDER [CHUNK_ROWS [WORKERS [EPS|None [SCAN_ROWS]]]]
+        ints, eps = args[3:5], (float(args[5]) if len(args) > 5 and args[5] != "None" else None)
+        scan_rows = int(args[6]) if len(args) > 6 else SCAN_ROWS
+        print(json.dumps(run_one(args[0], int(args[1]), args[2], *(int(a) for a in ints), eps=eps,
+                                 scan_rows=scan_rows)), flush=True)
     elif sys.argv[1:2] == ["--sweep"]:
         sweep(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 1_000_000)

@@ -822,3 +822,138 @@ def test_a_chunk_that_fails_to_decode_is_one_error_naming_the_store_array_and_ro
     if kind == "zarr":  # and through dask_from_zarr's tasks (Dask's local scheduler here; workers: test_distributed)
         with pytest.raises(local_source.DamagedStoreError, match=expected):
             est.predict(chunked.dask_from_zarr(Xs)).compute()
+
+
+# ------------------------------------------------------------------------- zarr stores read by windows of rows
+def _zarr_store(path, X, chunk_rows, compressors="auto", fill_value=None, rows=None):
+    """A zarr 3 store of X (its dtype) in chunks of ``chunk_rows`` rows; ``rows``: only those slices written
+    (the chunks no slice touches are not written: zarr's fill value)."""
+    z = zarr.create_array(store=str(path), shape=X.shape, chunks=(chunk_rows,) + X.shape[1:], dtype=X.dtype,
+                          compressors=compressors, fill_value=fill_value, overwrite=True)
+    for sl in rows or [slice(None)]:
+        z[sl] = X[sl]
+    return zarr.open_array(str(path), mode="r")
+
+
+@pytest.mark.parametrize("compressors", ["auto", None], ids=["zstd", "uncompressed"])
+@pytest.mark.parametrize("dtype", ["<f4", ">f8", "<i2"])
+def test_the_chunk_reader_reads_the_rows_zarr_reads(tmp_path, compressors, dtype):
+    """Any window of rows, read by byte ranges (uncompressed) or a zstd stream, is zarr's own read of it:
+    windows in order through one cursor (a pass), windows in any order alone, into float64 or the store's
+    dtype, chunks not written (zarr's fill value), the last chunk short."""
+    from corevector.chunked.zarr_chunks import chunk_reader
+    rng = np.random.default_rng(5)
+    X = (rng.normal(size=(10_003, 3)) * 100).astype(dtype)
+    z = _zarr_store(tmp_path / "x.zarr", X, 701, compressors, fill_value=7,
+                    rows=[slice(0, 2000), slice(3600, 10_003)])
+    want = z[:]
+    assert (want[2200:2800] == 7).all()  # a chunk left unwritten reads as the fill value
+    reader = chunk_reader(z)
+    assert reader is not None
+    cursor = reader.cursor()
+    cuts = np.unique(np.r_[0, rng.integers(0, len(X), size=40), len(X)])
+    got = np.concatenate([reader.read(a, b, cursor) for a, b in zip(cuts[:-1], cuts[1:])])
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+    cursor.close()
+    for _ in range(30):  # any window, alone or after one further on (the stream starts again)
+        a = int(rng.integers(0, len(X)))
+        b = int(rng.integers(a, min(len(X), a + 3000) + 1))
+        np.testing.assert_array_equal(reader.read(a, b, cursor), want[a:b])
+    out = np.empty((500, 3))
+    reader.read(690, 1190, out=out)
+    np.testing.assert_array_equal(out, want[690:1190].astype(np.float64))
+    for lo, hi in ((0, len(X) + 1), (-1, 5), (9, 8)):  # (zarr would clamp a slice; the reader refuses)
+        with pytest.raises(ValueError, match=rf"rows \[{lo}, {hi}\) are not rows of an array of 10003 rows"):
+            reader.read(lo, hi)
+
+
+def test_layouts_the_chunk_reader_does_not_read_go_through_zarr_and_warn_when_large(tmp_path, monkeypatch):
+    """A store of other codecs (blosc), sharded or with chunks that split the columns is read by zarr's own
+    API in whole chunks (the same rows), and its large chunks warn, naming their size; the reader's layouts do
+    not warn, whatever their chunks."""
+    from corevector.chunked.zarr_chunks import chunk_reader
+    X = np.random.default_rng(0).normal(size=(3000, 4))
+    monkeypatch.setattr(local_source, "LARGE_CHUNK_BYTES", 8 * 1024)
+    others = {"blosc": dict(chunks=(1000, 4), compressors=zarr.codecs.BloscCodec()),
+              "sharded": dict(chunks=(500, 4), shards=(1500, 4)),
+              "columns": dict(chunks=(1000, 2))}
+    for name, kw in others.items():
+        z = zarr.create_array(store=str(tmp_path / f"{name}.zarr"), shape=X.shape, dtype="f8", **kw)
+        z[:] = X
+        z = zarr.open_array(str(tmp_path / f"{name}.zarr"), mode="r")
+        assert chunk_reader(z) is None, name
+        with pytest.warns(local_source.LargeChunkWarning, match=r"chunks of 0 MB \(\((1000|500), \d\)\)"):
+            Xc = chunked.ChunkedRows.of(z)
+        np.testing.assert_array_equal(Xc.take(np.arange(3000)), X)
+        assert all(b % int(z.chunks[0]) == 0 for b in Xc.source.bounds[:-1])  # whole chunks
+    z = _zarr_store(tmp_path / "zstd.zarr", X, 3000)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", local_source.LargeChunkWarning)
+        Xc = chunked.ChunkedRows.of(z)
+    assert len(Xc.source.bounds) > 2  # windows of rows within the store's one chunk
+
+
+@pytest.mark.parametrize("compressors", ["auto", None], ids=["zstd", "uncompressed"])
+def test_a_store_in_chunks_larger_than_blocks_gives_the_in_memory_fit(tmp_path, compressors):
+    """Blocks of 1,024 rows within chunks of 2,500 (one of them short): the in-memory fit, bit for bit, its
+    predictions, and the stash reads of rows at random within a chunk."""
+    X, y, *_ = _data()
+    z = _zarr_store(tmp_path / "x.zarr", X.astype(np.float32), 2500, compressors)
+    src = chunked.ChunkedRows.of(z).source
+    assert src._reader is not None and 2500 not in set(np.diff(src.bounds))
+    a = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y)
+    b = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(z, y)
+    _same_fit(a, b)
+    np.testing.assert_array_equal(a.decision_function(X), b.decision_function(z))
+
+
+def test_a_pass_over_a_store_holds_a_window_of_rows_not_its_chunks(tmp_path, monkeypatch):
+    """A pass over a store in one 4 MB zstd chunk (2^18 rows x 2 float64) allocates a few blocks of rows and
+    a request's compressed bytes at a time (64 KB blocks, 128 KB requests: under 1 MB traced), and decodes
+    the chunk once (its compressed bytes are asked for once); read by zarr's own API in whole chunks (the
+    layout the reader does not read), the same pass holds the chunk twice over."""
+    import tracemalloc
+    from corevector.chunked import zarr_chunks
+    monkeypatch.setattr(local_source, "BLOCK_BYTES", 64 * 1024)
+    monkeypatch.setattr(zarr_chunks, "READ_BYTES", 128 * 1024)
+    X = np.random.default_rng(1).normal(size=(1 << 18, 2))
+    z = _zarr_store(tmp_path / "x.zarr", X, 1 << 18)
+    asked = []
+    get = zarr_chunks.ChunkReader.get
+    monkeypatch.setattr(zarr_chunks.ChunkReader, "get",
+                        lambda self, key, start=None, end=None: asked.append(end - start) or get(self, key, start, end))
+
+    def traced_pass():
+        Xc = chunked.ChunkedRows.of(z)
+        tracemalloc.start()
+        try:
+            stats = Xc.stats
+            return tracemalloc.get_traced_memory()[1], stats
+        finally:
+            tracemalloc.stop()
+    peak, stats = traced_pass()
+    assert np.allclose(stats["max"], X.max(axis=0))
+    assert peak < 2**20, peak
+    compressed = (tmp_path / "x.zarr" / "c" / "0" / "0").stat().st_size
+    assert compressed > 3 * 2**20 and sum(asked) < compressed + 2 * zarr_chunks.READ_BYTES  # one stream a pass
+    monkeypatch.setattr(local_source, "chunk_reader", lambda arr: None)
+    peak_zarr, _ = traced_pass()
+    assert peak_zarr > 2 * X.nbytes, peak_zarr
+    assert peak_zarr > 2 * X.nbytes, peak_zarr
+
+
+def test_a_dask_array_of_large_blocks_is_fitted_in_parts_of_about_task_bytes(monkeypatch):
+    """Dask's own chunks='auto' makes blocks of up to 128 MB: a block over SPLIT_SHARE x TASK_BYTES is cut
+    into near-equal parts of about TASK_BYTES for the fit (here one block of 3,000 rows, parts of 400-ish),
+    blocks under it stay as they are, and the fit is the in-memory fit."""
+    X, y, *_ = _data()
+    monkeypatch.setattr(dask_source, "TASK_BYTES", 400 * 2 * 8)
+    one = da.from_array(X.astype(np.float32), chunks=(3000, 2))
+    src = chunked.ChunkedRows.of(one).source
+    sizes = np.diff(src.bounds)
+    assert len(sizes) == 8 and sizes.sum() == 3000 and sizes.max() - sizes.min() <= 1
+    small = da.from_array(X.astype(np.float32), chunks=(700, 2))
+    assert np.array_equal(chunked.ChunkedRows.of(small).source.bounds, [0, 700, 1400, 2100, 2800, 3000])
+    a = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y)
+    _same_fit(a, CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(one, y))

@@ -404,6 +404,25 @@ def test_chunked_experiment(tiny_report):
     assert (df.loc[df["input"] != "memory", "scan_bytes_per_block"] < 4096).all()
 
 
+def test_chunked_grid_experiment(tiny_report):
+    """The grid of issue 45's item 3: every cell measured (in-memory, zarr at each chunk size, Dask's own
+    chunks='auto'), the same model in each, each chunked fit's time over its in-memory fit's and its growth
+    as a share of X, with the marks."""
+    from reports.chunked import MARK_GROWTH, MARK_RATIO, _grid_cells
+    df = pd.read_csv(tiny_report / "chunked_grid.csv")
+    assert "error" not in df.columns or df["error"].isna().all(), df.get("error")
+    assert len(df) == len(_grid_cells("tiny")) and set(df["input"]) == {"memory", "zarr", "dask-auto"}
+    assert sorted(df.loc[df["input"] == "zarr", "chunk_mb"]) == [1 / 16, 64]
+    for _, group in df.groupby("eps"):
+        assert group["core_set"].nunique() == 1 and group["accuracy"].nunique() == 1
+        mem = group[group["input"] == "memory"].iloc[0]
+        for _, r in group[group["input"] != "memory"].iterrows():
+            assert r["time_ratio"] == pytest.approx(r["fit_time"] / mem["fit_time"])
+            assert r["growth_of_x"] == pytest.approx(r["rss_growth_mb"] / r["x_mb"])
+            assert r["time_mark"] == ("yes" if r["time_ratio"] <= MARK_RATIO else "NO")
+            assert r["growth_mark"] == ("yes" if r["growth_of_x"] < MARK_GROWTH else "NO")
+
+
 def test_wide_store_copy_for_memory_maps(tmp_path):
     """reports.chunked_wide.npy_copy: the generated store's rows, block by block, into a float32 .npy that a
     memory map opens; written once (a second call keeps the file)."""

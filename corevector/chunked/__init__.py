@@ -20,7 +20,8 @@ data up:
 * :mod:`~corevector.chunked.detect` -- which inputs are chunked (:func:`needs_chunked`), whether Dask is there;
 * :mod:`~corevector.chunked.source` -- :class:`~corevector.chunked.source.Source`, what every data source is,
   and the rows it keeps after a fit; :mod:`~corevector.chunked.local_source` (read in this process) and
-  :mod:`~corevector.chunked.dask_source` (read on a cluster's workers, surviving lost workers);
+  :mod:`~corevector.chunked.dask_source` (read on a cluster's workers, surviving lost workers), with
+  :mod:`~corevector.chunked.zarr_chunks` (a zarr store's rows read by windows, whatever its chunks);
 * :mod:`~corevector.chunked.rows` -- :class:`ChunkedRows`, the estimators' ``X``: views, rows on request, a
   function mapped over the blocks; :mod:`~corevector.chunked.stats`, the statistics of one pass;
 * :mod:`~corevector.chunked.checks` -- scikit-learn's input checks and the kernel width from that pass;

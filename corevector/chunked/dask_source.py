@@ -22,7 +22,8 @@ from .local_source import array_bounds, read_rows
 from .row_slots import by_block
 from .source import Combined, Source, current_phase
 
-__all__ = ["DaskSource", "dask_from_zarr", "ATTEMPTS", "FAN_IN", "PERSIST_SHARE", "TASK_BYTES", "CALL_HOOK"]
+__all__ = ["DaskSource", "dask_from_zarr", "split_rows", "ATTEMPTS", "FAN_IN", "PERSIST_SHARE", "SPLIT_SHARE",
+           "TASK_BYTES", "CALL_HOOK"]
 
 #: rows per task where a cluster's workers read a zarr store: larger, since a task costs the scheduler ~1 ms
 TASK_BYTES = 16 * 2**20
@@ -32,8 +33,31 @@ TASK_BYTES = 16 * 2**20
 PERSIST_SHARE = 0.25
 
 
+#: a Dask input's blocks of more than SPLIT_SHARE x TASK_BYTES (as float64) are cut, for the fit, into near-equal
+#: blocks of about TASK_BYTES (:func:`split_rows`).  Dask's own ``chunks='auto'`` makes blocks of up to 128 MB
+#: (its ``array.chunk-size``): at 10^7 x 2 two of them, of 8,388,608 and 1,611,392 rows, so a scan's two tasks
+#: left one worker idle for most of the scan, and on the local scheduler the caller held a 128 MB block.  A
+#: from_zarr block's pieces each read their own rows of the store (Dask fuses the slice into the read)
+SPLIT_SHARE = 2
+
 #: blocks' results combined per task of the tree that reduces a scan on the workers
 FAN_IN = 8
+
+
+def split_rows(chunks, d, nbytes=None):
+    """The row chunks of a Dask array's blocks with every block over SPLIT_SHARE x ``nbytes`` (TASK_BYTES, as
+    float64 rows of d columns) cut into near-equal parts of about ``nbytes``; None when no block is cut."""
+    target = max(1, (nbytes or TASK_BYTES) // (8 * max(d, 1)))
+    out, cut = [], False
+    for rows in chunks:
+        rows = int(rows)
+        if rows > SPLIT_SHARE * target:
+            k = -(-rows // target)
+            out += [rows // k + (1 if i < rows % k else 0) for i in range(k)]
+            cut = True
+        else:
+            out.append(rows)
+    return tuple(out) if cut else None
 
 
 def _take_block(block, local):
@@ -106,6 +130,9 @@ class DaskSource(Source):
         require_dask()
         if darr.ndim == 2 and darr.numblocks[1] > 1:
             darr = darr.rechunk({1: -1})
+        rows = split_rows(darr.chunks[0], darr.shape[1] if darr.ndim == 2 else 1)
+        if rows is not None:  # (Dask's own large blocks: parts of about TASK_BYTES, see SPLIT_SHARE)
+            darr = darr.rechunk({0: rows})
         self.darr = darr
         self.shape = tuple(int(s) for s in darr.shape)
         self.dtype = np.dtype(darr.dtype)

@@ -2,11 +2,17 @@
 the block boundaries every chunked source uses (:func:`array_bounds`); the data side of a chunked fit when
 no cluster reads the rows.
 
-A block is about ``BLOCK_BYTES`` as float64, at least ``MIN_BLOCK_ROWS`` rows and whole chunks of the store.
-The caller holds about six blocks' bytes at once (the block in use, the one read ahead, zarr's output
-buffer, decoded chunks and compressed bytes), so the block size, not m, sets what a fit from a store costs
-the caller: 16 MB blocks grew a 10^7 x 2 zarr fit's caller by 159 MB (104% of X, chunks of 10^6 rows), 1 MB
-blocks over chunks of 2^16 rows by 33 MB, at 11% more time (zarr's cost per call; docs/chunked.md).
+A block is about ``BLOCK_BYTES`` as float64 and at least ``MIN_BLOCK_ROWS`` rows.  A zarr 3 store of
+uncompressed or zstd chunks spanning every column (zarr's default layout) is read by windows of rows
+(:mod:`~corevector.chunked.zarr_chunks`): its blocks are whole chunks when chunks are smaller than a block,
+and cut a larger chunk into blocks of that size (never straddling two chunks), so the caller holds the
+block in use, the one read ahead and one request's compressed bytes whatever the chunks (10^7 x 2, eps
+10^-2 to 10^-6: the caller grew by 30-37 MB, 20-24% of X, for chunks from 64 KB to 64 MB, of which 9.5 MB
+are the labels' signs an in-memory fit holds too).  Any other store (other codecs, sharded, HDF5) is read by its
+own API in blocks of whole chunks, each decoded whole, and the caller holds about six blocks' bytes at once
+(the block in use, the one read ahead, zarr's output buffer, decoded chunks and compressed bytes): 64 MB
+chunks made it 367 MB, 240% of X.  Such a store with chunks over ``LARGE_CHUNK_BYTES`` warns
+(:class:`LargeChunkWarning`), naming its chunk size.
 
 A chunk of a zarr or HDF5 store that fails to read or decode (damaged bytes, a codec's error) raises one
 :class:`DamagedStoreError` naming the store, the array and the rows of that chunk (:func:`read_rows`), in
@@ -15,15 +21,17 @@ this process and on a cluster's workers alike (:func:`~corevector.chunked.dask_s
 from __future__ import annotations
 
 import mmap
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from .row_slots import by_block
 from .source import Combined, Source
+from .zarr_chunks import chunk_reader
 
 __all__ = ["LocalSource", "array_bounds", "block_bounds", "read_rows", "DamagedStoreError", "BLOCK_BYTES",
-           "MIN_BLOCK_ROWS"]
+           "MIN_BLOCK_ROWS", "LARGE_CHUNK_BYTES", "LargeChunkWarning"]
 
 #: rows per block read in the calling process: about this many bytes as float64, at least MIN_BLOCK_ROWS
 #: (wide rows: a block's kernel work stays a matrix product)
@@ -39,13 +47,47 @@ def array_bounds(arr, nbytes=None):
     return block_bounds(shape[0], shape[1] if len(shape) > 1 else 1, chunk_rows, nbytes)
 
 
-def block_bounds(m, d, chunk_rows=None, nbytes=None):
+def block_bounds(m, d, chunk_rows=None, nbytes=None, split=False):
     """Row boundaries of blocks of about ``nbytes`` (BLOCK_BYTES; as float64), a multiple of the store's
-    chunk rows."""
+    chunk rows; ``split``: chunks larger than that are cut into blocks of about that size (a block never
+    straddles two chunks: the rows of a chunk that fails to read are that chunk's)."""
     rows = max(MIN_BLOCK_ROWS, (nbytes or BLOCK_BYTES) // (8 * max(d, 1)))
+    if chunk_rows and split and chunk_rows > rows:
+        starts = np.arange(0, m, chunk_rows)
+        inner = np.arange(0, chunk_rows, rows)
+        return np.unique(np.r_[np.minimum((starts[:, None] + inner[None, :]).ravel(), m), m]).astype(np.int64)
     if chunk_rows:
         rows = max(chunk_rows, rows // chunk_rows * chunk_rows)
     return np.unique(np.r_[np.arange(0, m, rows), m]).astype(np.int64)
+
+
+#: chunks of more bytes than this, of a store read by zarr's or h5py's own API (not zarr_chunks's byte ranges),
+#: warn (LargeChunkWarning): each is decoded whole, and the caller holds about six of them at once
+LARGE_CHUNK_BYTES = 8 * 2**20
+
+
+class LargeChunkWarning(UserWarning):
+    """A store whose chunks are decoded whole, and are large: what the caller holds follows the chunks."""
+
+
+def large_chunk_warning(arr):
+    """Warn (:class:`LargeChunkWarning`) when a zarr or HDF5 store read in whole chunks has chunks over
+    LARGE_CHUNK_BYTES: the message names the chunk size and the layouts read by windows of rows instead."""
+    import warnings
+    chunks = getattr(arr, "chunks", None)
+    if not isinstance(chunks, tuple) or not chunks:
+        return
+    nbytes = int(np.prod([int(c) for c in chunks], dtype=np.int64)) * np.dtype(arr.dtype).itemsize
+    if nbytes <= LARGE_CHUNK_BYTES:
+        return
+    store, name = _store_and_array(arr)
+    warnings.warn(
+        f"{store}: array {name!r} has chunks of {nbytes / 2**20:.0f} MB ({chunks}), which are decoded whole: "
+        f"a fit reading it in this process holds about six chunks at once ({6 * nbytes / 2**20:.0f} MB). A zarr 3 "
+        "store with codecs 'bytes' alone or 'bytes' + 'zstd' (zarr's default), chunks spanning every column, is "
+        "read by windows of rows whatever its chunks; otherwise rechunk it into chunks of about 1 MB "
+        f"(corevector.chunked.local_source.LARGE_CHUNK_BYTES is {LARGE_CHUNK_BYTES / 2**20:.0f} MB)",
+        LargeChunkWarning, stacklevel=4)
 
 
 class DamagedStoreError(OSError):
@@ -82,6 +124,17 @@ def damaged(arr, lo, hi, exc):
     what = " ".join(str(exc).split()) or type(exc).__name__
     return DamagedStoreError(f"{store}: array {name!r}: rows {a}-{b - 1} cannot be read (a damaged chunk?): "
                              f"{type(exc).__name__}: {what[:200]}")
+
+
+def _read_with(reader, cursor, arr, lo, hi):
+    """Rows [lo, hi) by the chunk reader (zarr_chunks.ChunkReader); a failure raises :class:`DamagedStoreError`."""
+    try:
+        return reader.read(lo, hi, cursor)
+    except (MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # noqa: BLE001 -- a codec's or the store's own error, whatever its type
+        cursor.close()
+        raise damaged(arr, lo, hi, exc) from None
 
 
 def read_rows(arr, lo, hi):
@@ -128,9 +181,22 @@ class LocalSource(Source):
         self.arr = arr
         self.shape = tuple(int(s) for s in arr.shape)
         self.dtype = np.dtype(arr.dtype)
-        self.bounds = array_bounds(arr)
+        # a zarr 3 store of uncompressed or zstd chunks is read by windows of rows, whatever its chunks
+        # (zarr_chunks): blocks of BLOCK_BYTES; other stores by zarr's or h5py's API, in whole chunks
+        self._reader = None if isinstance(arr, np.ndarray) else chunk_reader(arr)
+        if self._reader is not None:
+            self.bounds = block_bounds(self.shape[0], self.shape[1] if len(self.shape) > 1 else 1,
+                                       self._reader.chunk_rows, split=True)
+        else:
+            self.bounds = array_bounds(arr)
+            large_chunk_warning(arr)
         self.is_dask = False
         self._pages = _mapped_pages(arr)
+        self._pass = threading.local()
+
+    def _open_pass(self, cursor):
+        """(A pass's reading thread:) its reads go on from ``cursor``."""
+        self._pass.cursor = cursor
 
     def release(self, lo=0, hi=None):
         """Drop the whole pages of rows [lo, hi) of a read-only memory map from the resident set (no-op for
@@ -147,7 +213,17 @@ class LocalSource(Source):
             mm.madvise(mmap.MADV_DONTNEED, start, end - start)
 
     def read(self, b):
-        return read_rows(self.arr, int(self.bounds[b]), int(self.bounds[b + 1]))
+        lo, hi = int(self.bounds[b]), int(self.bounds[b + 1])
+        if self._reader is None:
+            return read_rows(self.arr, lo, hi)
+        cursor = getattr(self._pass, "cursor", None)  # a pass's reading thread keeps its position (_blocks)
+        if cursor is None:
+            cursor = self._reader.cursor()
+            try:
+                return _read_with(self._reader, cursor, self.arr, lo, hi)
+            finally:
+                cursor.close()
+        return _read_with(self._reader, cursor, self.arr, lo, hi)
 
     def fetch(self, rows):
         if len(rows) == 0:
@@ -178,14 +254,21 @@ class LocalSource(Source):
                 yield self.read(b)
                 self.release(self.bounds[b], self.bounds[b + 1])
             return
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="corevector-read") as pool:
-            nxt = pool.submit(self.read, blocks[0])
-            for i in range(len(blocks)):
-                block = nxt.result()
-                if i + 1 < len(blocks):
-                    nxt = pool.submit(self.read, blocks[i + 1])
-                yield block
-                del block
+        # (one pass, one reading position: a zarr chunk's stream is decoded once a pass, by the pool's thread)
+        cursor = None if self._reader is None else self._reader.cursor()
+        try:
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="corevector-read",
+                                    initializer=self._open_pass, initargs=(cursor,)) as pool:
+                nxt = pool.submit(self.read, blocks[0])
+                for i in range(len(blocks)):
+                    block = nxt.result()
+                    if i + 1 < len(blocks):
+                        nxt = pool.submit(self.read, blocks[i + 1])
+                    yield block
+                    del block
+        finally:
+            if cursor is not None:
+                cursor.close()
 
     def scatter(self, objs):
         return objs
