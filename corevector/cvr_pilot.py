@@ -201,7 +201,8 @@ def auto_C_and_tube(est, X, yn, weights, M, seed):
                 n_eval=sum(len(t[2]) for t in picks), r2_pilot=1.0 - e_rel, p=p, q=q, mu=mu, nu_scale=nu_scale,
                 gamma=float(spec.gamma), r2_pilot_widths=[1.0 - t[0] / var if var > 0 else 0.0 for t in picks])
     initial = weights = None
-    if p >= est.SEED_MIN_OUTSIDE:  # (one pass over the rows, wherever they are: the same start for every layout)
+    # (one pass over the rows, wherever they are: the same start for every layout)
+    if p >= est.SEED_MIN_OUTSIDE or m < est.SEED_ALL_BELOW:
         with _blas_single_threaded():
             initial, weights = _predicted_outside(spec, X, yn, a, splits[0].coef(C), q)
         info["n_initial"] = len(initial)

@@ -81,13 +81,19 @@ WIDE_MIN_N = 8192
 #: make_regression(noise=10) at 2,500 and 3,500 rows, draws 0-2 (1.1-2.7x faster, R^2 equal or higher on all
 #: 12).  From 1,024 inputs it was slower on airfoil and wizmir (1,200 rows: 42 -> 51 ms, 45 -> 48 ms).
 WIDE_MIN_N_MIRROR = 4096
+#: ... and at any size where the loop starts from a seeded core set (``n_initial > 0``; CVR seeds every fit below
+#: ``CVR.SEED_ALL_BELOW`` inputs): a seeded core set holds most of the support at once, so the few violators left
+#: are found by full scans in a few iterations.  Unseeded, the narrow loop stays: from 0 augmented points the dense
+#: loop alone was slower on the panel's small sets (laser, concrete, treasury, wizmir: 52-69 -> 72-93 ms), seeded
+#: and dense 29-39 ms
 
 
-def wide_samples(solver: str, problem) -> bool:
-    """Does the loop widen its samples on this problem (see :data:`WIDE_MIN_D` and :data:`WIDE_MIN_N`)?
-    Asked once per fit, above both engines, so both make the same draws, whatever the layout of X."""
+def wide_samples(solver: str, problem, n_initial: int = 0) -> bool:
+    """Does the loop widen its samples on this problem (see :data:`WIDE_MIN_D`, :data:`WIDE_MIN_N` and
+    :data:`WIDE_MIN_N_MIRROR`), started from ``n_initial`` initial core vectors?  Asked once per fit, above both
+    engines, so both make the same draws, whatever the layout of X."""
     if solver == "auto" and problem.mirror:
-        return problem.n >= WIDE_MIN_N_MIRROR
+        return problem.n >= WIDE_MIN_N_MIRROR or n_initial > 0
     return (solver == "auto" and problem.kernel.name == "rbf" and not problem.mirror
             and problem.X.shape[1] >= WIDE_MIN_D and problem.X.shape[0] >= WIDE_MIN_N)
 
@@ -117,7 +123,8 @@ def loop_settings(solver: str, problem, n_initial: int = 0) -> dict:
     switch; 'smo' and 'active_set' are the papers' loop."""
     if solver != "auto":
         return dict(solver=solver)
-    return dict(solver=solver_policy(solver, problem, n_initial), batch=True, wide=wide_samples(solver, problem),
+    return dict(solver=solver_policy(solver, problem, n_initial), batch=True,
+                wide=wide_samples(solver, problem, n_initial),
                 prune=bool(problem.mirror), dense=bool(problem.mirror))
 
 

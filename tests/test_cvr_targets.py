@@ -100,13 +100,16 @@ def test_large_C_issue_case():
 def test_shift_and_scale_give_the_same_model():
     """normalize_y fits the same problem whatever the targets' location and scale: bit for bit for a power-of-two
     scale, and up to the rounding of the shifted targets themselves otherwise (y * 1e-3 + 1e5 keeps ~8 digits
-    of y, so the core sets may differ; the functions agree to that rounding)."""
+    of y, so the pilot's seed and the core sets may differ: the two fits are then two approximations of one
+    optimum, each within the loop's tolerance of it -- about 0.02 std(y) from a fit at eps = 1e-6 here --, and
+    their functions agree to a fraction of that, with the same accuracy)."""
     _, _, a = _fit()
     _, _, b = _fit(scale=2.0 ** -20)
     np.testing.assert_array_equal(a.support_, b.support_)
     np.testing.assert_array_equal(b.predict(XT) / 2.0 ** -20, a.predict(XT))
     _, _, c = _fit(shift=1e5, scale=1e-3)
-    np.testing.assert_allclose((c.predict(XT) - 1e5) / 1e-3, a.predict(XT), atol=1e-3 * np.std(Y))
+    np.testing.assert_allclose((c.predict(XT) - 1e5) / 1e-3, a.predict(XT), atol=5e-3 * np.std(Y))
+    assert abs(r2_score(YT, (c.predict(XT) - 1e5) / 1e-3) - r2_score(YT, a.predict(XT))) < 1e-3
 
 
 def test_paper_model_is_one_argument_away():

@@ -212,3 +212,26 @@ def test_expansions_at_large_d_run_blas_on_one_thread_and_leave_the_callers_thre
         f1 = E.kernel_expansion(spec, SV, coef, X)
     np.testing.assert_array_equal(f1, f2)  # the same GEMM blocks either way
     np.testing.assert_allclose(f1, kernel_block(spec, X, SV) @ coef, rtol=1e-10, atol=1e-12)
+
+
+def test_small_fits_start_seeded_and_dense_with_the_grown_fits_model():
+    """Below CVR.SEED_ALL_BELOW points every C='auto' fit starts from the pilot's predicted support, warm, and runs
+    the dense loop (engine_policy: wide once seeded); its model is the one grown from the initial pair by the
+    narrow loop, to the loop's tolerance: the same C and tube, R^2 within 0.005 on held-out points."""
+    from corevector.engine_policy import loop_settings
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-3, 3, (900, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(900)   # smooth, low noise: p = 0.4 < SEED_MIN_OUTSIDE
+    XT = rng.uniform(-3, 3, (1000, 2))
+    yT = np.sin(XT[:, 0]) + 0.1 * rng.standard_normal(1000)
+    seeded = CVR(random_state=0).fit(X, y)
+    assert seeded._pilot_info["p"] < CVR.SEED_MIN_OUTSIDE and seeded._pilot_info["n_initial"] > 0
+    grown = type("Grown", (CVR,), {"SEED_ALL_BELOW": 0})(random_state=0).fit(X, y)
+    assert "n_initial" not in grown._pilot_info
+    assert seeded.n_iter_ < grown.n_iter_ / 4
+    assert seeded.C_ == grown.C_ and seeded.mu_ == grown.mu_
+    assert abs(seeded.score(XT, yT) - grown.score(XT, yT)) < 0.005
+    for fit in (seeded, grown):
+        assert fit.certified_ratio_ <= (1 + fit.eps) ** 2
+    P = _problem(m=200)
+    assert loop_settings("auto", P, n_initial=50)["wide"] and not loop_settings("auto", P)["wide"]
