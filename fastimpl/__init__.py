@@ -40,3 +40,9 @@ def _after_fork_in_child():
 
 if hasattr(_os, "register_at_fork"):
     _os.register_at_fork(after_in_child=_after_fork_in_child)
+
+# the thread controls' list of loaded libraries, taken once as the engine loads (threadpoolctl resolves the path
+# of every loaded library: 8-30 ms, which the first fit of a process paid, a third of a small regression fit's)
+from ._openmp import _controller as _thread_controller  # noqa: E402
+
+_thread_controller()
