@@ -179,8 +179,10 @@ def test_regression_experiment(tiny_report):
     cvr = fr[(fr["method"] == "cvr") & (fr["m"] == 500)]
     fixed = fr[fr["method"] == "cvr_fixed_mu"].set_index("draw")
     assert np.allclose(fixed["mu_given"], cvr.set_index("draw").loc[fixed.index, "mu_"])
-    # the fit given the mu that 'auto' chose is the same model (the pilot has its own random stream)
-    assert np.allclose(fixed["rmse"], cvr.set_index("draw").loc[fixed.index, "rmse"], rtol=1e-6)
+    # the fit given the C and mu that 'auto' chose solves the same problem (the pilot has its own random stream);
+    # the automatic fit starts from the pilot's seed (below CVR.SEED_ALL_BELOW points), the given one from the
+    # initial pair, so the two are approximations of one optimum, within the loop's tolerance of each other
+    assert np.allclose(fixed["rmse"], cvr.set_index("draw").loc[fixed.index, "rmse"], rtol=0.02)
     s = pd.read_csv(tiny_report / "regression_friedman_summary.csv").iloc[0]
     assert s["cvr_draws"] == len(cvr) == reg.DRAWS["tiny"]["draws"]
     assert np.isclose(s["worst_over_median"], cvr["fit_time"].max() / cvr["fit_time"].median())
