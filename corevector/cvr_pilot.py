@@ -60,16 +60,43 @@ def _dense_rows(X, a, b):
     return Xa, Xb
 
 
+def _gram(spec, A):
+    """The symmetric block [k(a_i, a_j)]: for dense rows under a radial kernel from each pair's distance once
+    (``pdist``, half of ``cdist``'s pairs), otherwise :func:`refimpl.kernels.kernel_block`."""
+    from refimpl.kernels import kernel_block
+
+    if not (spec.radial and not spec.lookup and isinstance(A, np.ndarray) and A.ndim == 2):
+        return kernel_block(spec, A, A)
+    from scipy.spatial.distance import pdist, squareform
+
+    sq = squareform(pdist(np.asarray(A, dtype=np.float64), "sqeuclidean"))
+    if spec.name != "rbf":
+        np.sqrt(sq, out=sq)
+    np.multiply(sq, -spec.gamma, out=sq)
+    return np.exp(sq, out=sq)
+
+
 class _RidgeSplit:
     """The pilot on one split: kernel ridge fitted on rows ``f``, its residuals on ``f`` and on rows ``o``, for
-    any C (the kernel blocks are computed once)."""
+    any C (the kernel blocks are computed once, or given: ``Kff``, ``Kof`` without the bias's 11')."""
 
-    def __init__(self, spec, Xf, Xo, yf, yo, wf):
+    def __init__(self, spec, Xf, Xo, yf, yo, wf, Kff=None, Kof=None):
         from refimpl.kernels import kernel_block
 
-        self.Kff = kernel_block(spec, Xf, Xf) + 1.0  # + 11': the bias, penalised as in [000] eq. (6)
-        self.Kof = kernel_block(spec, Xo, Xf) + 1.0
+        Kff = kernel_block(spec, Xf, Xf) if Kff is None else Kff
+        Kof = kernel_block(spec, Xo, Xf) if Kof is None else Kof
+        self.Kff = Kff + 1.0  # + 11': the bias, penalised as in [000] eq. (6)
+        self.Kof = Kof + 1.0
         self.yf, self.yo, self.wf = yf, yo, wf
+
+    @classmethod
+    def both_ways(cls, spec, Xa, Xb, ya, yb, wa, wb):
+        """(split fitted on a, split fitted on b): the two halves' four blocks cut from one kernel matrix of
+        a ∪ b, whose pairs are computed once."""
+        h = Xa.shape[0]
+        G = _gram(spec, sp.vstack([Xa, Xb], format="csr") if sp.issparse(Xa) else np.concatenate([Xa, Xb]))
+        return (cls(spec, None, None, ya, yb, wa, Kff=G[:h, :h], Kof=G[h:, :h]),
+                cls(spec, None, None, yb, ya, wb, Kff=G[h:, h:], Kof=G[:h, h:]))
 
     def coef(self, C):
         """beta of the pilot of this C."""
@@ -80,10 +107,14 @@ class _RidgeSplit:
         except np.linalg.LinAlgError:
             return np.linalg.lstsq(K, self.yf, rcond=None)[0]
 
+    def fit(self, C):
+        """(beta, held-out residuals on o, in-sample residuals on f) of the pilot of this C."""
+        beta = self.coef(C)
+        return beta, self.yo - self.Kof @ beta, self.yf - self.Kff @ beta
+
     def residuals(self, C):
         """(held-out residuals on o, in-sample residuals on f) of the pilot of this C."""
-        beta = self.coef(C)
-        return self.yo - self.Kof @ beta, self.yf - self.Kff @ beta
+        return self.fit(C)[1:]
 
 
 def _tube(r, w, p_free, M, max_outside):
@@ -140,14 +171,15 @@ def _grid_search(err, start, top):
 
 
 def _best_C(splits, grid, est, w_out):
-    """(index of the grid's C of least hold-out error, {index: (error, in-sample residuals)}) of these pilots."""
+    """(index of the grid's C of least hold-out error, {index: (error, in-sample residuals, each split's
+    (beta, held-out residuals, in-sample residuals))}) of these pilots."""
     cache = {}
 
     def err(i):
         if i not in cache:
-            parts = [s.residuals(grid[i]) for s in splits]
-            r_out = np.concatenate([o for o, _ in parts])
-            cache[i] = (float(np.average(r_out ** 2, weights=w_out)), np.concatenate([f for _, f in parts]))
+            fits = [s.fit(grid[i]) for s in splits]
+            r_out = np.concatenate([o for _, o, _ in fits])
+            cache[i] = (float(np.average(r_out ** 2, weights=w_out)), np.concatenate([f for _, _, f in fits]), fits)
         return cache[i][0]
 
     top = min(int(np.searchsorted(grid, est.AUTO_C_MAX / est.AUTO_C_FACTOR * (1 - 1e-12))), len(grid) - 1)
@@ -179,13 +211,14 @@ def auto_C_and_tube(est, X, yn, weights, M, seed):
     picks = []
     with _blas_single_threaded():
         for spec in specs:  # (one width, or 'scale' then 'beta' under gamma='select')
-            splits = [_RidgeSplit(spec, Xa, Xb, yn[a], yn[b], w[a])]
             if two_way:
-                splits.append(_RidgeSplit(spec, Xb, Xa, yn[b], yn[a], w[b]))
+                splits = list(_RidgeSplit.both_ways(spec, Xa, Xb, yn[a], yn[b], w[a], w[b]))
+            else:
+                splits = [_RidgeSplit(spec, Xa, Xb, yn[a], yn[b], w[a])]
             best, cache = _best_C(splits, grid, est, w_out)
-            picks.append((cache[best][0], best, cache, splits, spec))
+            picks.append((cache[best][0], best, cache, spec))
     # the width of the smaller hold-out error (the first, 'scale', on a tie)
-    e, best, cache, splits, spec = min(picks, key=lambda t: t[0])
+    e, best, cache, spec = min(picks, key=lambda t: t[0])
     est.kernel_spec_ = spec
     # the tube from the picked pilot's in-sample residuals (those of the pilots of CVR's larger C, closer to the
     # full fit's, gave smaller tubes and lost 0.01-0.03 R^2 on puma32h, grid stability and Friedman #1)
@@ -204,32 +237,41 @@ def auto_C_and_tube(est, X, yn, weights, M, seed):
     # (one pass over the rows, wherever they are: the same start for every layout)
     if p >= est.SEED_MIN_OUTSIDE or m < est.SEED_ALL_BELOW:
         with _blas_single_threaded():
-            initial, weights = _predicted_outside(spec, X, yn, a, splits[0].coef(C), q)
+            initial, weights = _predicted_outside(spec, X, yn, a, b, cache[best][2][0], q)
         info["n_initial"] = len(initial)
     return TubeChoice(C, mu, nu_scale, info, initial, weights)
 
 
-def _predicted_outside(spec, X, yn, a, beta, q, block=4096):
-    """(points, slacks): the augmented points the pilot (coefficients beta on the rows a) puts outside a tube
-    of half-width q -- i where y_i - f(x_i) > q (lambda_i), m + i where it is below -q (lambda*_i), in
-    increasing order -- and the residual of each beyond the tube, |y_i - f(x_i)| - q.  By blocks of rows, read
-    as the pilot's rows are (:func:`_dense_rows`), so that dense, CSR and chunked rows give one start; the
-    pilot's rows are read once, except for CSR, whose blocks are compacted to their stored columns together
-    with them."""
+def _predicted_outside(spec, X, yn, a, b, fit, q, block=4096):
+    """(points, slacks): the augmented points the picked pilot (``fit``: its beta on the rows a and its
+    residuals on b and a, as :meth:`_RidgeSplit.fit` gives them) puts outside the tube of half-width q -- i
+    where y_i - f(x_i) > q (lambda_i), m + i where it is below -q (lambda*_i), in increasing order -- and the
+    residual of each beyond the tube, |y_i - f(x_i)| - q.  The pilot's q came from the same pilot's in-sample
+    residuals, so a fraction p of the rows a is outside.  The rows outside a and b (none under the two-way
+    split) are computed by blocks, read as the pilot's rows are (:func:`_dense_rows`), so that dense, CSR
+    and chunked rows give one start; the pilot's rows are read once, except for CSR, whose blocks are
+    compacted to their stored columns together with them."""
     from refimpl.kernels import kernel_block
 
-    m, out, excess = X.shape[0], [], []
+    beta, r_b, r_a = fit
+    m = X.shape[0]
+    r = np.empty(m)
+    r[a], r[b] = r_a, r_b
+    rest = np.flatnonzero(np.isin(np.arange(m), np.concatenate([a, b]), invert=True))
     Xa = None if sp.issparse(X) else _dense_rows(X, a, a[:0])[0]
-    for s in range(0, m, block):
-        rows = np.arange(s, min(s + block, m))
+    for s in range(0, rest.size, block):
+        rows = rest[s:s + block]
         Xs, Xa_s = _dense_rows(X, rows, a) if Xa is None else (_dense_rows(X, rows, rows[:0])[0], Xa)
-        r = yn[rows] - (kernel_block(spec, Xs, Xa_s) + 1.0) @ beta
-        above, below = np.flatnonzero(r > q), np.flatnonzero(r < -q)
-        out += [s + above, m + s + below]
-        excess += [r[above] - q, -r[below] - q]
-    points, excess = np.concatenate(out), np.concatenate(excess)
-    order = np.argsort(points, kind="stable")
-    return points[order], excess[order]
+        r[rows] = yn[rows] - (kernel_block(spec, Xs, Xa_s) + 1.0) @ beta
+    return _outside_of(r, q)
+
+
+def _outside_of(r, q):
+    """(points, slacks) of the residuals r: i where r_i > q, m + i where r_i < -q, in increasing order, and
+    each one's |r_i| - q."""
+    m = r.shape[0]
+    above, below = np.flatnonzero(r > q), np.flatnonzero(r < -q)
+    return np.concatenate([above, m + below]), np.concatenate([r[above] - q, -r[below] - q])
 
 
 def _blas_single_threaded():

@@ -109,8 +109,8 @@ def test_a_warm_start_reaches_the_cold_starts_model_in_fewer_steps(impl, monkeyp
     import corevector.cvr_pilot as pilot
     X, y = _noisy(2000, seed=3)
     warm = CVR(random_state=0, impl=impl).fit(X, y)
-    real = pilot._predicted_outside
-    monkeypatch.setattr(pilot, "_predicted_outside", lambda *a, **k: (real(*a, **k)[0], None))
+    real = pilot._outside_of
+    monkeypatch.setattr(pilot, "_outside_of", lambda *a, **k: (real(*a, **k)[0], None))
     cold = CVR(random_state=0, impl=impl).fit(X, y)
     assert cold._initial_weights is None and warm._initial_weights is not None
     assert warm.history_["inner_steps"][0] < 0.75 * cold.history_["inner_steps"][0]
