@@ -226,7 +226,10 @@ def auto_C_and_tube(est, X, yn, weights, M, seed):
     C = min(est.AUTO_C_FACTOR * grid[best], est.AUTO_C_MAX)
     var = float(np.average((y_out - np.average(y_out, weights=w_out)) ** 2, weights=w_out))
     e_rel = e / var if var > 0 else 1.0
-    p_free = min(max(est.AUTO_TUBE_OUTSIDE, est.AUTO_TUBE_NOISE * e_rel, est.AUTO_TUBE_CP / C), est.AUTO_TUBE_NOISY)
+    # the floor comes down on nearly noiseless targets: there the pilot's residuals are its own misfit, a tube
+    # at their upper quantile is still narrow against the targets, and the core set shrinks with p
+    floor = min(est.AUTO_TUBE_OUTSIDE, max(est.AUTO_TUBE_CLEAN, est.AUTO_TUBE_CLEAN_SLOPE * e_rel))
+    p_free = min(max(floor, est.AUTO_TUBE_NOISE * e_rel, est.AUTO_TUBE_CP / C), est.AUTO_TUBE_NOISY)
     # the count bound grows with the noise: a noisy target needs its support vectors in proportion to m
     max_outside = est.TUBE_MAX_OUTSIDE * max(1.0, est.AUTO_NOISY_MAX_OUTSIDE * e_rel)
     mu, p, q, nu_scale = _tube(r_in, w_in, p_free, M, max_outside)

@@ -227,6 +227,10 @@ class CVR(RegressorMixin, CoreVectorBase):
     #: the loss (5-fold R^2 against SVR(): diabetes -0.013 at p ~ 0.6, -0.005 with the AUTO_TUBE_CP / C term; grid
     #: stability -0.010 at AUTO_TUBE_OUTSIDE = 0.3, -0.007 at 0.4, for 1.4x the CPU time)
     AUTO_TUBE_OUTSIDE = 0.4
+    #: ... a floor that comes down to min(AUTO_TUBE_OUTSIDE, max(AUTO_TUBE_CLEAN, AUTO_TUBE_CLEAN_SLOPE e)) on
+    #: nearly noiseless targets
+    AUTO_TUBE_CLEAN = 0.1
+    AUTO_TUBE_CLEAN_SLOPE = 5.0
     AUTO_TUBE_NOISE = 1.2
     AUTO_TUBE_NOISY = 0.8
     AUTO_TUBE_CP = 0.5
