@@ -15,10 +15,12 @@ points (a Cholesky factorisation, milliseconds), its residuals tell CVR, before 
 
 A given C keeps the rule CVR has always had for its tube (``p = min(max(TUBE_OUTSIDE, TUBE_CP / C),
 TUBE_MAX_OUTSIDE / M)`` from held-out residuals).  Under ``C='auto'`` p follows the noise the pilot measured:
-``p = min(max(AUTO_TUBE_OUTSIDE, AUTO_TUBE_NOISE e, AUTO_TUBE_CP / C), AUTO_TUBE_NOISY,
-TUBE_MAX_OUTSIDE max(1, AUTO_NOISY_MAX_OUTSIDE e) / M)`` with e the hold-out error relative to the targets'
-variance, because a squared loss on noisy targets needs most points in it (wine quality, e ~ 0.65: R^2 0.357
-at p = 0.8 against 0.321 at p = 0.2), and their support grows with m.  The constants live on
+``p = min(max(f, AUTO_TUBE_NOISE e, AUTO_TUBE_CP / C), AUTO_TUBE_NOISY, TUBE_MAX_OUTSIDE
+max(1, AUTO_NOISY_MAX_OUTSIDE e) / M)`` with e the hold-out error relative to the targets' variance and the
+floor ``f = min(AUTO_TUBE_OUTSIDE, max(AUTO_TUBE_CLEAN, AUTO_TUBE_CLEAN_SLOPE e))``: nearly noiseless
+targets fit well in a wide tube (their pilot's residuals are mostly its own misfit), while a squared loss
+on noisy targets needs most points in it (wine quality, e ~ 0.65: R^2 0.357 at p = 0.8 against 0.321 at
+p = 0.2), and their support grows with m.  The constants live on
 :class:`corevector.CVR`, where the docs and the command line read them.
 """
 from __future__ import annotations

@@ -211,7 +211,8 @@ def _cvr_auto_mu():
     from ..regressor import CVR
 
     return (f"the tube set from the residuals of that kernel ridge pilot, leaving about a fraction "
-            f"min(max({CVR.AUTO_TUBE_OUTSIDE:g}, {CVR.AUTO_TUBE_NOISE:g} e, {CVR.AUTO_TUBE_CP:g}/C), "
+            f"min(max(min({CVR.AUTO_TUBE_OUTSIDE:g}, max({CVR.AUTO_TUBE_CLEAN:g}, {CVR.AUTO_TUBE_CLEAN_SLOPE:g} e)), "
+            f"{CVR.AUTO_TUBE_NOISE:g} e, {CVR.AUTO_TUBE_CP:g}/C), "
             f"{CVR.AUTO_TUBE_NOISY:g}, {CVR.TUBE_MAX_OUTSIDE:g} max(1, {CVR.AUTO_NOISY_MAX_OUTSIDE:g} e)/m) of the "
             f"points outside it (e: the pilot's "
             f"relative hold-out error); with a given C, min(max({CVR.TUBE_OUTSIDE:g}, {CVR.TUBE_CP:g}/C), "
