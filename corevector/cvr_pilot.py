@@ -63,32 +63,37 @@ def _dense_rows(X, a, b):
 
 
 def _gram(spec, A):
-    """The symmetric block [k(a_i, a_j)]: for dense rows under a radial kernel from each pair's distance once
-    (``pdist``, half of ``cdist``'s pairs), otherwise :func:`refimpl.kernels.kernel_block`."""
+    """The symmetric block [k(a_i, a_j)]: for dense rows under a radial kernel from one product A A'
+    (squared distances ||a_i||^2 + ||a_j||^2 - 2 a_i'a_j, which lose ~1e-16 |a|^2 to cancellation: nothing
+    against a pilot's choice of C and mu), otherwise :func:`refimpl.kernels.kernel_block`."""
     from refimpl.kernels import kernel_block
 
     if not (spec.radial and not spec.lookup and isinstance(A, np.ndarray) and A.ndim == 2):
         return kernel_block(spec, A, A)
-    from scipy.spatial.distance import pdist, squareform
-
-    sq = squareform(pdist(np.asarray(A, dtype=np.float64), "sqeuclidean"))
+    A = np.asarray(A, dtype=np.float64)
+    sq = np.einsum("ij,ij->i", A, A)
+    G = A @ A.T
+    G *= -2.0
+    G += sq[:, None]
+    G += sq[None, :]
+    np.maximum(G, 0.0, out=G)
+    np.fill_diagonal(G, 0.0)
     if spec.name != "rbf":
-        np.sqrt(sq, out=sq)
-    np.multiply(sq, -spec.gamma, out=sq)
-    return np.exp(sq, out=sq)
+        np.sqrt(G, out=G)
+    G *= -spec.gamma
+    return np.exp(G, out=G)
 
 
 class _RidgeSplit:
     """The pilot on one split: kernel ridge fitted on rows ``f``, its residuals on ``f`` and on rows ``o``, for
-    any C (the kernel blocks are computed once, or given: ``Kff``, ``Kof`` without the bias's 11')."""
+    any C (the kernel blocks are computed once, or given: ``Kff``, ``Kof`` with the bias's 11' added)."""
 
     def __init__(self, spec, Xf, Xo, yf, yo, wf, Kff=None, Kof=None):
         from refimpl.kernels import kernel_block
 
-        Kff = kernel_block(spec, Xf, Xf) if Kff is None else Kff
-        Kof = kernel_block(spec, Xo, Xf) if Kof is None else Kof
-        self.Kff = Kff + 1.0  # + 11': the bias, penalised as in [000] eq. (6)
-        self.Kof = Kof + 1.0
+        # + 11': the bias, penalised as in [000] eq. (6) (given blocks already hold it)
+        self.Kff = kernel_block(spec, Xf, Xf) + 1.0 if Kff is None else Kff
+        self.Kof = kernel_block(spec, Xo, Xf) + 1.0 if Kof is None else Kof
         self.yf, self.yo, self.wf = yf, yo, wf
 
     @classmethod
@@ -97,17 +102,20 @@ class _RidgeSplit:
         a ∪ b, whose pairs are computed once."""
         h = Xa.shape[0]
         G = _gram(spec, sp.vstack([Xa, Xb], format="csr") if sp.issparse(Xa) else np.concatenate([Xa, Xb]))
+        G += 1.0  # (the four blocks are views of it)
         return (cls(spec, None, None, ya, yb, wa, Kff=G[:h, :h], Kof=G[h:, :h]),
                 cls(spec, None, None, yb, ya, wb, Kff=G[h:, h:], Kof=G[:h, h:]))
 
     def coef(self, C):
         """beta of the pilot of this C."""
-        K = self.Kff.copy()
-        K[np.diag_indices_from(K)] += 1.0 / (4.0 * C * self.wf)
+        def shifted():
+            K = np.array(self.Kff)  # (a copy: the factorisation overwrites it)
+            K[np.diag_indices_from(K)] += 1.0 / (4.0 * C * self.wf)
+            return K
         try:
-            return _spd_solve(K, self.yf)
+            return _spd_solve(shifted(), self.yf)
         except np.linalg.LinAlgError:
-            return np.linalg.lstsq(K, self.yf, rcond=None)[0]
+            return np.linalg.lstsq(shifted(), self.yf, rcond=None)[0]
 
     def fit(self, C):
         """(beta, held-out residuals on o, in-sample residuals on f) of the pilot of this C."""
@@ -291,6 +299,6 @@ def _blas_single_threaded():
 
 
 def _spd_solve(A, b):
-    """A^-1 b for a symmetric positive definite A (Cholesky)."""
+    """A^-1 b for a symmetric positive definite A (Cholesky; A is overwritten)."""
     from scipy.linalg import cho_factor, cho_solve
-    return cho_solve(cho_factor(A, lower=True, check_finite=False), b, check_finite=False)
+    return cho_solve(cho_factor(A, lower=True, overwrite_a=True, check_finite=False), b, check_finite=False)
