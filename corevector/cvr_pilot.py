@@ -167,11 +167,13 @@ def tube_for_C(est, X, yn, weights, C, M, seed):
     return TubeChoice(None, mu, nu_scale, info)
 
 
-def _grid_search(err, start, top):
+def _grid_search(err, start, top, up_first=False):
     """Index of the grid's C of least held-out error: from ``start`` downhill in one direction, never past
-    ``top`` (a few evaluations: the hold-out error of kernel ridge is unimodal in log C in practice)."""
+    ``top`` (a few evaluations: the hold-out error of kernel ridge is unimodal in log C in practice), the
+    larger C tried first when ``up_first`` (the same index on a unimodal error, one evaluation fewer where it
+    lies above ``start``)."""
     best = start
-    for step in (-1, 1):
+    for step in ((1, -1) if up_first else (-1, 1)):
         j = start + step
         while 0 <= j <= top and err(j) < err(best):
             best, j = j, j + step
@@ -180,9 +182,11 @@ def _grid_search(err, start, top):
     return best
 
 
-def _best_C(splits, grid, est, w_out):
+def _best_C(splits, grid, est, w_out, var):
     """(index of the grid's C of least hold-out error, {index: (error, in-sample residuals, each split's
-    (beta, held-out residuals, in-sample residuals))}) of these pilots."""
+    (beta, held-out residuals, in-sample residuals))}) of these pilots.  The search tries the larger C first
+    where the start's error relative to the held-out targets' variance ``var`` is below AUTO_SEARCH_UP_BELOW:
+    there the least error mostly lies at a larger C (the panel's smooth sets pick the top of the grid)."""
     cache = {}
 
     def err(i):
@@ -194,7 +198,8 @@ def _best_C(splits, grid, est, w_out):
 
     top = min(int(np.searchsorted(grid, est.AUTO_C_MAX / est.AUTO_C_FACTOR * (1 - 1e-12))), len(grid) - 1)
     start = min(int(np.argmin(np.abs(np.log(grid / est.AUTO_C_START)))), top)
-    return _grid_search(err, start, top), cache
+    up_first = var > 0 and err(start) < est.AUTO_SEARCH_UP_BELOW * var
+    return _grid_search(err, start, top, up_first), cache
 
 
 def auto_C_and_tube(est, X, yn, weights, M, seed):
@@ -218,6 +223,7 @@ def auto_C_and_tube(est, X, yn, weights, M, seed):
     w_out = np.concatenate([w[b]] + ([w[a]] if two_way else []))
     w_in = np.concatenate([w[a]] + ([w[b]] if two_way else []))
     y_out = np.concatenate([yn[b]] + ([yn[a]] if two_way else []))
+    var = float(np.average((y_out - np.average(y_out, weights=w_out)) ** 2, weights=w_out))
     picks = []
     with _blas_single_threaded():
         for spec in specs:  # (one width, or 'scale' then 'beta' under gamma='select')
@@ -225,7 +231,7 @@ def auto_C_and_tube(est, X, yn, weights, M, seed):
                 splits = list(_RidgeSplit.both_ways(spec, Xa, Xb, yn[a], yn[b], w[a], w[b]))
             else:
                 splits = [_RidgeSplit(spec, Xa, Xb, yn[a], yn[b], w[a])]
-            best, cache = _best_C(splits, grid, est, w_out)
+            best, cache = _best_C(splits, grid, est, w_out, var)
             picks.append((cache[best][0], best, cache, spec))
     # the width of the smaller hold-out error (the first, 'scale', on a tie)
     e, best, cache, spec = min(picks, key=lambda t: t[0])
@@ -234,7 +240,6 @@ def auto_C_and_tube(est, X, yn, weights, M, seed):
     # full fit's, gave smaller tubes and lost 0.01-0.03 R^2 on puma32h, grid stability and Friedman #1)
     r_in = cache[best][1]
     C = min(est.AUTO_C_FACTOR * grid[best], est.AUTO_C_MAX)
-    var = float(np.average((y_out - np.average(y_out, weights=w_out)) ** 2, weights=w_out))
     e_rel = e / var if var > 0 else 1.0
     # the floor comes down on nearly noiseless targets: there the pilot's residuals are its own misfit, a tube
     # at their upper quantile is still narrow against the targets, and the core set shrinks with p

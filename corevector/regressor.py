@@ -223,6 +223,9 @@ class CVR(RegressorMixin, CoreVectorBase):
     AUTO_C_MAX = 30.0
     AUTO_PILOT_SIZE = 500
     AUTO_TWO_WAY = 1000
+    #: ... the search trying the larger C first where the start's relative hold-out error is below this (the
+    #: same C on a unimodal error; one Cholesky fewer a pilot where the least error lies above the start)
+    AUTO_SEARCH_UP_BELOW = 0.3
     #: ... and a tube leaving p = min(max(f, AUTO_TUBE_NOISE e, AUTO_TUBE_CP / C), AUTO_TUBE_NOISY)
     #: of the pilot's in-sample residuals outside, e its relative hold-out error: noisy targets need most points in
     #: the loss (5-fold R^2 against SVR(): diabetes -0.013 at p ~ 0.6, -0.005 with the AUTO_TUBE_CP / C term; grid

@@ -40,9 +40,12 @@ def test_the_pilot_is_kernel_ridge_with_a_penalised_bias():
 
 
 @settings(max_examples=60, deadline=None)
-@given(n=st.integers(2, 12), centre=st.integers(0, 11), start=st.integers(0, 11), data=st.data())
-def test_the_grid_search_finds_the_minimum_of_a_unimodal_error(n, centre, start, data):
-    """From any start, the downhill search ends at the least error below its bound (ties: the first met)."""
+@given(n=st.integers(2, 12), centre=st.integers(0, 11), start=st.integers(0, 11), up_first=st.booleans(),
+       data=st.data())
+def test_the_grid_search_finds_the_minimum_of_a_unimodal_error(n, centre, start, up_first, data):
+    """From any start, in either first direction, the downhill search ends at the least error below its bound,
+    with at most one evaluation beyond the path to it and the step past it: the first direction's, when it led
+    uphill."""
     centre, start = min(centre, n - 1), min(start, n - 1)
     top = data.draw(st.integers(start, n - 1))
     values = [abs(i - centre) + 0.01 * i for i in range(n)]  # unimodal, distinct
@@ -51,9 +54,12 @@ def test_the_grid_search_finds_the_minimum_of_a_unimodal_error(n, centre, start,
     def err(i):
         calls.append(i)
         return values[i]
-    best = cvr_pilot._grid_search(err, start, top)
+    best = cvr_pilot._grid_search(err, start, top, up_first)
     assert best == int(np.argmin(values[:top + 1]))
     assert all(0 <= i <= top for i in calls)
+    # the path to the minimum and the step past it, and the first direction's step when it led uphill
+    wrong_way = best == start or (best > start) != up_first
+    assert len(set(calls)) <= abs(best - start) + 2 + wrong_way
 
 
 def test_auto_C_follows_the_noise():
