@@ -589,7 +589,7 @@ def test_block_sums_completed_beside_the_rows_are_within_their_bound():
         ka, s1, reach, rho, fixed = inst.partial_sums(rows)
         held = min(len(core), 128) if cache < 2**26 else len(core)
         assert set(np.unique(reach)) <= {0, min(158 + 2, held), held} and (reach == 0).any() and (reach == held).any()
-        sh = dict(SV=X[core[sv]], svcoef=coef, spec=spec, sv_core=np.flatnonzero(sv), rho=rho, fixed=fixed,
+        sh = dict(SV=X[core[sv]], svcoef=coef, spec=spec, sv_core=np.flatnonzero(sv), svsq=(X[core[sv]] ** 2).sum(axis=1), rho=rho, fixed=fixed,
                   max_sq=max_sq)
         got, err = _block_and_tail(X[rows], sh, (ka, s1, reach))
         exact = kernel_expansion(spec, X[core[sv]], coef, X[rows])

@@ -544,7 +544,7 @@ class ChunkedMEBOps:
                     row_block=self._install if isinstance(self.X.source, LocalSource) else None,
                     # elsewhere the block's sums go to the blocks with their rows (_block_extra), and each
                     # support vector's place in the core set tells a row's tail beyond its entries
-                    sv_core=np.flatnonzero(sv), max_sq=self._max_sq(self.X))
+                    sv_core=np.flatnonzero(sv), svsq=np.einsum("ij,ij->i", SV, SV), max_sq=self._max_sq(self.X))
 
     def _block_extra(self, sh):
         """The per-block arguments of a full scan: the fit's per-row columns, and where the kernel block keyed by

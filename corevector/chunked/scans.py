@@ -98,7 +98,7 @@ def _fast_d2(ka, z_all, s_all, cd, offset, raw, sh, rows=None):
 
 
 #: rows of a block whose tails are computed together (sorted by where their tails start)
-TAIL_ROWS = 256
+TAIL_ROWS = 64
 
 
 def _block_and_tail(X, sh, part):
@@ -114,19 +114,18 @@ def _block_and_tail(X, sh, part):
     true ones -- within expm1(gamma (8 d + 32) eps max|x|^2) + 16 eps, and both sums' roundings (``fixed``)."""
     ka, s1, reach = (np.array(a) for a in part)
     SV, coef, gamma = sh["SV"], sh["svcoef"], float(sh["spec"].gamma)
-    first = np.searchsorted(sh["sv_core"], reach)  # row i's tail: the support vectors first[i]:
     nsv, d = len(coef), X.shape[1]
-    order = np.argsort(first, kind="stable")
-    xsq = np.einsum("ij,ij->i", X, X)
-    svsq = np.einsum("ij,ij->i", SV, SV)
-    for a in range(0, len(order), TAIL_ROWS):
-        g = order[a:a + TAIL_ROWS]
+    first = np.searchsorted(sh["sv_core"], reach)  # row i's tail: the support vectors first[i]:
+    tail = np.flatnonzero(first < nsv)  # (most rows: none, their entries cover the support)
+    tail = tail[np.argsort(first[tail], kind="stable")]
+    svsq = sh["svsq"]
+    for a in range(0, len(tail), TAIL_ROWS):
+        g = tail[a:a + TAIL_ROWS]
         j0 = int(first[g[0]])
-        if j0 >= nsv:  # (sorted: every later row's entries cover the support)
-            break
-        r = X[g] @ SV[j0:].T
+        xg = X[g]
+        r = xg @ SV[j0:].T
         r *= -2.0
-        r += xsq[g, None]
+        r += np.einsum("ij,ij->i", xg, xg)[:, None]
         r += svsq[None, j0:]
         np.maximum(r, 0.0, out=r)
         r *= -gamma
