@@ -13,8 +13,9 @@ when 'fast' is asked for).
 * ``screened_expansion(spec, SV, coef, X, lo, hi)`` -- the same sums through the scans' screens, with their
   bound (fast only; None for 'ref', whose scans are exact);
 * ``row_block(ops, m, max_sq)`` -- the scans' kernel block of a ``meb_ops`` whose inputs are slots holding
-  rows of an X of m rows in turn (a chunked fit's row buffer): an installer ``install(slots, rows)``, or None
-  where the block does not apply (fast only; None for 'ref', which has no block);
+  rows of an X of m rows in turn (a chunked fit's row buffer): an installer ``install(slots, rows)`` (also
+  ``expansion(X, rows)`` and ``partial_sums(rows)``, the full scans' sums through the block), or None where the
+  block does not apply (fast only; None for 'ref', which has no block);
 * ``constrained_ops`` -- the numerics class of MMDA's constrained MEB, and ``kernel_matrix(spec, A, B)``;
 * ``ssvr_srs(X, y, spec, ...)`` -- SSVR-SRS (002 Table 1), and ``ssvr_auto(X, y, spec, ...)`` -- the same with
   ``n_basis`` and/or ``lam`` chosen on a hold-out (``refimpl.ssvr.ssvr_auto``).

@@ -179,6 +179,38 @@ cdef class _RowInstall:
             raise MemoryError("kernel block")
         return ka, ops.kb.rho * smax + 8.0 * DBL_EPSILON * (ops.size + 1) * ops.kb.cabs
 
+    def partial_sums(self, rows):
+        """(ka, s1, reach, rho, fixed): the rows ``rows`` of X summed from the block alone, without their
+        coordinates (a full scan whose rows are on a cluster's workers: corevector.chunked.scans).  Row i's
+        entries cover the core vectors [0, reach[i]); ka_i = sum_{t < reach_i} alpha_t s_t k_f(x_i, c_t), s1_i
+        the same with |alpha_t s_t|, each value within rho of the exact path's (kb_bound).  The rest of the
+        row's sum, over the core vectors from reach_i on (core order; those of weight 0 add nothing), is the
+        caller's; ``fixed`` bounds the roundings of both sums, as in ``expansion``."""
+        cdef FastMEBOps ops = self.ops
+        cdef cnp.ndarray[Py_ssize_t, ndim=1, mode="c"] r = np.ascontiguousarray(rows, dtype=np.intp)
+        cdef Py_ssize_t n = r.shape[0], i, j, f, F = ops.kb.filled
+        cdef cnp.ndarray[double, ndim=1, mode="c"] ka = np.zeros(n)
+        cdef cnp.ndarray[double, ndim=1, mode="c"] s1 = np.zeros(n)
+        cdef cnp.ndarray[int, ndim=1, mode="c"] reach = np.zeros(n, dtype=np.intc)
+        cdef double s[2]
+        if n and (r.min() < 0 or r.max() >= ops.kb.m):
+            raise IndexError("row out of range")
+        if n == 0 or ops.size == 0:
+            return ka, s1, reach, ops.kb.rho, 0.0
+        with nogil:
+            kb_weights(ops)
+            for i in range(n):
+                f = min(<Py_ssize_t> ops.kb.rfill[r[i]], F)
+                reach[i] = <int> f
+                s[0] = 0.0
+                s[1] = 0.0
+                for j in range((f + KB_PANEL - 1) // KB_PANEL):
+                    cv_fdot2(&ops.kb.panels[j][r[i] * KB_PANEL], &ops.kb.coef[j * KB_PANEL],
+                             &ops.kb.cabsv[j * KB_PANEL], min(KB_PANEL, f - j * KB_PANEL), s)
+                ka[i] = s[0]
+                s1[i] = s[1]
+        return ka, s1, reach, ops.kb.rho, 8.0 * DBL_EPSILON * (ops.size + 1) * ops.kb.cabs
+
     def __call__(self, slots, rows, values=None):
         """Slots ``slots`` now hold the rows ``rows``; ``values`` (float32 or float64, one row each): their
         coordinates, copied into the engine's X here (converted to float64 as NumPy would), else they are in

@@ -550,6 +550,53 @@ def test_row_block_expansion_is_within_its_bound():
         assert ops.block_state()[1] == held[1]
 
 
+def test_block_sums_completed_beside_the_rows_are_within_their_bound():
+    """The full scans of blocks scanned elsewhere (a cluster's workers) take each row's sum from the fit's
+    kernel block keyed by rows as far as the row's entries reach (row_block's ``partial_sums``, no
+    coordinates), and complete it beside the rows over the support vectors beyond (scans._block_and_tail):
+    within the stated bound of kernel_expansion's exact sums, row by row, for rows never filled, filled up
+    to an earlier core set and filled up to this one, with the block holding every core vector or one panel."""
+    from fastimpl._engine import _set_block_min_work, kernel_expansion
+    from corevector.chunked.scans import _block_and_tail
+    from refimpl.cvm import two_class_problem
+    from refimpl.kernels import make_kernel_spec
+    fast = numerics("fast")
+    rng = np.random.default_rng(4)
+    m, d = 3000, 40
+    y = np.where(rng.random(m) < 0.5, 1, -1)
+    X = rng.normal(size=(m, d)) + 0.2 * y[:, None]
+    spec = make_kernel_spec(X, "rbf", gamma="scale")
+    max_sq = float((X ** 2).sum(axis=1).max())
+    for cache in (2**28, int(2.5 * 2**20)):
+        ops = fast.meb_ops(two_class_problem(X, y, spec, C=1.0), cache, kernel_block=False)
+        old = _set_block_min_work(0)
+        try:
+            inst = fast.row_block(ops, m, max_sq)
+        finally:
+            _set_block_min_work(old)
+        inst(np.arange(m), np.arange(m))
+        ops.start(0, 1)
+        ops.add(list(range(2, 160)))
+        ops.solve(1e-6, "smo", ops.step_bound())
+        inst.expansion(X[:1000], np.arange(1000))          # rows 0..999 filled up to this core set
+        ops.add(list(range(160, 320)))
+        ops.solve(1e-6, "smo", ops.step_bound())
+        inst.expansion(X[500:1000], np.arange(500, 1000))  # rows 500..999 up to the next one, 1000.. never
+        core, alpha = ops.core_set(), ops.weights()
+        sv = alpha > 0
+        coef = alpha[sv] * y[core[sv]]
+        rows = np.r_[0:700:7, 500:1000:5, 1000:3000:9]
+        ka, s1, reach, rho, fixed = inst.partial_sums(rows)
+        held = min(len(core), 128) if cache < 2**26 else len(core)
+        assert set(np.unique(reach)) <= {0, min(158 + 2, held), held} and (reach == 0).any() and (reach == held).any()
+        sh = dict(SV=X[core[sv]], svcoef=coef, spec=spec, sv_core=np.flatnonzero(sv), svsq=(X[core[sv]] ** 2).sum(axis=1), rho=rho, fixed=fixed,
+                  max_sq=max_sq)
+        got, err = _block_and_tail(X[rows], sh, (ka, s1, reach))
+        exact = kernel_expansion(spec, X[core[sv]], coef, X[rows])
+        assert 0 < err < 1e-6 * np.abs(coef).sum() and np.all(np.abs(got - exact) <= err)
+        assert np.all(np.abs(ka[reach == 0]) == 0)  # (nothing from the block where no entry is)
+
+
 @settings(max_examples=40, deadline=None)
 @given(d=st.integers(1, 6), nsv=st.integers(1, 60), log_gamma=st.floats(-3, 1.5), scale=st.floats(0.1, 10.0),
        policy=st.sampled_from([-1, 0, 1]), seed=st.integers(0, 2**31 - 1))

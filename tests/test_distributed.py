@@ -128,6 +128,32 @@ def test_workers_hold_blocks_not_their_share_of_x(client, tmp_path, monkeypatch)
     np.testing.assert_allclose(got[::997], est.decision_function(np.asarray(z[::997], dtype=np.float64)), rtol=1e-12)
 
 
+def test_wide_cluster_fits_take_the_scans_sums_from_the_kernel_block(client):
+    """At d >= 16 the certificate's block scans on the workers take each row's sum from the caller's kernel
+    block keyed by rows, as far as the row's entries reach, and compute only the rest beside the rows
+    (scans._block_and_tail): the in-memory fit's core set, alpha within BLAS's rounding and the certificate
+    within the bound, on the cluster and on Dask's local scheduler."""
+    rng = np.random.default_rng(5)
+    m, d = 5000, 96   # m d above the block's threshold (fastimpl KB_MIN_WORK)
+    y = np.where(rng.random(m) < 0.5, 1, -1)
+    X = (rng.normal(size=(m, d)) + 0.15 * y[:, None] * rng.normal(size=d)).astype(np.float32)
+    a = CVMClassifier(random_state=0).fit(X.astype(np.float64), y)
+    Xd = da.from_array(X, chunks=(700, d))
+    for where in ("cluster", "local"):
+        del chunked_ops.STATS[:]
+        if where == "cluster":
+            with client.as_current():
+                b = CVMClassifier(random_state=0).fit(Xd.persist(), y)
+        else:
+            b = CVMClassifier(random_state=0).fit(Xd, y)
+        st = chunked_ops.STATS[-1]
+        assert a.n_iter_ > 5 and np.array_equal(a.core_set_, b.core_set_), where
+        np.testing.assert_allclose(b.dual_coef_, a.dual_coef_, rtol=1e-9, atol=1e-12 * np.abs(a.dual_coef_).max())
+        assert b.certified_ratio_ <= (1 + 0.01) ** 2 and abs(b.certified_ratio_ - a.certified_ratio_) < 1e-9
+        # the certificate read most rows' sums from the block (the draws visit every row several times)
+        assert st["scans"] >= 1 and st["scan_block_entries"] > 0.5 * m * min(len(a.core_set_), 128)
+
+
 def test_the_caller_receives_the_rows_its_windows_install(client):
     """On a cluster the stashes of draws stay on the workers: the caller receives the rows that windows of
     draws install, and at most one window more (in flight when the fit ends), not every stash read ahead

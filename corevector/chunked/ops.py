@@ -215,7 +215,8 @@ class ChunkedMEBOps:
         self.extra = X.per_block((problem.sign, problem.offset, problem.point_diag))
         self.stats = dict(impl=self.impl, m=self.m, n=self.n, d=d, draws=0, positions=0, fetch_rounds=0, fetch_rows=0, fetch_bytes=0, sent_bytes=0,
                           stash_rounds=0, stash_rows=0,
-                          sync_waits=0, extra_fetch_rows=0, scans=0, scan_blocks=0, scan_bytes=0)
+                          sync_waits=0, extra_fetch_rows=0, scans=0, scan_blocks=0, scan_bytes=0,
+                          scan_block_entries=0)
         self._count_lock = threading.Lock()
         STATS.append(self.stats)
         del STATS[:-100]
@@ -540,7 +541,30 @@ class ChunkedMEBOps:
                     box=tuple(np.asarray(b, dtype=np.float64) for b in self.X.box),
                     # blocks read here, one after another: their scans screen through the fit's kernel block
                     # (and fill it); not on workers, nor in the local scheduler's threads
-                    row_block=self._install if isinstance(self.X.source, LocalSource) else None)
+                    row_block=self._install if isinstance(self.X.source, LocalSource) else None,
+                    # elsewhere the block's sums go to the blocks with their rows (_block_extra), and each
+                    # support vector's place in the core set tells a row's tail beyond its entries
+                    sv_core=np.flatnonzero(sv), svsq=np.einsum("ij,ij->i", SV, SV), max_sq=self._max_sq(self.X))
+
+    def _block_extra(self, sh):
+        """The per-block arguments of a full scan: the fit's per-row columns, and where the kernel block keyed by
+        rows applies but the blocks are scanned elsewhere (a cluster's workers, the local scheduler's threads),
+        each row's sums from the block (row_block's ``partial_sums``: no coordinates needed), which the block's
+        scan completes with the core vectors beyond the row's entries (scans._block_and_tail) instead of
+        summing the whole support again."""
+        if self._install is None or sh["row_block"] is not None or not len(sh["svcoef"]):
+            return self.extra
+        ka, s1, reach, rho, fixed = self._install.partial_sums(np.arange(self.m))
+        sh.update(rho=float(rho), fixed=float(fixed))
+        self.stats["scan_block_entries"] += int(reach.sum(dtype=np.int64))
+        out = []
+        for (b, pidx, _), e in zip(self.X.plan(), self.extra):
+            if pidx is None:
+                lo, hi = self.X.source.bounds[b], self.X.source.bounds[b + 1]
+                out.append((e, (ka[lo:hi], s1[lo:hi], reach[lo:hi])))
+            else:
+                out.append((e, (ka[pidx], s1[pidx], reach[pidx])))
+        return out
 
     def _scan_all(self, k, d2_over):
         # the driver's certificate is the one full scan with no threshold
@@ -549,7 +573,8 @@ class ChunkedMEBOps:
 
     def _scan_all_blocks(self, k, d2_over):
         sh = self._shared(k, d2_over)
-        parts = self.X.map_blocks(scan_block, sh, self.extra, combine=merge_scans)
+        extra = self._block_extra(sh)
+        parts = self.X.map_blocks(scan_block, sh, extra, combine=merge_scans)
         self.stats["scans"] += 1
         self.stats["scan_blocks"] += len(self.X.plan())
         self.stats["scan_bytes"] += len(pickle.dumps(parts, protocol=5))
@@ -563,7 +588,7 @@ class ChunkedMEBOps:
                     default=None)
         if max(p["cut_v"] for p in parts) >= thr:
             # a band list was cut short of a candidate at or above thr: ask every block for its first one
-            again = self.X.map_blocks(scan_block, dict(sh, band=thr, k=0), self.extra, combine=merge_scans)
+            again = self.X.map_blocks(scan_block, dict(sh, band=thr, k=0), extra, combine=merge_scans)
             first = min(int(p["band_z"][0]) for p in again if len(p["band_z"]))
         if k > 0:
             tz = np.concatenate([p["top_z"] for p in parts])

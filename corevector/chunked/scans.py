@@ -6,8 +6,9 @@ violators: a few hundred bytes, whatever the block's size.  The values are forme
 own kernel routine (``kernel_expansion`` of :func:`corevector.numerics.numerics`, or
 ``refimpl.kernels.kernel_block``) and its finishing arithmetic, term by term, so they match the in-memory
 scan's.  The compiled path screens first, as the in-memory scans do (``screened_expansion``: the float exp or
-Taylor screen at d < 16; at d >= 16, for blocks read in the caller, the fit's kernel block keyed by rows,
-whose entries the scan fills from the block's rows: ``row_block``),
+Taylor screen at d < 16; at d >= 16 the fit's kernel block keyed by rows: for blocks read in the caller,
+whose entries the scan fills from the block's rows, ``row_block``; for blocks scanned elsewhere, the block's
+sums of their rows sent with them and completed beside the rows, :func:`_block_and_tail`),
 and computes exactly only the candidates whose screened value may reach a decision
 (:func:`_exact_near_decisions`); the others cannot change the block's result.
 """
@@ -96,6 +97,47 @@ def _fast_d2(ka, z_all, s_all, cd, offset, raw, sh, rows=None):
     return vals, scale
 
 
+#: rows of a block whose tails are computed together (sorted by where their tails start)
+TAIL_ROWS = 64
+
+
+def _block_and_tail(X, sh, part):
+    """(ka, err) of a block's rows from their sums in the fit's kernel block (``part``: the caller's
+    row_block ``partial_sums`` of these rows, whose entries cover the core vectors before ``reach``) and the
+    rest of each row's sum, over the support vectors from its reach on, computed here in double: every value
+    of a row against a core vector the block holds is taken from it, as the scans of blocks read in the caller
+    take it (``row_block.expansion``), rather than the whole support again.  Rows are sorted by where their
+    tails start and summed TAIL_ROWS at a time, each group from its lowest start, the entries before a row's
+    own start masked.  ``err`` bounds |ka - kernel_expansion's sums| for every row: the block's values
+    within rho of the exact path's (its bound, kb_bound), the tail's -- squared distances from this GEMM and
+    these squared norms, not the engine's: both sides' norms and products each within d eps max|x|^2 of the
+    true ones -- within expm1(gamma (8 d + 32) eps max|x|^2) + 16 eps, and both sums' roundings (``fixed``)."""
+    ka, s1, reach = (np.array(a) for a in part)
+    SV, coef, gamma = sh["SV"], sh["svcoef"], float(sh["spec"].gamma)
+    nsv, d = len(coef), X.shape[1]
+    first = np.searchsorted(sh["sv_core"], reach)  # row i's tail: the support vectors first[i]:
+    tail = np.flatnonzero(first < nsv)  # (most rows: none, their entries cover the support)
+    tail = tail[np.argsort(first[tail], kind="stable")]
+    svsq = sh["svsq"]
+    for a in range(0, len(tail), TAIL_ROWS):
+        g = tail[a:a + TAIL_ROWS]
+        j0 = int(first[g[0]])
+        xg = X[g]
+        r = xg @ SV[j0:].T
+        r *= -2.0
+        r += np.einsum("ij,ij->i", xg, xg)[:, None]
+        r += svsq[None, j0:]
+        np.maximum(r, 0.0, out=r)
+        r *= -gamma
+        K = np.exp(r, out=r)
+        K[np.arange(j0, nsv)[None, :] < first[g, None]] = 0.0
+        ka[g] += K @ coef[j0:]
+        s1[g] += K @ np.abs(coef[j0:])
+    eps = np.finfo(np.float64).eps
+    rho = max(sh["rho"], float(np.expm1(gamma * (8.0 * d + 32.0) * eps * sh["max_sq"] * 1.01)) + 16.0 * eps)
+    return ka, rho * float(s1.max(initial=0.0)) + sh["fixed"]
+
+
 def _known_sums(pidx, ka, known):
     """Overwrite, in place, the sums ka of the block's inputs (view rows pidx) that ``known`` (sorted rows, their
     sums) holds; returns the mask of those inputs (exact already: no screen's error applies to them)."""
@@ -144,7 +186,11 @@ def _exact_near_decisions(X, ka, err, scale, vals_all, z_all, s_all, cd, offset,
 def scan_block(X, sh, pb):
     """One block's part of a full scan: for each half (CVR's mirrored points are the second), the largest
     d^2 - c0, the candidates within 2 TIE of it (lowest indices first), and the k largest beyond ``over``."""
-    pidx, (sign, offset, pdiag) = pb[0], pb[1][:3]
+    pidx, extra = pb
+    part = None
+    if len(extra) == 2:  # (the per-row columns, the rows' sums from the fit's kernel block: _block_and_tail)
+        extra, part = extra
+    sign, offset, pdiag = extra[:3]
     spec, m = sh["spec"], sh["m"]
     nsv = len(sh["svcoef"])
     s_in = np.ones(len(pidx)) if sign is None else sign.astype(np.float64)
@@ -155,6 +201,8 @@ def scan_block(X, sh, pb):
             ka, err = np.zeros(len(pidx)), -1.0
         elif sh.get("row_block") is not None:  # (a block read in the caller: through the fit's kernel block)
             ka, err = sh["row_block"].expansion(X, pidx)
+        elif part is not None:  # (elsewhere: the block's sums sent with the block, completed here)
+            ka, err = _block_and_tail(X, sh, part)
         else:
             ka, err = numerics("fast").screened_expansion(spec, sh["SV"], sh["svcoef"], X, *sh["box"])
         raw = None
