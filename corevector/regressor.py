@@ -90,6 +90,11 @@ class CVR(RegressorMixin, CoreVectorBase):
         The C the fit used (lower than ``C`` when float64 needed it, with a ``ConvergenceWarning``).
     mu_ : float
         The mu the fit used, in the targets' units.
+    hybrid_cap_ : float
+        The cap of ``stop='hybrid'`` the fit used: ``hybrid_cap``, times the pilot's factor below 1 when
+        ``mu='auto'`` widened the tube for the count bound.  ``CVR(C=est.C_, mu=est.mu_,
+        gamma=est.kernel_spec_.gamma, hybrid_cap=est.hybrid_cap_)`` fits the same problem as ``est``, from
+        another start where the automatic fit started seeded.
     tube_weight_ : float
         The paper's C of eq. (6), ``2 C_ mu_ M``, in the targets' units.
     y_mean_ : float
@@ -563,7 +568,7 @@ class CVR(RegressorMixin, CoreVectorBase):
             raise ValueError(f"y is of a scale float64 cannot hold for CVR: the fitted coefficients in the targets' "
                              f"units overflow (std y = {scale:.3g}); divide y by a constant and multiply the "
                              "predictions by it")
-        self.C_, self.mu_ = C, mu * scale
+        self.C_, self.mu_, self.hybrid_cap_ = C, mu * scale, self._hybrid_nu()
         self.tube_weight_ = 2 * C * mu * M * scale
         self.y_mean_, self.y_scale_ = loc, scale
         self.epsilon_bar_ = model.epsilon_bar * scale
