@@ -505,29 +505,40 @@ def test_row_block_applies_where_the_in_memory_block_does():
                 inst([0], [100_000])
 
 
+def _wide_two_class(seed, m=3000, d=40):
+    """(rng, X, y, spec): overlapping classes in d = 40, the kernel block's territory."""
+    from refimpl.kernels import make_kernel_spec
+    rng = np.random.default_rng(seed)
+    y = np.where(rng.random(m) < 0.5, 1, -1)
+    X = rng.normal(size=(m, d)) + 0.2 * y[:, None]
+    return rng, X, y, make_kernel_spec(X, "rbf", gamma="scale")
+
+
+def _row_block_ops(X, y, spec, cache):
+    """(ops, the kernel block keyed by rows) of the fast engine on X's two-class problem, the block forced on
+    (m d is below the threshold of policy 0)."""
+    from fastimpl._engine import _set_block_min_work
+    from refimpl.cvm import two_class_problem
+    fast = numerics("fast")
+    ops = fast.meb_ops(two_class_problem(X, y, spec, C=1.0), cache, kernel_block=False)
+    old = _set_block_min_work(0)
+    try:
+        return ops, fast.row_block(ops, X.shape[0], float((X ** 2).sum(axis=1).max()))
+    finally:
+        _set_block_min_work(old)
+
+
 def test_row_block_expansion_is_within_its_bound():
     """The full scans of blocks read in the caller screen through the fit's kernel block keyed by rows
     (row_block's ``expansion``): its sums are within their stated bound of kernel_expansion's exact sums
     over the support, row by row, with the block's budget holding every core vector or one panel of them
     (the rest summed in double); the rows' entries are filled from the coordinates given, each once: a
     second scan after more core vectors joined computes only theirs."""
-    from fastimpl._engine import _set_block_min_work, kernel_expansion
-    from refimpl.cvm import two_class_problem
-    from refimpl.kernels import make_kernel_spec
-    fast = numerics("fast")
-    rng = np.random.default_rng(2)
-    m, d = 3000, 40
-    y = np.where(rng.random(m) < 0.5, 1, -1)
-    X = rng.normal(size=(m, d)) + 0.2 * y[:, None]
-    spec = make_kernel_spec(X, "rbf", gamma="scale")
+    from fastimpl._engine import kernel_expansion
+    rng, X, y, spec = _wide_two_class(2)
+    m = X.shape[0]
     for cache in (2**28, int(2.5 * 2**20)):   # every core vector in the block, or one panel of 128
-        p = two_class_problem(X, y, spec, C=1.0)
-        ops = fast.meb_ops(p, cache, kernel_block=False)
-        old = _set_block_min_work(0)   # (m d is below the threshold of policy 0)
-        try:
-            inst = fast.row_block(ops, m, float((X ** 2).sum(axis=1).max()))
-        finally:
-            _set_block_min_work(old)
+        ops, inst = _row_block_ops(X, y, spec, cache)
         inst(np.arange(m), np.arange(m))   # slot q holds row q
         ops.start(0, 1)
         sizes, fills = [], []
@@ -556,24 +567,12 @@ def test_block_sums_completed_beside_the_rows_are_within_their_bound():
     coordinates), and complete it beside the rows over the support vectors beyond (scans._block_and_tail):
     within the stated bound of kernel_expansion's exact sums, row by row, for rows never filled, filled up
     to an earlier core set and filled up to this one, with the block holding every core vector or one panel."""
-    from fastimpl._engine import _set_block_min_work, kernel_expansion
+    from fastimpl._engine import kernel_expansion
     from corevector.chunked.scans import _block_and_tail
-    from refimpl.cvm import two_class_problem
-    from refimpl.kernels import make_kernel_spec
-    fast = numerics("fast")
-    rng = np.random.default_rng(4)
-    m, d = 3000, 40
-    y = np.where(rng.random(m) < 0.5, 1, -1)
-    X = rng.normal(size=(m, d)) + 0.2 * y[:, None]
-    spec = make_kernel_spec(X, "rbf", gamma="scale")
-    max_sq = float((X ** 2).sum(axis=1).max())
+    _, X, y, spec = _wide_two_class(4)
+    m, max_sq = X.shape[0], float((X ** 2).sum(axis=1).max())
     for cache in (2**28, int(2.5 * 2**20)):
-        ops = fast.meb_ops(two_class_problem(X, y, spec, C=1.0), cache, kernel_block=False)
-        old = _set_block_min_work(0)
-        try:
-            inst = fast.row_block(ops, m, max_sq)
-        finally:
-            _set_block_min_work(old)
+        ops, inst = _row_block_ops(X, y, spec, cache)
         inst(np.arange(m), np.arange(m))
         ops.start(0, 1)
         ops.add(list(range(2, 160)))

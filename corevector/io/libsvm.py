@@ -512,7 +512,7 @@ def _to_estimator(m):
         est.support_vectors_ = SV
         est.dual_coef_ = m.sv_coef.copy()
         est.intercept_ = -m.rho.copy()
-        est.C_ = est.mu_ = est.epsilon_bar_ = est.eta_ = est.dual_objective_ = est.tube_weight_ = nan
+        est.C_ = est.mu_ = est.hybrid_cap_ = est.epsilon_bar_ = est.eta_ = est.dual_objective_ = est.tube_weight_ = nan
         est.y_mean_, est.y_scale_, est.n_mu_refits_ = 0.0, 1.0, 0
         est.xi_ = est.xi_star_ = np.zeros(l)
         _no_diagnostics(est)

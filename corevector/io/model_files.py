@@ -147,6 +147,7 @@ def _schemas():
         }, checks=(_check_probability,)),
         "CVR": Schema({
             "kernel_spec_": KSPEC, "C_": Scalar(float, finite=False, low=0.0), "mu_": Scalar(float, finite=False, low=0.0),
+            "hybrid_cap_": Scalar(float, finite=False, low=0.0),
             **_BALL_DIAGNOSTICS,
             "support_": INDICES, "support_vectors_": Matrix(("n_sv", "n_features")),
             "dual_coef_": Array("f", (1, "n_sv")), "intercept_": Array("f", (1,)),
