@@ -645,17 +645,36 @@ def checked_kernel_spec(X, kernel, gamma, degree, coef0, normalize):
     return spec
 
 
+def radial_of_sqdist(spec: KernelSpec, sq: np.ndarray) -> np.ndarray:
+    """A radial kernel's values exp(-gamma r) from the squared distances ``sq`` (r = sq for 'rbf', its root for
+    the Laplacian), computed in place in ``sq`` (the same products and exp as -gamma * sq, bit for bit, without
+    two more blocks of memory) and returned."""
+    if spec.name != "rbf":
+        np.sqrt(sq, out=sq)
+    np.multiply(sq, -spec.gamma, out=sq)
+    return np.exp(sq, out=sq)
+
+
+def sqdist_by_product(A: np.ndarray, B: np.ndarray, a_sq=None, b_sq=None) -> np.ndarray:
+    """Squared distances ||a_i||^2 + ||b_j||^2 - 2 a_i'b_j of dense rows through one product A B' (BLAS), clipped
+    at 0; ``a_sq``, ``b_sq``: the rows' squared norms when known.  Each loses ~1e-16 |a|^2 to cancellation
+    (:func:`_raw_block` sums coordinate differences instead, for the kernels' own values): for the pilots and
+    screens that bound or tolerate that error."""
+    a_sq = np.einsum("ij,ij->i", A, A) if a_sq is None else a_sq
+    b_sq = np.einsum("ij,ij->i", B, B) if b_sq is None else b_sq
+    r = A @ B.T
+    r *= -2.0
+    r += a_sq[:, None]
+    r += b_sq[None, :]
+    return np.maximum(r, 0.0, out=r)
+
+
 def _raw_block(spec: KernelSpec, A: np.ndarray, B: np.ndarray) -> np.ndarray:
     if spec.radial:
         # squared distances summed from coordinate differences: ||a||^2 + ||b||^2 - 2 a'b loses ~1e-16 |a|^2
         # to cancellation, which the Laplacian's square root turns into a ~1e-8 error of k(x, x) = 1
         sq = _sparse_sqdist(A, B) if sp.issparse(A) or sp.issparse(B) else cdist(A, B, "sqeuclidean")
-        sq = np.asarray(sq, dtype=np.float64)
-        if spec.name != "rbf":
-            np.sqrt(sq, out=sq)
-        # in place (the same products and exp as -gamma * sq, bit for bit, without two more blocks of memory)
-        np.multiply(sq, -spec.gamma, out=sq)
-        return np.exp(sq, out=sq)
+        return radial_of_sqdist(spec, np.asarray(sq, dtype=np.float64))
     dot = A @ B.T
     if sp.issparse(dot):
         dot = dot.toarray()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refimpl.kernels import kernel_block, kernel_diag
+from refimpl.kernels import kernel_block, kernel_diag, radial_of_sqdist, sqdist_by_product
 from refimpl.meb import SCAN_BLOCK
 from refimpl.simplex_qp import TIE
 
@@ -122,14 +122,7 @@ def _block_and_tail(X, sh, part):
     for a in range(0, len(tail), TAIL_ROWS):
         g = tail[a:a + TAIL_ROWS]
         j0 = int(first[g[0]])
-        xg = X[g]
-        r = xg @ SV[j0:].T
-        r *= -2.0
-        r += np.einsum("ij,ij->i", xg, xg)[:, None]
-        r += svsq[None, j0:]
-        np.maximum(r, 0.0, out=r)
-        r *= -gamma
-        K = np.exp(r, out=r)
+        K = radial_of_sqdist(sh["spec"], sqdist_by_product(X[g], SV[j0:], b_sq=svsq[j0:]))
         K[np.arange(j0, nsv)[None, :] < first[g, None]] = 0.0
         ka[g] += K @ coef[j0:]
         s1[g] += K @ np.abs(coef[j0:])
