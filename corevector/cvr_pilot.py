@@ -64,24 +64,17 @@ def _dense_rows(X, a, b):
 
 def _gram(spec, A):
     """The symmetric block [k(a_i, a_j)]: for dense rows under a radial kernel from one product A A'
-    (squared distances ||a_i||^2 + ||a_j||^2 - 2 a_i'a_j, which lose ~1e-16 |a|^2 to cancellation: nothing
-    against a pilot's choice of C and mu), otherwise :func:`refimpl.kernels.kernel_block`."""
-    from refimpl.kernels import kernel_block
+    (:func:`refimpl.kernels.sqdist_by_product`: its cancellation, ~1e-16 |a|^2, is nothing against a pilot's
+    choice of C and mu), otherwise :func:`refimpl.kernels.kernel_block`."""
+    from refimpl.kernels import kernel_block, radial_of_sqdist, sqdist_by_product
 
     if not (spec.radial and not spec.lookup and isinstance(A, np.ndarray) and A.ndim == 2):
         return kernel_block(spec, A, A)
     A = np.asarray(A, dtype=np.float64)
     sq = np.einsum("ij,ij->i", A, A)
-    G = A @ A.T
-    G *= -2.0
-    G += sq[:, None]
-    G += sq[None, :]
-    np.maximum(G, 0.0, out=G)
+    G = sqdist_by_product(A, A, sq, sq)
     np.fill_diagonal(G, 0.0)
-    if spec.name != "rbf":
-        np.sqrt(G, out=G)
-    G *= -spec.gamma
-    return np.exp(G, out=G)
+    return radial_of_sqdist(spec, G)
 
 
 class _RidgeSplit:
@@ -275,7 +268,9 @@ def _predicted_outside(spec, X, yn, a, b, fit, q, block=4096):
     m = X.shape[0]
     r = np.empty(m)
     r[a], r[b] = r_a, r_b
-    rest = np.flatnonzero(np.isin(np.arange(m), np.concatenate([a, b]), invert=True))
+    rest = np.setdiff1d(np.arange(m), np.concatenate([a, b]), assume_unique=True)
+    if not rest.size:  # (the two-way split: every row's residual is in hand, nothing to read)
+        return _outside_of(r, q)
     Xa = None if sp.issparse(X) else _dense_rows(X, a, a[:0])[0]
     for s in range(0, rest.size, block):
         rows = rest[s:s + block]
