@@ -285,23 +285,39 @@ cdef Py_ssize_t _unknown(const double* known, Py_ssize_t lo, Py_ssize_t hi, doub
     return n
 
 
+cdef void _input_sums(FastMEBOps ops, Py_ssize_t lo, Py_ssize_t hi, double* vals, double* buf, int screen,
+                      const double* known) noexcept nogil:
+    """vals[p - lo] = sum_t alpha_t s_t k(x_t, x_p) for the inputs p in [lo, hi), through the screen ``screen``
+    (_kalpha_any).  With ``known`` (known_sums, or NULL) the inputs in the core set take theirs from it and only
+    the others are computed, into vals[SCAN_CHUNK:] (the second half's space, free until the halves are
+    finished) and then moved into place; without memory for their list, every input is computed and the known
+    ones then set, the same values."""
+    cdef Py_ssize_t p, j, n
+    cdef Py_ssize_t* rows = NULL
+    if known != NULL:
+        rows = <Py_ssize_t*> malloc(SCAN_CHUNK * sizeof(Py_ssize_t))
+    if rows == NULL:
+        _kalpha_any(ops, lo, hi, NULL, vals, buf, screen)
+        if known != NULL:
+            for p in range(lo, hi):
+                if not isnan(known[p]):
+                    vals[p - lo] = known[p]
+        return
+    n = _unknown(known, lo, hi, vals, rows)
+    if n > 0:
+        _kalpha_any(ops, 0, n, rows, &vals[SCAN_CHUNK], buf, screen)
+        for j in range(n):
+            vals[rows[j] - lo] = vals[SCAN_CHUNK + j]
+    free(rows)
+
+
 cdef void _chunk_d2(FastMEBOps ops, Py_ssize_t c, double marg, double* vals, double* buf,
                     const double* known) noexcept nogil:
     """d^2 - c0 of the augmented points of chunk c of input rows, vals[h * SCAN_CHUNK + (p - lo)] for
     the half h (0: z = p; 1, mirrored: z = p + m): one kernel row per input serves both.  ``known``
     (known_sums, or NULL): the sums of the inputs in the core set, computed only for the others."""
-    cdef Py_ssize_t lo = c * SCAN_CHUNK, hi = min(lo + SCAN_CHUNK, ops.m), p, j, n
-    cdef Py_ssize_t* rows
-    if known == NULL:
-        _kalpha(ops, lo, hi, NULL, vals, buf)
-    else:
-        rows = <Py_ssize_t*> malloc(SCAN_CHUNK * sizeof(Py_ssize_t))
-        n = _unknown(known, lo, hi, vals, rows)
-        if n > 0:  # (their sums into the second half's space, free until the halves are finished below)
-            _kalpha(ops, 0, n, rows, &vals[SCAN_CHUNK], buf)
-            for j in range(n):
-                vals[rows[j] - lo] = vals[SCAN_CHUNK + j]
-        free(rows)
+    cdef Py_ssize_t lo = c * SCAN_CHUNK, hi = min(lo + SCAN_CHUNK, ops.m), p
+    _input_sums(ops, lo, hi, vals, buf, SCREEN_NONE, known)
     if ops.mirror:
         for p in range(lo, hi):
             vals[SCAN_CHUNK + p - lo] = _finish_d2(ops, p + ops.m, vals[p - lo], marg)
@@ -316,23 +332,13 @@ cdef Py_ssize_t _chunk_d2_screened(FastMEBOps ops, Py_ssize_t c, double marg, in
     the chunk's maximum, its first candidate within TIE and its candidates beyond ``over`` are the
     exact path's (``known``: as for _chunk_d2; those sums are exact already).  Returns how many
     candidates were computed again in double."""
-    cdef Py_ssize_t lo = c * SCAN_CHUNK, hi = min(lo + SCAN_CHUNK, ops.m), p, h, j, n, again = 0
+    cdef Py_ssize_t lo = c * SCAN_CHUNK, hi = min(lo + SCAN_CHUNK, ops.m), p, h, again = 0
     cdef Py_ssize_t halves = 2 if ops.mirror else 1
     cdef double ka, vmax[2]
     cdef double floor[2]
-    cdef Py_ssize_t* rows
     vmax[0] = -INFINITY
     vmax[1] = -INFINITY
-    if known == NULL:
-        _kalpha_any(ops, lo, hi, NULL, vals, NULL, screen)
-    else:
-        rows = <Py_ssize_t*> malloc(SCAN_CHUNK * sizeof(Py_ssize_t))
-        n = _unknown(known, lo, hi, vals, rows)
-        if n > 0:
-            _kalpha_any(ops, 0, n, rows, &vals[SCAN_CHUNK], NULL, screen)
-            for j in range(n):
-                vals[rows[j] - lo] = vals[SCAN_CHUNK + j]
-        free(rows)
+    _input_sums(ops, lo, hi, vals, NULL, screen, known)
     for p in range(lo, hi):
         ka = vals[p - lo]
         vals[p - lo] = _finish_d2(ops, p, ka, marg)
