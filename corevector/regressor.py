@@ -61,8 +61,9 @@ class CVR(RegressorMixin, CoreVectorBase):
         pilot measured, ``p = min(max(f, AUTO_TUBE_NOISE e, AUTO_TUBE_CP / C), AUTO_TUBE_NOISY,
         TUBE_MAX_OUTSIDE max(1, AUTO_NOISY_MAX_OUTSIDE e) / M)`` with the floor ``f = min(AUTO_TUBE_OUTSIDE,
         max(AUTO_TUBE_CLEAN, AUTO_TUBE_CLEAN_SLOPE e))`` (e: its hold-out error relative to the targets'
-        variance; nearly noiseless targets get a wider tube and a smaller core set); with a given C, ``p = min(max(TUBE_OUTSIDE, TUBE_CP / C),
-        TUBE_MAX_OUTSIDE / M)`` from a pilot of that C on ``PILOT_SIZE`` points.  On smooth targets the core
+        variance; nearly noiseless targets get a wider tube and a smaller core set); with a given C,
+        ``p = min(max(TUBE_OUTSIDE, TUBE_CP / C), TUBE_MAX_OUTSIDE / M)`` from a pilot of that C on
+        ``PILOT_SIZE`` points.  On smooth targets the core
         set so stays bounded beyond ~10,000 support vectors; on noisy ones it grows with m.  'ratio' is
         the earlier rule, ``mu = min(TUBE_RATIO max|y'| / (2 C M), MU_MAX_AUTO)`` (the tube weight
         ``C_paper = 6000 max|y'|``, LibCVM's), corrected as described in the Notes.

@@ -296,7 +296,7 @@ def chunked(ctx: Context) -> ExperimentResult:
 
 
 # ------------------------------------------------------------------ the grid: eps x chunks x Dask's own blocks
-#: issue 45, item 3: at GRID_M rows (10^7 x 2, X 153 MB as float64) the caller's growth below MARK_GROWTH of X
+#: the grid's marks: at GRID_M rows (10^7 x 2, X 153 MB as float64) the caller's growth below MARK_GROWTH of X
 #: and chunked fits within MARK_RATIO of the in-memory fit's time, for every eps and store chunking, zarr read
 #: here and Dask's ``chunks='auto'`` on the cluster; and, in the full mode, the growth at GRID_M_PAIR's two m
 #: at equal chunks (it must not grow with m)

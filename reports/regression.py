@@ -169,6 +169,14 @@ def _fold(d, k):
                 gamma=1.0 / (Xtr.shape[1] * Xtr.var()))
 
 
+def _load_engine(method):
+    """corevector's compiled engine imported before a timed fit of its estimators (it loads at their first fit),
+    as every peer's modules are."""
+    if method.startswith("cvr") or method == "sparse_svr":
+        from corevector.numerics import numerics
+        numerics("fast")
+
+
 def _make(method, gamma, threads, seed):
     if method == "cvr":
         from corevector import CVR
@@ -200,9 +208,7 @@ def _panel_prepare(name, method, cap, seed, threads, cv):
              folds=list(KFold(FOLDS, shuffle=True, random_state=seed).split(X)))
     d.update(_fold(d, 0))
     _make(method, d["gamma"], threads, seed)  # every module imported before the timed fit
-    if method in ("cvr", "sparse_svr"):  # (corevector imports its compiled engine at the first fit)
-        from corevector.numerics import numerics
-        numerics("fast")
+    _load_engine(method)
     from threadpoolctl import threadpool_limits
     d["limits"] = threadpool_limits(limits=threads)
     return d
@@ -400,9 +406,7 @@ def _draw_prepare(m, rs, method, params, threads, seed):
     d = dict(method=method, params=params, seed=seed, Xtr=Xtr, ytr=(ytr - loc) / scale, Xte=Xte, yte=yte,
              loc=loc, scale=scale)
     _draw_make(d)
-    if method.startswith("cvr"):  # (corevector imports its compiled engine at the first fit)
-        from corevector.numerics import numerics
-        numerics("fast")
+    _load_engine(method)
     return d
 
 
