@@ -44,6 +44,7 @@ import scipy.sparse as sp
 cimport cython
 cimport numpy as cnp
 from cython.parallel cimport prange
+cimport cython.parallel
 from libc.math cimport exp, expm1, sqrt, fabs, INFINITY, NAN, isnan
 from libc.float cimport DBL_EPSILON
 from libc.stdlib cimport malloc, calloc, free, realloc

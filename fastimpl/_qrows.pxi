@@ -21,7 +21,8 @@ cdef int new_rows(FastMEBOps ops, Py_ssize_t k0, Py_ssize_t k1) noexcept nogil:
     """Q rows of the new core vectors [k0, k1) over the core set [0, k1): on the BLAS path GEMMs of the new
     points against the core store (level 3: the store is read once per block of NEW_ROWS_BLOCK new
     points, not once per row), the rows then cached; on the coordinate path the rows in parallel
-    (_parallel_rows) where a batch is large and the cache holds it, else one cached row at a time (qrow).
+    (_parallel_rows) where a batch is large (the rows the cache holds cached, the others only for their
+    Q_kk and gradient), else one cached row at a time (qrow).
     Returns -2 when out of memory."""
     cdef Py_ssize_t k, nb = k1 - k0
     cdef double* tmp
@@ -98,43 +99,72 @@ cdef void _cache_rows(FastMEBOps ops, Py_ssize_t b0, Py_ssize_t b1, Py_ssize_t k
             ops.cache.rlen[k] = k1
 
 
+cdef inline void _row_into(FastMEBOps ops, Py_ssize_t k, Py_ssize_t k1, double* r) noexcept nogil:
+    """r[t] = Q[k, t] for t < k1 on the coordinate path of dense inputs: the values _fill_row gives (the vector
+    rows compute each value alone, wherever a row or its chunk starts)."""
+    cdef Py_ssize_t t
+    ops.core.row(0, k1, &ops.X[ops.pz(ops.S[k]), 0], ops.core.sq[k], ops.core.rd[k], r)
+    for t in range(k1):
+        r[t] = ops.Ss[k] * ops.Ss[t] * (r[t] + ops.label_bias)
+    r[k] = r[k] + ops.cdiag(ops.S[k])
+
+
+cdef inline bint _rows_by_thread(FastMEBOps ops, Py_ssize_t nrows, Py_ssize_t k1) noexcept nogil:
+    """Rows of this batch may be computed in parallel, each in a thread of its own (_row_into): dense inputs, a
+    kernel of their own rows, the coordinate path, and enough work for a second thread."""
+    return not (ops.sparse or ops.K.lk != NULL or ops.core.blas or nrows * k1 * ops.d < ROW_PARALLEL_MIN_WORK)
+
+
 cdef int _parallel_rows(FastMEBOps ops, Py_ssize_t k0, Py_ssize_t k1) noexcept nogil:
-    """The coordinate path's rows of the new core vectors [k0, k1) over [0, k1), in parallel over the rows:
-    their cache slots are taken first (one thread), then each row is computed, finished and its gradient
-    taken in a thread of its own.  Only for dense inputs of a kernel of their own rows, and only where the
-    batch's rows fit the cache without evicting (a row evicted meanwhile would leave a thread a freed
-    buffer); returns 1 where it does not apply (the caller computes the rows one at a time), 0 when done,
-    -2 when out of memory.  CASP's pilot seeds 6,551 core vectors at d = 9: 43 M kernel values."""
-    cdef Py_ssize_t k, t, lo, nb = k1 - k0, need = 0
+    """The coordinate path's rows of the new core vectors [k0, k1) over [0, k1), in parallel over the rows, each
+    computed, finished and its gradient taken in a thread of its own.  Only for dense inputs of a kernel of
+    their own rows; returns 1 where it does not apply (the caller computes the rows one at a time), 0 when
+    done, -2 when out of memory.  CASP's pilot seeds 6,551 core vectors at d = 9: 43 M kernel values.
+
+    The cache keeps the last rows of the batch that the budget holds beside what else it charges (older rows
+    are evicted for them first, as one row at a time would): their slots are taken first (one thread), so that
+    no thread's buffer is evicted meanwhile.  The batch's earlier rows, which it would evict again before any
+    solve read them, are computed in a scratch row per thread and only their Q_kk and gradient kept: CASP's
+    seed of 20,934 core vectors, where 1,000 MB holds about 6,000 rows, computed every row into the cache one
+    at a time (its parallel chunks inside each row), and a budget of 3,000 MB also paid the page faults of
+    3 GB written once."""
+    cdef Py_ssize_t k, lo, nb = k1 - k0, per, room, nfit, kc, failed = 0
     cdef double** rows
-    cdef double* r
-    cdef const double* x
-    if ops.sparse or ops.K.lk != NULL or ops.core.blas or nb * k1 * ops.d < ROW_PARALLEL_MIN_WORK:
+    cdef double* buf = NULL
+    if not _rows_by_thread(ops, nb, k1):
         return 1
-    for k in range(k0, k1):
-        need += ops.cache.row_cap(k1)
-    if ops.cache.held() + need > ops.cache.budget:
-        return 1
-    rows = <double**> malloc(nb * sizeof(double*))
-    if rows == NULL:
-        return -2
-    for k in range(k0, k1):
-        rows[k - k0] = ops.cache.slot(k, k1, -1, &lo)
-        if rows[k - k0] == NULL:
-            free(rows)
+    per = ops.cache.row_cap(k1)
+    room = ops.cache.budget - (ops.cache.held() - ops.cache.used)   # the rows' share: older rows may go
+    nfit = min(nb, max(room, 0) // per)
+    kc = k1 - nfit
+    if kc > k0:
+        with cython.parallel.parallel():
+            buf = <double*> malloc(k1 * sizeof(double))
+            for k in prange(k0, kc, schedule="dynamic", chunksize=16):
+                if buf == NULL:
+                    failed += 1
+                else:
+                    _row_into(ops, k, k1, buf)
+                    row_stats(ops, k, buf)
+            free(buf)
+        if failed:
             return -2
-    for k in prange(k0, k1, schedule="dynamic", chunksize=16):
-        r = rows[k - k0]
-        x = &ops.X[ops.pz(ops.S[k]), 0]
-        ops.core.row(0, k1, x, ops.core.sq[k], ops.core.rd[k], r)
-        for t in range(k1):
-            r[t] = ops.Ss[k] * ops.Ss[t] * (r[t] + ops.label_bias)
-        r[k] = r[k] + ops.cdiag(ops.S[k])
-        row_stats(ops, k, r)
-    for k in range(k0, k1):
-        ops.cache.rlen[k] = k1
+    if nfit > 0:
+        rows = <double**> malloc(nfit * sizeof(double*))
+        if rows == NULL:
+            return -2
+        for k in range(kc, k1):
+            rows[k - kc] = ops.cache.slot(k, k1, -1, &lo)
+            if rows[k - kc] == NULL:
+                free(rows)
+                return -2
+        for k in prange(kc, k1, schedule="dynamic", chunksize=16):
+            _row_into(ops, k, k1, rows[k - kc])
+            row_stats(ops, k, rows[k - kc])
+        for k in range(kc, k1):
+            ops.cache.rlen[k] = k1
+        free(rows)
     ops.n_eval += nb * k1
-    free(rows)
     return 0
 
 
@@ -176,19 +206,47 @@ cdef void _extend_rows(FastMEBOps ops, Py_ssize_t k0, Py_ssize_t b0, Py_ssize_t 
 
 cdef int gradient_from_rows(FastMEBOps ops) noexcept nogil:
     """grad_t = 2 (Q alpha)_t - l_t for every core vector, from its cached row (computed where it is not): after
-    FastMEBOps.warm set new weights.  Returns -2 when out of memory."""
-    cdef Py_ssize_t t, j
+    FastMEBOps.warm set new weights.  Returns -2 when out of memory.
+
+    Where rows may be computed by thread (_rows_by_thread), in parallel over the core vectors, and a row the
+    cache lacks is computed in a scratch row of the thread's and not cached: the pass reads every row once,
+    and through an LRU cache smaller than the core set's rows each row computed into it would evict one that
+    the pass reads later (CASP's warm start of 20,934 core vectors computed all of them again, one at a
+    time).  The sums are the serial pass's, term by term in the same order."""
+    cdef Py_ssize_t t, j, n = ops.size, failed = 0
     cdef double s
     cdef double* r
-    for t in range(ops.size):
-        r = ops.qrow(t, -1)
-        if r == NULL:
-            return -2
-        s = 0.0
-        for j in range(ops.size):
-            s += r[j] * ops.alpha[j]
-        ops.grad[t] = 2.0 * s - ops.l[t]
-    return 0
+    cdef double* buf = NULL
+    if not _rows_by_thread(ops, n, n):
+        for t in range(n):
+            r = ops.qrow(t, -1)
+            if r == NULL:
+                return -2
+            s = 0.0
+            for j in range(n):
+                s += r[j] * ops.alpha[j]
+            ops.grad[t] = 2.0 * s - ops.l[t]
+        return 0
+    with cython.parallel.parallel():
+        buf = <double*> malloc(n * sizeof(double))
+        for t in prange(n, schedule="dynamic", chunksize=16):
+            if ops.cache.cached(t, n):
+                r = ops.cache.rows[t]
+            elif buf != NULL:
+                _row_into(ops, t, n, buf)
+                r = buf
+            else:
+                r = NULL
+            if r == NULL:
+                failed += 1
+            else:
+                s = 0.0
+                for j in range(n):
+                    s = s + r[j] * ops.alpha[j]
+                ops.grad[t] = 2.0 * s - ops.l[t]
+        free(buf)
+    ops.n_eval += n * n
+    return -2 if failed else 0
 
 
 def _simplex_weights(alpha, Py_ssize_t size):

@@ -195,6 +195,40 @@ def test_a_seeded_cvr_fit_starts_warm_in_both_engines_and_from_rows_on_disk(tmp_
     np.testing.assert_array_equal(a.dual_coef_, c.dual_coef_)
 
 
+def test_a_batch_beyond_the_cache_gives_the_gradients_and_fit_of_a_cache_that_holds_it():
+    """A batch of new core vectors, and a warm start, whose Q rows the budget cannot hold (d = 3: the rows by
+    thread, _parallel_rows and gradient_from_rows): the rows that do not fit are computed in scratch, so the
+    small budget holds at most its rows, and the gradients, the ball and the solve from it are those of a
+    budget that caches every row, bit for bit; so are CVR's seeded fits."""
+    P = _problem(m=1500, noise=1.0)
+    rng = np.random.default_rng(1)
+    batch = [int(z) for z in rng.choice(np.arange(1, 2 * P.m), 900, replace=False) if z != P.m]
+    runs = []
+    for budget in (64 * 2**20, 400_000):
+        ops = E.FastMEBOps(P, budget)
+        ops.start(0, P.m)
+        ops.add(batch)
+        added = ops.ball()
+        ops.warm(np.linspace(0.5, 1.5, ops.n_core()))
+        warmed = ops.ball()
+        ops.solve(1e-6, "smo", 10**6)
+        runs.append((added, warmed, ops.ball(), np.asarray(ops.weights()), ops.memory_state()))
+    (*big, big_mem), (*small, small_mem) = runs
+    for x, y in zip(big[:3], small[:3]):
+        assert (x.R2, x.margin, x.d2_core_max, x.d2_sv_min) == (y.R2, y.margin, y.d2_core_max, y.d2_sv_min)
+    np.testing.assert_array_equal(big[3], small[3])
+    row_bytes = 8 * (len(batch) + 2) * 5 // 4
+    assert big_mem.cache > 0.9 * len(batch) * 8 * (len(batch) + 2)  # every row cached ...
+    assert small_mem.cache <= small_mem.budget < 0.1 * big_mem.cache and small_mem.cache >= row_bytes  # ... few
+    X, y = _noisy(3000, seed=5)
+    a = CVR(random_state=0, cache_size=0.5).fit(X, y)
+    b = CVR(random_state=0, cache_size=200).fit(X, y)
+    assert a._initial_weights is not None and len(a._initial) > 1000
+    np.testing.assert_array_equal(a.support_, b.support_)
+    np.testing.assert_array_equal(a.dual_coef_, b.dual_coef_)
+    assert a.intercept_ == b.intercept_
+
+
 def _blas_threads():
     return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
 
