@@ -1038,8 +1038,8 @@ def test_auto_keeps_the_dense_model_where_the_basis_cannot_follow(impl, monkeypa
 
 def test_dense_model_is_the_same_in_both_implementations_and_saved(tmp_path):
     """Both implementations choose the dense model from the same NumPy scores: the same basis and lam, the
-    same coefficients to the rounding of the factorisation (BLAS may split it over threads differently); the
-    model file keeps the path's inf entries."""
+    same coefficients to the rounding of the factorisation (BLAS may split it over threads differently), also
+    from CSR input; the model file keeps the path's inf entries."""
     from corevector import load_model, save_model
     X, y = _interaction(1500, 16, 3, 0)
     a, b = (SparseSVR(random_state=0, impl=impl).fit(X, y) for impl in ("fast", "ref"))
@@ -1048,6 +1048,9 @@ def test_dense_model_is_the_same_in_both_implementations_and_saved(tmp_path):
     np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-6, atol=1e-9 * np.abs(a.coef_).max())
     np.testing.assert_allclose(a.validation_path_.mse, b.validation_path_.mse, rtol=1e-6)
     np.testing.assert_allclose(a.predict(X[:50]), b.predict(X[:50]), atol=PRED_TOL * np.abs(y).max())
+    c = SparseSVR(random_state=0).fit(sp.csr_matrix(X), y)          # CSR input: the same dense model
+    np.testing.assert_array_equal(c.basis_indices_, a.basis_indices_)
+    np.testing.assert_allclose(c.coef_, a.coef_, rtol=1e-6, atol=1e-9 * np.abs(a.coef_).max())
     save_model(a, tmp_path / "dense.cvm")
     c = load_model(tmp_path / "dense.cvm")
     np.testing.assert_array_equal(c.validation_path_.mse, a.validation_path_.mse)
