@@ -53,8 +53,9 @@ class SparseSVR(RegressorMixin, BaseEstimator):
     Parameters
     ----------
     n_basis : int, 'auto' or None, default='auto'
-        Number m of basis functions.  'auto': chosen on a hold-out of the training rows, at most 400
-        (see the Notes; the size chosen is ``n_basis_``); None: ``min(100, n_samples)``.  An int must not
+        Number m of basis functions.  'auto': chosen on a hold-out of the training rows, at most 400, or
+        every training row when the dense alternative wins there (see the Notes; the size chosen is
+        ``n_basis_``); None: ``min(100, n_samples)``.  An int must not
         exceed n_samples (nor, with ``lam='auto'``, the rows left after the hold-out).
     lam : float or 'auto', default='auto'
         Regularisation lambda of (8) (``1 / (2C)`` in the SVR primal (1)).  With ``delta='auto'`` it is
@@ -127,8 +128,10 @@ class SparseSVR(RegressorMixin, BaseEstimator):
         The lambda of the fit (``lam``, or the one chosen by ``lam='auto'``).
     validation_path_ : ValidationPath
         The hold-out scores behind the 'auto' choices: ``mse[k, j]`` is the hold-out mean squared error
-        of the least-squares fit of the first ``n_basis[k]`` functions at ``lam[j]``; ``n_fit`` and
-        ``n_val`` rows fitted and held out (empty, ``n_val=0``, when neither parameter is 'auto').
+        of the least-squares fit of the first ``n_basis[k]`` functions at ``lam[j]``; when the dense
+        alternative was scored, a last row with ``n_basis[-1] = n_fit`` holds kernel ridge on every fit row
+        (inf at the lams not scored); ``n_fit`` and ``n_val`` rows fitted and held out (empty, ``n_val=0``,
+        when neither parameter is 'auto').
     stop_reason_ : str
         Why the basis stopped growing: 'n_basis', 'tol', 'zero_gradient', 'no_candidates' or
         'callback' (the callback returned True; also the hold-out rule's stop under ``n_basis='auto'``).
@@ -164,6 +167,27 @@ class SparseSVR(RegressorMixin, BaseEstimator):
     by the 400-function cap: about 2 s of CPU at 8,000 training rows.  Given values of ``n_basis`` and
     ``lam`` fit as before (no hold-out); with one of them given, the other is chosen.
 
+    **The dense alternative.**  When the growth stopped on a flat curve (the rule above, not the cap),
+    the set has at most 8,192 rows, the best hold-out MSE is above 1% of Var(y_V) and the grown basis
+    leaves more than 10% of the kernel's trace on the fit rows F unspanned (the trace of the Nystrom
+    residual ``K_FF - K_FP K_PP^-1 K_PF``, O(|F| m^2)), the rule also scores kernel ridge with every fit
+    row a basis function, ``(K_FF + lam I) alpha = y_F`` at the smallest lam of the grid (the
+    least-squares fit above with P = F, by one Cholesky factorisation, |F|^3 / 3 flops).  It is kept
+    only when its hold-out MSE is below the sparse basis's best by more than 1% of Var(y_V); then the
+    model is kernel ridge on all rows, ``(K + lam I) beta = y`` (the quadratic loss it was scored with;
+    every row a basis function, ``n_basis_ = n_samples``).  Kernel ridge differs from the basis's fits
+    only in the directions the basis leaves out, and only the weakly regularised dense fit is scored:
+    at a strong lam kernel ridge has few effective degrees of freedom, which a basis of a few hundred
+    functions already spans (the curve above measured that regime).  puma32h (8,192 rows, 32 inputs)
+    needs it: with the isotropic Gaussian in 32 dimensions its signal is in many small kernel
+    eigen-directions, and least-squares fits of random bases on one fold reach at most R^2 0.22 with
+    100-3,000 functions, 0.28 with 4,000 and 0.49 with all 6,553 rows (with a few hundred functions no
+    loss, selection or width changes that).  There the dense model is kept on every fold (5-fold R^2
+    0.51 against ``SVR()``'s 0.27, about 8 s of CPU per fit against the basis's 1.3 s); the grown bases
+    leave 25-32% of the kernel's trace out there, at most 2.4% on the other sets of the panel, where
+    the dense fit is not scored and the models are unchanged.  Scoring it costs one factorisation of
+    the fit rows' kernel matrix (a few seconds at 6,000 fit rows).
+
     With ``epsilon=0, delta='auto'`` the loss is Huber's (case (1) of (7)), quadratic within 3 robust
     standard deviations of y: least squares up to the outliers, which suits the squared error a user
     measures, and the fit is equivariant in the targets' scale (``c*y`` predicts c times the fit of
@@ -176,12 +200,7 @@ class SparseSVR(RegressorMixin, BaseEstimator):
     the seven sets where the former fixed defaults (100 functions, lam = 1e-2) fell more than 0.01
     short (diabetes, both wine qualities, compactiv, puma32h, grid_stability, Friedman #1) and then
     held on the other thirteen.  The defaults come within 0.01 of SVR's R^2 on 19 of the 20 sets
-    (above it on most).  puma32h (8,192 rows, 32 inputs) is the exception, 0.22 against 0.27: with
-    the isotropic Gaussian in 32 dimensions its signal is in many small kernel eigen-directions, and a
-    sparse expansion reaches SVR's R^2 only with thousands of functions (least-squares fits of
-    random bases on one fold: 0.21 with 100-800 functions at every lam and width tried, 0.27 with
-    3,200, 0.43 with all 6,553); no loss (Huber threshold, eps, quadratic), selection (SRS or
-    random) or width changes that.
+    (above it on most); the twentieth, puma32h, is reached by the dense alternative (above).
 
     The paper's settings remain available: ``SparseSVR(n_basis=m, lam=1e-2, epsilon=0.1, delta=0.3,
     fit_intercept=False)`` on inputs scaled to [-1, 1] ([002] Sec. 4, with eps and lam by cross

@@ -705,14 +705,24 @@ AUTO_HOLDOUT, AUTO_HOLDOUT_MAX = 0.2, 2000
 AUTO_TOL = 1e-3
 #: growth stops at the first checkpoint m >= max(AUTO_MIN_BASIS, AUTO_PATIENCE m_best)
 AUTO_PATIENCE, AUTO_MIN_BASIS = 2.0, 100
+#: the dense alternative of ``n_basis='auto'`` (kernel ridge with every row a basis function,
+#: :func:`kernel_ridge_mse`) is scored when the growth stopped on a flat hold-out curve and the set has at most
+#: AUTO_DENSE_MAX_ROWS rows (its fit is one Cholesky factorisation of the n x n kernel matrix) ...
+AUTO_DENSE_MAX_ROWS = 8192
+#: ... and the grown basis leaves more than AUTO_DENSE_RESIDUAL of the kernel's trace on the fit rows unspanned
+#: (:meth:`HoldoutRule.nystrom_residual`) ...
+AUTO_DENSE_RESIDUAL = 0.1
+#: ... and kept when its hold-out MSE is below the sparse basis's best by more than AUTO_DENSE_GAIN Var(y_V)
+AUTO_DENSE_GAIN = 1e-2
 
 
 @dataclass
 class ValidationPath:
     """The hold-out scores of ``n_basis='auto'`` / ``lam='auto'`` (:func:`ssvr_auto`): ``mse[k, j]`` is the
     hold-out mean squared error of the least-squares fit of the first ``n_basis[k]`` functions at
-    ``lam[j]``; ``n_fit`` and ``n_val`` rows fitted and held out.  Empty (no rows held out) for a fit with
-    both given."""
+    ``lam[j]``; when :func:`ssvr_auto` scored the dense alternative, a last row with ``n_basis[-1] = n_fit``
+    holds kernel ridge on every fit row (inf at the lams not scored); ``n_fit`` and ``n_val`` rows fitted and
+    held out.  Empty (no rows held out) for a fit with both given."""
     n_basis: np.ndarray
     lam: np.ndarray
     mse: np.ndarray
@@ -754,6 +764,33 @@ def ridge_path_mse(G, B, c, K_val, y_val, lams):
     return np.array([float(np.mean((y_val - P @ (a / (mu + lam))) ** 2)) for lam in lams])
 
 
+def kernel_ridge_mse(spec, X_fit, y_fit, X_val, y_val, lam):
+    """Hold-out MSE of kernel ridge on the fit rows: alpha = (K_FF + lam I)^{-1} y_F, f(x) = k(x, X_F)'alpha.
+
+    That is the least-squares fit of :func:`ridge_path_mse` with every fit row a basis function (P = F:
+    (K_FF^2 + lam K_FF) beta = K_FF y_F gives beta = alpha), solved by one Cholesky factorisation of
+    K_FF + lam I (|F|^3 / 3 flops, no K_FP'K_FP product).  inf when the factorisation fails.
+    """
+    from scipy.linalg import LinAlgError, cho_factor, cho_solve
+    A = kernel_block(spec, X_fit, X_fit)
+    A[np.diag_indices_from(A)] += lam
+    try:
+        alpha = cho_solve(cho_factor(A, lower=True, overwrite_a=True, check_finite=False), y_fit, check_finite=False)
+    except LinAlgError:
+        return np.inf
+    del A
+    return float(np.mean((y_val - kernel_block(spec, X_val, X_fit) @ alpha) ** 2))
+
+
+def kernel_ridge(X, y, spec, lam):
+    """beta = (K + lam I)^{-1} y on every row of X (the dense model of ``n_basis='auto'``): the minimiser of (8)
+    with the quadratic loss over the basis of all rows."""
+    from scipy.linalg import cho_factor, cho_solve
+    A = kernel_block(spec, X, X)
+    A[np.diag_indices_from(A)] += lam
+    return cho_solve(cho_factor(A, lower=True, overwrite_a=True, check_finite=False), y, check_finite=False)
+
+
 class HoldoutRule:
     """The callback of :func:`ssvr_srs` that scores the growing basis on a hold-out and stops it.
 
@@ -778,6 +815,7 @@ class HoldoutRule:
         self._K_val = np.empty((X_val.shape[0], m_max), order="F")
         self.path = []                       # (m, hold-out MSE per lam)
         self.best = None                     # (mse, m, lam)
+        self.stopped = False                 # whether the rule stopped the growth (a flat curve)
 
     def __call__(self, basis, beta):
         s, m = int(basis[-1]), len(basis)
@@ -786,7 +824,8 @@ class HoldoutRule:
         if m not in self.checkpoints:
             return False
         self.score(basis)
-        return self.stop and m >= max(AUTO_MIN_BASIS, AUTO_PATIENCE * self.best[1])
+        self.stopped = self.stop and m >= max(AUTO_MIN_BASIS, AUTO_PATIENCE * self.best[1])
+        return self.stopped
 
     def score(self, basis):
         """Score the lam path on the first len(basis) functions (once per size)."""
@@ -799,6 +838,18 @@ class HoldoutRule:
         j = int(np.argmin(mse))
         if self.best is None or mse[j] < self.best[0] - self.tol:
             self.best = (float(mse[j]), m, self.lams[j])
+
+    def nystrom_residual(self, basis):
+        """The fraction of the kernel's trace on the fit rows that the first len(basis) functions leave out:
+        sum_i (k(x_i, x_i) - k_P(x_i)'K_PP^{-1} k_P(x_i)) / sum_i k(x_i, x_i) over F, the trace of the residual
+        of the Nystrom approximation K_FP K_PP^{-1} K_PF of K_FF (O(|F| m^2)).  Kernel ridge on every fit row
+        differs from the least-squares fits of the basis only in those directions."""
+        m = len(basis)
+        K_F = self._K_fit[:, :m]
+        Z = solve_triangular(cholesky(K_F[np.asarray(basis)]), K_F.T, lower=True, check_finite=False)
+        diag = kernel_diag(self.spec, self.X_fit)
+        total = float(diag.sum())
+        return float((total - np.einsum("ij,ij->", Z, Z)) / total) if total > 0 else 0.0
 
 
 def refit_basis(X, y, spec, basis, lam, epsilon, delta, max_newton=50, ops_class=None, n_jobs=None):
@@ -835,8 +886,17 @@ def ssvr_auto(X, y, spec, n_basis="auto", lam="auto", epsilon=0.0, delta=np.inf,
        it scores the least-squares fits of the basis for every lam of AUTO_LAMS (only ``lam`` when it is
        given) on V, and for ``n_basis='auto'`` stops the growth once the basis has doubled past its
        best size without a gain.
-    3. Keep the first m functions and the lam of the best score (m = the basis grown when ``n_basis`` is
-       given) and refit beta on all rows with the loss (7) (:func:`refit_basis`).
+    3. The dense alternative (``n_basis='auto'`` only): when the rule stopped the growth (a flat curve), n <=
+       AUTO_DENSE_MAX_ROWS, the best hold-out MSE is above AUTO_DENSE_GAIN Var(y_V) and the grown basis leaves
+       more than AUTO_DENSE_RESIDUAL of the kernel's trace on F unspanned (:meth:`HoldoutRule.nystrom_residual`),
+       score kernel ridge on every fit row at the smallest lam of the grid (:func:`kernel_ridge_mse`; a last
+       row of the path, inf at the other lams).  Only the weakly regularised dense fit can hold what the
+       basis misses: at a strong lam kernel ridge has few effective degrees of freedom, which the basis spans.
+    4. If the dense fit's hold-out MSE is below the basis's best by more than AUTO_DENSE_GAIN Var(y_V), the
+       model is kernel ridge on all rows at that lam (:func:`kernel_ridge`, the quadratic loss it was scored
+       with; the basis is every row).  Else keep the first m functions and the lam of the best score (m = the
+       basis grown when ``n_basis`` is given) and refit beta on all rows with the loss (7)
+       (:func:`refit_basis`).
 
     Deterministic for an int ``random_state``; both implementations select the same basis and score it
     with the same NumPy code.  Returns an :class:`SSVRResult` whose histories are those of the growth on
@@ -878,9 +938,22 @@ def ssvr_auto(X, y, spec, n_basis="auto", lam="auto", epsilon=0.0, delta=np.inf,
                                     path=ValidationPath(np.zeros(0, dtype=np.intp), np.array(lams),
                                                         np.zeros((0, len(lams))), len(F), len(V))))
     rule.score(grown.basis)                           # the last size grown (a stop by tol or the kernel's rank)
-    _, m, lam_best = rule.best
-    basis, beta, _, _, ok = refit_basis(X, y, spec, F[grown.basis[:m]], lam_best, epsilon, delta, max_newton,
-                                        ops_class, n_jobs)
+    best_mse, m, lam_best = rule.best
+    gain = AUTO_DENSE_GAIN * float(np.var(y[V]))
+    dense = (auto_m and rule.stopped and n <= AUTO_DENSE_MAX_ROWS and best_mse > gain
+             and rule.nystrom_residual(grown.basis) > AUTO_DENSE_RESIDUAL)
+    if dense:                                         # a flat curve: score kernel ridge on every fit row
+        lam_dense = min(lams)
+        row = np.full(len(lams), np.inf)
+        row[lams.index(lam_dense)] = kernel_ridge_mse(spec, X[F], y[F], X[V], y[V], lam_dense)
+        rule.path.append((len(F), row))
+        dense = bool(row.min() < best_mse - gain)
+    if dense:                                         # the dense model: every row a basis function
+        basis, beta, ok = np.arange(n, dtype=np.intp), kernel_ridge(X, y, spec, lam_dense), True
+        m, lam_best = n, lam_dense
+    else:
+        basis, beta, _, _, ok = refit_basis(X, y, spec, F[grown.basis[:m]], lam_best, epsilon, delta, max_newton,
+                                            ops_class, n_jobs)
     _warn_if_stopped_early(ok, max_newton, "refit", len(basis), m)
     info = dict(lam=lam_best, n_basis=m, path=ValidationPath(
         np.array([p[0] for p in rule.path], dtype=np.intp), np.array(lams), np.array([p[1] for p in rule.path]),

@@ -961,3 +961,123 @@ def test_ridge_path_is_the_direct_solve(seed, m, n):
     got = ref.ridge_path_mse(K_F.T @ K_F, B, K_F.T @ y, K_V, yv, lams)
     want = [np.mean((yv - K_V @ np.linalg.solve(K_F.T @ K_F + lam * B, K_F.T @ y)) ** 2) for lam in lams]
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+
+
+# ------------------------------------------------------------------ n_basis='auto': the dense alternative
+def _interaction(n, d, order, seed):
+    """Gaussian inputs in d dimensions and a product of ``order`` of them: with the isotropic 'beta' width the
+    signal sits in many small kernel eigen-directions, which a few hundred basis functions do not span."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    return X, np.prod(X[:, :order], axis=1) + 0.1 * rng.standard_normal(n)
+
+
+def _sparse_only(monkeypatch, X, y, **kw):
+    """The fit with the dense alternative switched off (no set is small enough for it)."""
+    with monkeypatch.context() as mp:
+        mp.setattr(ref, "AUTO_DENSE_MAX_ROWS", 0)
+        return SparseSVR(random_state=0, **kw).fit(X, y)
+
+
+def _holdout_split(n, seed=0):
+    from refimpl.meb import make_rng
+    return ref.holdout_split(n, make_rng(seed))
+
+
+def test_kernel_ridge_mse_is_the_least_squares_fit_of_every_fit_row():
+    """kernel_ridge_mse's (K_FF + lam I)^{-1} y_F is ridge_path_mse's fit with the basis P = F."""
+    rng = np.random.default_rng(0)
+    X, Xv = rng.normal(size=(40, 3)), rng.normal(size=(9, 3))
+    y, yv = rng.normal(size=40), rng.normal(size=9)
+    spec = make_kernel_spec("rbf", gamma=0.3)
+    K, K_V = kernel_block(spec, X, X), kernel_block(spec, Xv, X)
+    for lam in (1e-3, 0.1, 3.0):
+        want = ref.ridge_path_mse(K @ K, K, K @ y, K_V, yv, (lam,))[0]
+        np.testing.assert_allclose(ref.kernel_ridge_mse(spec, X, y, Xv, yv, lam), want, rtol=1e-6)
+
+
+def test_nystrom_residual_is_the_trace_left_out_by_the_basis():
+    """HoldoutRule.nystrom_residual = trace(K_FF - K_FP K_PP^{-1} K_PF) / trace(K_FF): 0 for the basis of every
+    fit row, 1 > it > 0 for a few functions, and smaller for more of them."""
+    rng = np.random.default_rng(1)
+    X, Xv = rng.normal(size=(30, 2)), rng.normal(size=(5, 2))
+    spec = make_kernel_spec("rbf", gamma=0.5)
+    rule = ref.HoldoutRule(spec, X, rng.normal(size=30), Xv, rng.normal(size=5), (1.0,), [30], stop=False)
+    order = rng.permutation(30)
+    for m in range(1, 31):
+        rule(order[:m], None)
+    K = kernel_block(spec, X, X)
+    got = [rule.nystrom_residual(order[:m]) for m in (3, 10, 30)]
+    P = order[:3]
+    want = np.trace(K - K[:, P] @ np.linalg.solve(K[np.ix_(P, P)], K[P])) / np.trace(K)
+    np.testing.assert_allclose(got[0], want, rtol=1e-8)
+    assert 1 > got[0] > got[1] > 0 and abs(got[2]) < 1e-6
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+def test_auto_keeps_the_dense_model_where_the_basis_cannot_follow(impl, monkeypatch):
+    """A three-way product in 16 Gaussian inputs: the sparse basis's hold-out curve is flat and leaves much of
+    the kernel unspanned, kernel ridge on every fit row wins on the hold-out by more than the margin, so the
+    model is kernel ridge on all rows (its coefficients are the direct solve), and it predicts new data better
+    than the sparse model the rule would have kept."""
+    X, y = _interaction(1500, 16, 3, 0)
+    Xt, yt = _interaction(2000, 16, 3, 1)
+    e = SparseSVR(random_state=0, impl=impl).fit(X, y)
+    vp = e.validation_path_
+    F, V = _holdout_split(len(y))
+    assert vp.n_basis[-1] == vp.n_fit == len(F)
+    assert vp.mse[-1].min() < vp.mse[:-1].min() - ref.AUTO_DENSE_GAIN * np.var(y[V])
+    assert e.n_basis_ == len(y) and np.array_equal(e.basis_indices_, np.arange(len(y)))
+    assert e.lam_ == min(ref.AUTO_LAMS) and np.isfinite(vp.mse[-1]).sum() == 1
+    K = kernel_block(e.kernel_spec_, X, X)
+    np.testing.assert_allclose(e.coef_, np.linalg.solve(K + e.lam_ * np.eye(len(y)), y - e.intercept_),
+                               rtol=1e-6, atol=1e-8 * np.abs(e.coef_).max())
+    sparse = _sparse_only(monkeypatch, X, y, impl=impl)
+    assert sparse.n_basis_ <= ref.AUTO_MAX_BASIS and e.score(Xt, yt) > sparse.score(Xt, yt) + 0.1
+
+
+def test_dense_model_is_the_same_in_both_implementations_and_saved(tmp_path):
+    """Both implementations choose the dense model from the same NumPy scores: the same basis and lam, the
+    same coefficients to the rounding of the factorisation (BLAS may split it over threads differently), also
+    from CSR input; the model file keeps the path's inf entries."""
+    from corevector import load_model, save_model
+    X, y = _interaction(1500, 16, 3, 0)
+    a, b = (SparseSVR(random_state=0, impl=impl).fit(X, y) for impl in ("fast", "ref"))
+    np.testing.assert_array_equal(a.basis_indices_, b.basis_indices_)
+    assert a.lam_ == b.lam_
+    np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-6, atol=1e-9 * np.abs(a.coef_).max())
+    np.testing.assert_allclose(a.validation_path_.mse, b.validation_path_.mse, rtol=1e-6)
+    np.testing.assert_allclose(a.predict(X[:50]), b.predict(X[:50]), atol=PRED_TOL * np.abs(y).max())
+    c = SparseSVR(random_state=0).fit(sp.csr_matrix(X), y)          # CSR input: the same dense model
+    np.testing.assert_array_equal(c.basis_indices_, a.basis_indices_)
+    np.testing.assert_allclose(c.coef_, a.coef_, rtol=1e-6, atol=1e-9 * np.abs(a.coef_).max())
+    save_model(a, tmp_path / "dense.cvm")
+    c = load_model(tmp_path / "dense.cvm")
+    np.testing.assert_array_equal(c.validation_path_.mse, a.validation_path_.mse)
+    np.testing.assert_array_equal(c.predict(X[:50]), a.predict(X[:50]))
+
+
+def test_auto_drops_the_dense_model_where_it_loses(monkeypatch):
+    """A four-way product: the dense alternative is scored (flat curve, much of the kernel unspanned) but its
+    hold-out MSE is not below the sparse basis's best by the margin, so the model is the sparse one, identical
+    to the fit without the alternative."""
+    X, y = _interaction(1500, 16, 4, 0)
+    e = SparseSVR(random_state=0).fit(X, y)
+    vp = e.validation_path_
+    F, V = _holdout_split(len(y))
+    assert vp.n_basis[-1] == len(F)
+    assert not vp.mse[-1].min() < vp.mse[:-1].min() - ref.AUTO_DENSE_GAIN * np.var(y[V])
+    s = _sparse_only(monkeypatch, X, y)
+    np.testing.assert_array_equal(e.basis_indices_, s.basis_indices_)
+    np.testing.assert_array_equal(e.coef_, s.coef_)
+    assert e.lam_ == s.lam_ and e.n_basis_ < len(F)
+    np.testing.assert_array_equal(vp.mse[:-1], s.validation_path_.mse)
+
+
+def test_auto_does_not_score_the_dense_model_when_the_basis_spans_the_kernel():
+    """Smooth targets in two dimensions: the basis spans the kernel on the fit rows (or the curve is not flat),
+    so no dense row is scored."""
+    X, smooth, noise = _smooth_and_noise()
+    for y in (smooth, noise):
+        vp = SparseSVR(random_state=0).fit(X, y).validation_path_
+        assert vp.n_basis.max() <= ref.AUTO_MAX_BASIS and np.isfinite(vp.mse).all()

@@ -168,7 +168,7 @@ def _schemas():
             "converged_": B,
             "validation_path_": Struct(ValidationPath, {
                 "n_basis": Array("i", ("n_checkpoints",), low=1), "lam": Array("f", ("n_lams",)),
-                "mse": Array("f", ("n_checkpoints", "n_lams")), "n_fit": I_NONNEG, "n_val": I_NONNEG}),
+                "mse": Array("f", ("n_checkpoints", "n_lams"), finite=False), "n_fit": I_NONNEG, "n_val": I_NONNEG}),
         }),
         "MMDA": Schema({
             "classes_": Array("ifbU", ("n_classes",)), "kernel_spec_": KSPEC,
