@@ -170,9 +170,9 @@ class SparseSVR(RegressorMixin, BaseEstimator):
     **The dense alternative.**  When the growth stopped on a flat curve (the rule above, not the cap),
     the set has at most 8,192 rows, the best hold-out MSE is above 1% of Var(y_V) and the grown basis
     leaves more than 10% of the kernel's trace on the fit rows F unspanned (the trace of the Nystrom
-    residual ``K_FF - K_FP K_PP^-1 K_PF``, O(|F| m^2)), the rule also scores kernel ridge with every fit
+    residual ``K_FF - K_FP K_PP^-1 K_PF``, ``O(|F| m^2)``), the rule also scores kernel ridge with every fit
     row a basis function, ``(K_FF + lam I) alpha = y_F`` at the smallest lam of the grid (the
-    least-squares fit above with P = F, by one Cholesky factorisation, |F|^3 / 3 flops).  It is kept
+    least-squares fit above with P = F, by one Cholesky factorisation, ``|F|^3 / 3`` flops).  It is kept
     only when its hold-out MSE is below the sparse basis's best by more than 1% of Var(y_V); then the
     model is kernel ridge on all rows, ``(K + lam I) beta = y`` (the quadratic loss it was scored with;
     every row a basis function, ``n_basis_ = n_samples``).  Kernel ridge differs from the basis's fits
