@@ -183,7 +183,7 @@ class SparseSVR(RegressorMixin, BaseEstimator):
     eigen-directions, and least-squares fits of random bases on one fold reach at most R^2 0.22 with
     100-3,000 functions, 0.28 with 4,000 and 0.49 with all 6,553 rows (with a few hundred functions no
     loss, selection or width changes that).  There the dense model is kept on every fold (5-fold R^2
-    0.51 against ``SVR()``'s 0.27, about 8 s of CPU per fit against the basis's 1.3 s); the grown bases
+    0.51 against ``SVR()``'s 0.27, about 6 s of CPU per fit against the basis's 1.3 s); the grown bases
     leave 25-32% of the kernel's trace out there, at most 2.4% on the other sets of the panel, where
     the dense fit is not scored and the models are unchanged.  Scoring it costs one factorisation of
     the fit rows' kernel matrix (a few seconds at 6,000 fit rows).
