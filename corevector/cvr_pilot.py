@@ -64,17 +64,13 @@ def _dense_rows(X, a, b):
 
 def _gram(spec, A):
     """The symmetric block [k(a_i, a_j)]: for dense rows under a radial kernel from one product A A'
-    (:func:`refimpl.kernels.sqdist_by_product`: its cancellation, ~1e-16 |a|^2, is nothing against a pilot's
-    choice of C and mu), otherwise :func:`refimpl.kernels.kernel_block`."""
-    from refimpl.kernels import kernel_block, radial_of_sqdist, sqdist_by_product
+    (:func:`refimpl.kernels.radial_block_by_product`: its cancellation, ~1e-16 |a|^2, is nothing against a
+    pilot's choice of C and mu), otherwise :func:`refimpl.kernels.kernel_block`."""
+    from refimpl.kernels import kernel_block, radial_block_by_product
 
     if not (spec.radial and not spec.lookup and isinstance(A, np.ndarray) and A.ndim == 2):
         return kernel_block(spec, A, A)
-    A = np.asarray(A, dtype=np.float64)
-    sq = np.einsum("ij,ij->i", A, A)
-    G = sqdist_by_product(A, A, sq, sq)
-    np.fill_diagonal(G, 0.0)
-    return radial_of_sqdist(spec, G)
+    return radial_block_by_product(spec, A)
 
 
 class _RidgeSplit:

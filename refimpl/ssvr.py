@@ -765,44 +765,37 @@ def ridge_path_mse(G, B, c, K_val, y_val, lams):
 
 
 def _dense_block(spec, A, B=None):
-    """``kernel_block(spec, A, B)`` (B None: A's own block, its diagonal exactly k(a, a) = 1) for the dense
-    alternative's n x n solves.  The Gaussian kernel on dense rows goes through one product A B'
-    (:func:`refimpl.kernels.sqdist_by_product`): its ~1e-16 |a|^2 cancellation is nothing against the lam these
-    solves add, where cdist's coordinate differences took 1.7 s of puma32h's 6.9 s fit (6,553 x 32).  Other
-    kernels (the Laplacian's square root would turn the cancellation into ~1e-8) and sparse rows: kernel_block."""
-    from .kernels import radial_of_sqdist, sqdist_by_product
-    same = B is None
-    B = A if same else B
-    if spec.name != "rbf" or spec.lookup or not (isinstance(A, np.ndarray) and isinstance(B, np.ndarray)):
-        return kernel_block(spec, A, B)
-    a_sq = np.einsum("ij,ij->i", A, A)
-    G = sqdist_by_product(A, B, a_sq, a_sq if same else None)
-    if same:
-        np.fill_diagonal(G, 0.0)
-    return radial_of_sqdist(spec, G)
+    """``kernel_block(spec, A, B)`` (B None: A's own block) for the dense alternative's n x n solves: the Gaussian
+    kernel on dense rows by one product A B' (:func:`refimpl.kernels.radial_block_by_product`; its ~1e-16 |a|^2
+    cancellation is nothing against the lam these solves add, where cdist's coordinate differences took 1.7 s
+    of puma32h's 6.9 s fit, 6,553 x 32).  Other kernels (the Laplacian's square root would turn the
+    cancellation into ~1e-8) and sparse rows: kernel_block."""
+    from .kernels import radial_block_by_product
+    if spec.name != "rbf" or spec.lookup or not (isinstance(A, np.ndarray) and (B is None or isinstance(B, np.ndarray))):
+        return kernel_block(spec, A, A if B is None else B)
+    return radial_block_by_product(spec, A, B)
 
 
 def kernel_ridge_mse(spec, X_fit, y_fit, X_val, y_val, lam):
-    """Hold-out MSE of kernel ridge on the fit rows: alpha = (K_FF + lam I)^{-1} y_F, f(x) = k(x, X_F)'alpha.
+    """Hold-out MSE of kernel ridge on the fit rows: alpha = (K_FF + lam I)^{-1} y_F (:func:`kernel_ridge`),
+    f(x) = k(x, X_F)'alpha.
 
     That is the least-squares fit of :func:`ridge_path_mse` with every fit row a basis function (P = F:
     (K_FF^2 + lam K_FF) beta = K_FF y_F gives beta = alpha), solved by one Cholesky factorisation of
     K_FF + lam I (|F|^3 / 3 flops, no K_FP'K_FP product).  inf when the factorisation fails.
     """
-    from scipy.linalg import LinAlgError, cho_factor, cho_solve
-    A = _dense_block(spec, X_fit)
-    A[np.diag_indices_from(A)] += lam
+    from scipy.linalg import LinAlgError
     try:
-        alpha = cho_solve(cho_factor(A, lower=True, overwrite_a=True, check_finite=False), y_fit, check_finite=False)
+        alpha = kernel_ridge(X_fit, y_fit, spec, lam)
     except LinAlgError:
         return np.inf
-    del A
     return float(np.mean((y_val - _dense_block(spec, X_val, X_fit) @ alpha) ** 2))
 
 
 def kernel_ridge(X, y, spec, lam):
     """beta = (K + lam I)^{-1} y on every row of X (the dense model of ``n_basis='auto'``): the minimiser of (8)
-    with the quadratic loss over the basis of all rows."""
+    with the quadratic loss over the basis of all rows, by one Cholesky factorisation (LinAlgError when
+    K + lam I is not numerically positive definite)."""
     from scipy.linalg import cho_factor, cho_solve
     A = _dense_block(spec, X)
     A[np.diag_indices_from(A)] += lam
@@ -891,6 +884,24 @@ def refit_basis(X, y, spec, basis, lam, epsilon, delta, max_newton=50, ops_class
     return np.array(kept, dtype=np.intp), ops.beta(), ops.objective(), its, ok
 
 
+def _dense_alternative(rule, spec, X, y, F, V, grown):
+    """Steps 3-4 of :func:`ssvr_auto`: where the rule stopped the growth (a flat curve) on at most
+    AUTO_DENSE_MAX_ROWS rows, the best hold-out MSE is above AUTO_DENSE_GAIN Var(y_V) and the grown basis leaves
+    more than AUTO_DENSE_RESIDUAL of the kernel's trace on F unspanned, score kernel ridge on every fit row at
+    the smallest lam of the grid (a last row of ``rule.path``, inf at the other lams).  Returns that lam when
+    the dense fit beats the basis's best by more than AUTO_DENSE_GAIN Var(y_V), else None."""
+    best_mse = rule.best[0]
+    gain = AUTO_DENSE_GAIN * float(np.var(y[V]))
+    if not (rule.stopped and X.shape[0] <= AUTO_DENSE_MAX_ROWS and best_mse > gain
+            and rule.nystrom_residual(grown) > AUTO_DENSE_RESIDUAL):
+        return None
+    lam_dense = min(rule.lams)
+    row = np.full(len(rule.lams), np.inf)
+    row[rule.lams.index(lam_dense)] = kernel_ridge_mse(spec, X[F], y[F], X[V], y[V], lam_dense)
+    rule.path.append((len(F), row))
+    return lam_dense if row.min() < best_mse - gain else None
+
+
 def ssvr_auto(X, y, spec, n_basis="auto", lam="auto", epsilon=0.0, delta=np.inf, n_candidates=100,
               selection="srs", tol=0.0, max_newton=50, random_state=None, callback=None, n_jobs=None,
               ops_class=SSVROps):
@@ -956,17 +967,9 @@ def ssvr_auto(X, y, spec, n_basis="auto", lam="auto", epsilon=0.0, delta=np.inf,
                                     path=ValidationPath(np.zeros(0, dtype=np.intp), np.array(lams),
                                                         np.zeros((0, len(lams))), len(F), len(V))))
     rule.score(grown.basis)                           # the last size grown (a stop by tol or the kernel's rank)
-    best_mse, m, lam_best = rule.best
-    gain = AUTO_DENSE_GAIN * float(np.var(y[V]))
-    dense = (auto_m and rule.stopped and n <= AUTO_DENSE_MAX_ROWS and best_mse > gain
-             and rule.nystrom_residual(grown.basis) > AUTO_DENSE_RESIDUAL)
-    if dense:                                         # a flat curve: score kernel ridge on every fit row
-        lam_dense = min(lams)
-        row = np.full(len(lams), np.inf)
-        row[lams.index(lam_dense)] = kernel_ridge_mse(spec, X[F], y[F], X[V], y[V], lam_dense)
-        rule.path.append((len(F), row))
-        dense = bool(row.min() < best_mse - gain)
-    if dense:                                         # the dense model: every row a basis function
+    _, m, lam_best = rule.best
+    lam_dense = _dense_alternative(rule, spec, X, y, F, V, grown.basis) if auto_m else None
+    if lam_dense is not None:                         # the dense model: every row a basis function
         basis, beta, ok = np.arange(n, dtype=np.intp), kernel_ridge(X, y, spec, lam_dense), True
         m, lam_best = n, lam_dense
     else:
