@@ -366,9 +366,9 @@ cdef class FastMEBOps:
 
     cdef void _fill_row(self, Py_ssize_t i, Py_ssize_t lo, Py_ssize_t hi, double* r) noexcept nogil:
         """r[t] = Q[i, t] = s_i s_t (k(x_i, x_t) + beta_b) + delta_it c for t in [lo, hi)."""
-        cdef Py_ssize_t t, c, nchunk, clo, chi, step, q = self.pz(self.S[i])
+        cdef Py_ssize_t c, nchunk, clo, chi, step, q = self.pz(self.S[i])
         cdef const double* x
-        cdef double xsq = self.core.sq[i], xrd = self.core.rd[i], si = self.Ss[i]
+        cdef double xsq = self.core.sq[i], xrd = self.core.rd[i]
         if hi <= lo or not lookup_row_ready(self, i, lo, hi, r):  # (a callable: the column of x_i)
             return
         x = self._dense_input(q, self.xd)
@@ -382,10 +382,7 @@ cdef class FastMEBOps:
                 chi = min(clo + step, hi)
                 self.core.row(clo, chi, x, xsq, xrd, &r[clo])
         self._release_input(q, self.xd)
-        for t in range(lo, hi):
-            r[t] = si * self.Ss[t] * (r[t] + self.label_bias)
-        if lo <= i < hi:
-            r[i] += self.cdiag(self.S[i])
+        finish_qrow(self, i, lo, hi, r)
         self.n_eval += hi - lo
     # ------------------------------------------------------------ the numerics interface
     def furthest_from(self, Py_ssize_t z, idx):

@@ -17,6 +17,16 @@ cdef inline void row_stats(FastMEBOps ops, Py_ssize_t k, const double* r) noexce
     ops.grad[k] = 2.0 * ka - ops.l[k]
 
 
+cdef inline void finish_qrow(FastMEBOps ops, Py_ssize_t k, Py_ssize_t lo, Py_ssize_t hi, double* r) noexcept nogil:
+    """r[t] = Q[k, t] = s_k s_t (r[t] + beta_b) + delta_kt c for t in [lo, hi), r[t] holding k(x_k, x_t): the one
+    finish of every path that computes Q rows (_fill_row, _cache_rows, _row_into)."""
+    cdef Py_ssize_t t
+    for t in range(lo, hi):
+        r[t] = ops.Ss[k] * ops.Ss[t] * (r[t] + ops.label_bias)
+    if lo <= k < hi:
+        r[k] = r[k] + ops.cdiag(ops.S[k])
+
+
 cdef int new_rows(FastMEBOps ops, Py_ssize_t k0, Py_ssize_t k1) noexcept nogil:
     """Q rows of the new core vectors [k0, k1) over the core set [0, k1): on the BLAS path GEMMs of the new
     points against the core store (level 3: the store is read once per block of NEW_ROWS_BLOCK new
@@ -84,14 +94,12 @@ cdef int _blas_rows(FastMEBOps ops, Py_ssize_t k0, Py_ssize_t k1) noexcept nogil
 cdef void _cache_rows(FastMEBOps ops, Py_ssize_t b0, Py_ssize_t b1, Py_ssize_t k1, double* tmp) noexcept nogil:
     """The new core vectors [b0, b1) from their kernel values tmp[(k - b0) k1 + t] (t < k1): Q's entries, their
     Q_kk and gradient, and their rows cached."""
-    cdef Py_ssize_t k, t, lo
+    cdef Py_ssize_t k, lo
     cdef double* row
     cdef double* r
     for k in range(b0, b1):
         row = &tmp[(k - b0) * k1]
-        for t in range(k1):
-            row[t] = ops.Ss[k] * ops.Ss[t] * (row[t] + ops.label_bias)
-        row[k] += ops.cdiag(ops.S[k])
+        finish_qrow(ops, k, 0, k1, row)
         row_stats(ops, k, row)
         r = ops.cache.slot(k, k1, -1, &lo)
         if r != NULL:  # (else the row is computed again when a solve needs it)
@@ -102,11 +110,8 @@ cdef void _cache_rows(FastMEBOps ops, Py_ssize_t b0, Py_ssize_t b1, Py_ssize_t k
 cdef inline void _row_into(FastMEBOps ops, Py_ssize_t k, Py_ssize_t k1, double* r) noexcept nogil:
     """r[t] = Q[k, t] for t < k1 on the coordinate path of dense inputs: the values _fill_row gives (the vector
     rows compute each value alone, wherever a row or its chunk starts)."""
-    cdef Py_ssize_t t
     ops.core.row(0, k1, &ops.X[ops.pz(ops.S[k]), 0], ops.core.sq[k], ops.core.rd[k], r)
-    for t in range(k1):
-        r[t] = ops.Ss[k] * ops.Ss[t] * (r[t] + ops.label_bias)
-    r[k] = r[k] + ops.cdiag(ops.S[k])
+    finish_qrow(ops, k, 0, k1, r)
 
 
 cdef inline bint _rows_by_thread(FastMEBOps ops, Py_ssize_t nrows, Py_ssize_t k1) noexcept nogil:
