@@ -142,7 +142,14 @@ cdef int _parallel_rows(FastMEBOps ops, Py_ssize_t k0, Py_ssize_t k1) noexcept n
     room = ops.cache.budget - (ops.cache.held() - ops.cache.used)   # the rows' share: older rows may go
     nfit = min(nb, max(room, 0) // per)
     kc = k1 - nfit
-    if kc > k0:
+    if kc > k0 and ops.defer_stats and ops.core.kind == ROWS_SIMD and k_is_radial(&ops.K):
+        # add_warm: warm takes every gradient from the rows next; Q_kk is that of k(x_k, x_k) = 1, the value
+        # the row's own entry holds (finish_qrow's expression on it)
+        for k in range(k0, kc):
+            ops.Qd[k] = ops.Ss[k] * ops.Ss[k] * (1.0 + ops.label_bias) + ops.cdiag(ops.S[k])
+            ops.grad[k] = 0.0
+        nb = k1 - kc
+    elif kc > k0:
         with cython.parallel.parallel():
             buf = <double*> malloc(k1 * sizeof(double))
             for k in prange(k0, kc, schedule="dynamic", chunksize=16):

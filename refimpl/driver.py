@@ -21,6 +21,8 @@ The numerics interface (squared distances are the unshifted ||c - phi~(z)||^2 + 
     ops.furthest_from(z, idx)     the candidate of idx furthest from phi~(z) (initialisation)
     ops.start(z_a, z_b)           S_0 = {z_a, z_b}, all weight on z_a
     ops.add(zs)                   append the points zs with zero weight
+    ops.add_warm(zs, alpha)       (a seeded start) add(zs), then the weights alpha over the whole core set
+                                  and their gradient (``initial_weights``)
     ops.solve(tol, method, bound) warm-started core-set QP until its KKT gap (in squared-distance units)
                                   is <= tol or ``bound`` steps were made; returns the steps made
     ops.step_bound()              the bound on inner steps for one solve at the current core-set size
@@ -527,11 +529,15 @@ def run_core_set_loop(ops, eps, *, stop="radius", sample_size=59, n_confirm=0, m
     z_a, z_b = initial_pair(ops.init_problem, loop.rng, sample_size, ops.furthest_from)   # step 1
     ops.start(z_a, z_b)
     if initial is not None and len(initial):
-        ops.add([int(z) for z in dict.fromkeys(np.asarray(initial, dtype=np.int64).tolist()) if not ops.in_core(z)])
-        if initial_weights is not None:
-            alpha = warm_weights(ops.core_set(), initial, initial_weights)
-            if alpha is not None:
-                ops.warm(alpha)
+        new = [int(z) for z in dict.fromkeys(np.asarray(initial, dtype=np.int64).tolist()) if not ops.in_core(z)]
+        # the core set after the addition: the initial pair, then the new points in order
+        alpha = None if initial_weights is None else warm_weights(
+            np.concatenate([np.asarray(ops.core_set(), dtype=np.int64), np.asarray(new, dtype=np.int64)]),
+            initial, initial_weights)
+        if alpha is None:
+            ops.add(new)
+        else:
+            ops.add_warm(new, alpha)
     loop.solve(loop.final_tol(ops.ball()))
     progress = Progress(verbose, label)
     converged, n_iter, last_scan = False, 0, None

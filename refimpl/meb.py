@@ -267,6 +267,16 @@ class MEBOps:
     def weights(self):
         return self.alpha.copy()
 
+    def add_warm(self, zs, alpha):
+        """add(zs), then warm(alpha): ``alpha`` holds one weight per core vector of the core set that results
+        (refimpl.driver's seeded start; the compiled numerics save a pass over the new rows here)."""
+        zs = [int(z) for z in zs]
+        a = np.asarray(alpha, dtype=np.float64).reshape(-1)
+        if a.shape[0] != len(self.S) + len(zs):
+            raise ValueError(f"warm: {a.shape[0]} weights for a core set of {len(self.S) + len(zs)}")
+        self.add(zs)
+        self.warm(a)
+
     def warm(self, alpha):
         """(Beyond the paper) Set the core set's weights, in core order, scaled to the simplex, and their
         gradient 2 Q alpha - l: a warm start for the next solve (refimpl.driver.run_core_set_loop's

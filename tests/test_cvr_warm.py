@@ -229,6 +229,52 @@ def test_a_batch_beyond_the_cache_gives_the_gradients_and_fit_of_a_cache_that_ho
     assert a.intercept_ == b.intercept_
 
 
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_add_warm_gives_add_then_warm_with_the_rows_beyond_the_cache_not_computed(kernel):
+    """ops.add_warm(zs, alpha) is add(zs) then warm(alpha), bit for bit in the fast engine (the ball after it and
+    the solve from it) and to rounding in the reference; where the budget cannot hold the batch's rows the fast
+    engine does not compute the rows it would only have used for their Q_kk and gradient (Q_kk = k(x, x) = 1 for
+    a radial kernel): fewer kernel values.  Weights of the wrong length are refused before the core set changes."""
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-3, 3, (1500, 3))
+    y = np.sin(X[:, 0]) * np.cos(X[:, 1]) + rng.standard_normal(1500)
+    P = cvr.cvr_problem(X, (y - y.mean()) / y.std(), KernelSpec(kernel, gamma=0.5), 2e3, 0.02)
+    batch = [int(z) for z in rng.choice(np.arange(1, 2 * P.m), 900, replace=False) if z != P.m]
+    alpha = rng.uniform(0.5, 1.5, len(batch) + 2)
+
+    def run(make, fused):
+        ops = make()
+        ops.start(0, P.m)
+        e0 = ops.n_eval
+        if fused:
+            ops.add_warm(batch, alpha)
+        else:
+            ops.add(batch)
+            ops.warm(alpha)
+        warmed, evals = ops.ball(), ops.n_eval - e0
+        ops.solve(1e-6, "smo", 10**6)
+        return warmed, ops.ball(), np.asarray(ops.weights()), evals
+
+    for budget in (64 * 2**20, 400_000):
+        plain, fused = (run(lambda: E.FastMEBOps(P, budget), f) for f in (False, True))
+        for x, z in zip(plain[:2], fused[:2]):
+            assert (x.R2, x.margin, x.d2_core_max, x.d2_sv_min) == (z.R2, z.margin, z.d2_core_max, z.d2_sv_min)
+        np.testing.assert_array_equal(plain[2], fused[2])
+        if budget < 10**6:
+            assert fused[3] < 0.8 * plain[3]       # most of the batch's rows were not computed twice
+        else:
+            assert fused[3] == plain[3]             # the cache holds them all: nothing to save
+    ref = run(lambda: meb.MEBOps(P), True)
+    np.testing.assert_allclose([ref[0].R2, ref[1].R2], [fused[0].R2, fused[1].R2], rtol=1e-9)
+    np.testing.assert_allclose(ref[2], fused[2], atol=1e-6)
+    for make in (lambda: E.FastMEBOps(P, 400_000), lambda: meb.MEBOps(P)):
+        ops = make()
+        ops.start(0, P.m)
+        with pytest.raises(ValueError, match="weights"):
+            ops.add_warm(batch, alpha[:-1])
+        assert ops.n_core() == 2
+
+
 def _blas_threads():
     return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
 

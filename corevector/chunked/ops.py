@@ -480,6 +480,9 @@ class ChunkedMEBOps:
     def warm(self, alpha):
         self.local.warm(alpha)
 
+    def add_warm(self, zs, alpha):
+        self.local.add_warm([int(v) for v in self._local(zs, pin=True)], alpha)
+
     def step_bound(self):
         return self.local.step_bound()
 
