@@ -90,7 +90,7 @@ from fastimpl._krows cimport (
     BLAS_MIN_D, Kern, Queries, RowSink, _PointStore, _Lookup, lookup_of, make_kern, k_is_radial, k_is_gaussian,
     k_is_laplacian, k_is_dot, k_is_normalized, k_raw, k_eval, k_diag, point_sq, point_rawdiag, rawdiag_from_sq,
     csr_scatter, csr_clear, csr_dot_dense, csr_row_sq, dots_to_kernel, dense_queries, rows_scratch, kernel_rows,
-    weighted_rows, cv_simd_level, cv_dot4, cv_radial_row, cv_radial_dot, cv_radial_dot_screen,
+    weighted_rows, cv_simd_level, cv_dot4, cv_radial_row, cv_radial_row_at, cv_radial_dot, cv_radial_dot_screen,
     cv_screen_available, CV_SCREEN_TERM_ERR, ROWS_SIMD)
 
 SIMD_LEVEL = cv_simd_level()

@@ -21,6 +21,21 @@ def _radial_kernels(double[:, ::1] C, double[::1] x, double gamma, bint laplace,
     return row, s, s_screen
 
 
+def _radial_row_at(int level, double[:, ::1] C, double[::1] x, double gamma, bint laplace, Py_ssize_t lo=0):
+    """Test hook: the row exp(-gamma r_j) of the stored points j in [lo, n) of C (d x n, coordinate-major), by the
+    copy of cv_radial_row of ``level`` (0 portable, 1 AVX2, 2 AVX-512; one above SIMD_LEVEL runs the dispatcher's).
+    A row must not depend on where it starts: the engine extends cached rows from their computed length."""
+    cdef Py_ssize_t d = C.shape[0], n = C.shape[1]
+    if x.shape[0] != d or not 0 <= lo <= n:
+        raise ValueError("_radial_row_at: x must have C.shape[0] entries and 0 <= lo <= C.shape[1]")
+    row = np.zeros(n - lo)
+    cdef double[::1] out = row
+    if n > lo:
+        with nogil:
+            cv_radial_row_at(level, &C[0, lo], n, n - lo, d, &x[0], -gamma, laplace, &out[0])
+    return row
+
+
 cdef tuple _hook_store(str name, spec, double[:, ::1] P, double[:, ::1] X, double[::1] w, box):
     """For the screening test hooks: the shapes checked, an empty support store for P's kernel and room
     for P, and the box (lo, hi) its screens centre on: ``box``, or the bounding box of P and X."""

@@ -21,6 +21,8 @@ cdef extern from "_simd.h":
     int cv_simd_level() noexcept nogil
     void cv_radial_row(const double* C, Py_ssize_t ld, Py_ssize_t n, Py_ssize_t d, const double* x,
                        double mg, int laplace, double* out) noexcept nogil
+    void cv_radial_row_at(int level, const double* C, Py_ssize_t ld, Py_ssize_t n, Py_ssize_t d, const double* x,
+                          double mg, int laplace, double* out) noexcept nogil
     void cv_dot_row(const double* C, Py_ssize_t ld, Py_ssize_t n, Py_ssize_t d, const double* x,
                     double* out) noexcept nogil
     void cv_radial_from_dots(double* out, Py_ssize_t n, double xsq, const double* csq, double mg,

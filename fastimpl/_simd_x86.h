@@ -358,8 +358,16 @@ CV_T256 static void cv_radial_row_x256(const double *C, ptrdiff_t ld, ptrdiff_t 
         if (laplace) r0 = _mm256_sqrt_pd(r0);
         _mm256_storeu_pd(out + j, cv_exp4(_mm256_mul_pd(vmg, r0)));
     }
-    for (; j < n; j++)
-        out[j] = exp(mg * cv_dist1(C, ld, j, d, x, laplace));
+    if (j < n) {  /* the tail: one masked step, so that each value is a lane's wherever the row starts */
+        const __m256i k = _mm256_cmpgt_epi64(_mm256_set1_epi64x(n - j), _mm256_set_epi64x(3, 2, 1, 0));
+        __m256d r0 = _mm256_setzero_pd();
+        for (e = 0; e < d; e++) {
+            __m256d u0 = _mm256_sub_pd(_mm256_maskload_pd(C + e * ld + j, k), _mm256_set1_pd(x[e]));
+            r0 = _mm256_fmadd_pd(u0, u0, r0);
+        }
+        if (laplace) r0 = _mm256_sqrt_pd(r0);
+        _mm256_maskstore_pd(out + j, k, cv_exp4(_mm256_mul_pd(vmg, r0)));
+    }
 }
 
 #ifdef COREVECTOR_LIBMVEC

@@ -116,6 +116,29 @@ def test_simd_radial_kernels_match_libm(n, laplace):
 
 
 @pytest.mark.parametrize("laplace", [False, True])
+def test_every_simd_copy_of_the_radial_row_gives_each_value_wherever_the_row_starts(laplace):
+    """The engine extends a cached Q row from the entries it holds (FastMEBOps._fill_row), computes batches of rows
+    whole (_parallel_rows) and fills scratch rows from 0, so a kernel value must not depend on where its row (or
+    row piece) starts, or on the vector width's tail there: else a fit would depend on cache_size.  Checked for
+    every copy of cv_radial_row the machine can run (portable, AVX2, AVX-512): each start's values equal the whole
+    row's bit for bit, and the whole row is numpy's exp to a few ulp."""
+    from fastimpl._engine import SIMD_LEVEL, _radial_row_at
+
+    rng = np.random.default_rng(3)
+    d, n = 5, 45
+    C = np.ascontiguousarray(rng.normal(size=(d, n)))
+    x = rng.normal(size=d)
+    r2 = ((C - x[:, None]) ** 2).sum(axis=0)
+    arg = -0.3 * (np.sqrt(r2) if laplace else r2)
+    for level in range(SIMD_LEVEL + 1):
+        whole = _radial_row_at(level, C, x, 0.3, laplace)
+        np.testing.assert_allclose(whole, np.exp(arg), rtol=1e-15 * (4.0 + np.abs(arg).max()), atol=0)
+        for lo in range(n + 1):
+            np.testing.assert_array_equal(_radial_row_at(level, C, x, 0.3, laplace, lo), whole[lo:],
+                                          err_msg=f"SIMD level {level}, row from {lo}")
+
+
+@pytest.mark.parametrize("laplace", [False, True])
 @pytest.mark.parametrize("n", [1, 15, 16, 17, 33, 1000])
 def test_screening_kernel_stays_within_its_bound(n, laplace):
     """The scans rule candidates out with a single-precision exp (cv_radial_dot_screen) and compute the
