@@ -143,10 +143,11 @@ cdef int _parallel_rows(FastMEBOps ops, Py_ssize_t k0, Py_ssize_t k1) noexcept n
     nfit = min(nb, max(room, 0) // per)
     kc = k1 - nfit
     if kc > k0 and ops.defer_stats and ops.core.kind == ROWS_SIMD and k_is_radial(&ops.K):
-        # add_warm: warm takes every gradient from the rows next; Q_kk is that of k(x_k, x_k) = 1, the value
-        # the row's own entry holds (finish_qrow's expression on it)
+        # add_warm: warm takes every gradient from the rows next; Q_kk is finish_qrow's on k(x_k, x_k) = 1
+        # (k_diag), the value the row's own entry holds on this path (a distance of exact zeros, exp(0) = 1)
         for k in range(k0, kc):
-            ops.Qd[k] = ops.Ss[k] * ops.Ss[k] * (1.0 + ops.label_bias) + ops.cdiag(ops.S[k])
+            ops.Qd[k] = ops.Ss[k] * ops.Ss[k] * (k_diag(&ops.K, ops.core.rd[k]) + ops.label_bias) \
+                + ops.cdiag(ops.S[k])
             ops.grad[k] = 0.0
         nb = k1 - kc
     elif kc > k0:

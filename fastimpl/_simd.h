@@ -152,28 +152,24 @@ CV_API int cv_simd_level(void)
     return cv_simd_level_cached;
 }
 
-CV_API void cv_radial_row(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x,
-                          double mg, int laplace, double *out)
+/* the radial row by the copy of a given level (0 portable, 1 AVX2, 2 AVX-512; one the machine cannot run, or
+ * below 0, is cv_simd_level()'s): cv_radial_row's dispatch, and the test hook fastimpl._engine._radial_row_at,
+ * so that every copy the machine can run is checked */
+CV_API void cv_radial_row_at(int level, const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x,
+                             double mg, int laplace, double *out)
 {
+    if (level > cv_simd_level() || level < 0) level = cv_simd_level();
 #ifdef CV_X86_DISPATCH
-    int level = cv_simd_level();
     if (level == 2) { cv_radial_row_x512(C, ld, n, d, x, mg, laplace, out); return; }
     if (level == 1) { cv_radial_row_x256(C, ld, n, d, x, mg, laplace, out); return; }
 #endif
     cv_radial_row_base(C, ld, n, d, x, mg, laplace, out);
 }
 
-/* cv_radial_row by the copy of a given level (0 portable, 1 AVX2, 2 AVX-512; at most cv_simd_level(), else the
- * dispatcher's): a test hook (fastimpl._engine._radial_row_at), so that every copy the machine can run is checked */
-CV_API void cv_radial_row_at(int level, const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x,
-                             double mg, int laplace, double *out)
+CV_API void cv_radial_row(const double *C, ptrdiff_t ld, ptrdiff_t n, ptrdiff_t d, const double *x,
+                          double mg, int laplace, double *out)
 {
-    if (level > cv_simd_level() || level < 0) { cv_radial_row(C, ld, n, d, x, mg, laplace, out); return; }
-#ifdef CV_X86_DISPATCH
-    if (level == 2) { cv_radial_row_x512(C, ld, n, d, x, mg, laplace, out); return; }
-    if (level == 1) { cv_radial_row_x256(C, ld, n, d, x, mg, laplace, out); return; }
-#endif
-    cv_radial_row_base(C, ld, n, d, x, mg, laplace, out);
+    cv_radial_row_at(cv_simd_level(), C, ld, n, d, x, mg, laplace, out);
 }
 
 /* cv_radial_row_krow_avx2 where there is a vector unit (cv_simd_level() > 0), else _base */
