@@ -45,6 +45,7 @@ cimport cython
 cimport numpy as cnp
 from cython.parallel cimport prange
 cimport cython.parallel
+from openmp cimport omp_get_max_threads, omp_get_num_threads
 from libc.math cimport exp, expm1, sqrt, fabs, INFINITY, NAN, isnan
 from libc.float cimport DBL_EPSILON
 from libc.stdlib cimport malloc, calloc, free, realloc
@@ -123,7 +124,7 @@ include "_cache.pxi"        # _RowCache: the LRU of Q rows and the core set's me
 include "_screens.pxi"      # _Screens: which screen a scan runs (float / Taylor), its bound; enable_screens
 include "_scans.pxi"        # _Support; furthest_point, scan_sample, full_scan (distances, top-k, certificate)
 include "_kblock.pxi"       # _KBlock: k(x_p, c_t) in single precision for the scans at large d; kb_scan_sample, kb_chunk
-include "_smo.pxi"          # smo_solve: SMO with second-order working-set selection
+include "_smo.pxi"          # smo_solve: SMO with second-order working-set selection (two threads: _Duo)
 include "_active_set.pxi"   # _FreeSet; active_set_solve: the active-set Newton method, updated Cholesky factor
 include "_lookup_ops.pxi"   # lookup_setup, lookup_row_ready, lookup_sums: a callable kernel's columns
 include "_qrows.pxi"        # new_rows: the Q rows of new core vectors; gradient_from_rows: a warm start's gradient
@@ -158,6 +159,7 @@ cdef class FastMEBOps:
     cdef Py_ssize_t m, d
     cdef bint mirror, signed_, lconst
     cdef bint defer_stats           # add_warm: the new rows' gradients are left to warm (see there)
+    cdef int duo_skip, duo_backoff  # two-thread SMO after a stalled solve: solves left in one thread, the next wait
     cdef const signed char* sign
     cdef const double* offset
     cdef const double* pdiag        # per-input ridge c_i (MEBProblem.point_diag), or NULL: diag_add for all

@@ -28,31 +28,42 @@ static void cv_grad_update_base(double *g, const double *Qi, const double *Qj, c
 }
 
 /* the second-order choice of j (Fan, Chen & Lin 2005) among t with alpha_t > 0 and g_t > gi: the first
- * t whose score (g_t - gi)^2 / max(Qii + Qd_t - 2 Qi_t, tau) is within tie of the best; -1 if none */
+ * t whose score (g_t - gi)^2 / max(Qii + Qd_t - 2 Qi_t, tau) is within tie of the best; -1 if none.  Two
+ * passes, each its own function so that the two-thread SMO (fastimpl/_smo.pxi) can split either over a
+ * range: the best score (cv_wss2_max, -inf if no candidate), then the first candidate at or above
+ * best - tie best (cv_wss2_first, n if none). */
 CV_NOCONTRACT
-static ptrdiff_t cv_wss2_base(const double *g, const double *Qi, const double *Qd, const double *alpha,
-                              double gi, double Qii, double tau, double tie, ptrdiff_t n, double *best_out)
+static inline double cv_wss2_score_base(const double *g, const double *Qi, const double *Qd, const double *alpha,
+                                        double gi, double Qii, double tau, ptrdiff_t t)
+{
+    double diff = g[t] - gi;
+    if (!(alpha[t] > 0 && diff > 0)) return -INFINITY;
+    double curv = (Qii + Qd[t]) - 2.0 * Qi[t];
+    if (curv <= tau) curv = tau;
+    return diff * diff / curv;
+}
+
+CV_NOCONTRACT
+static double cv_wss2_max_base(const double *g, const double *Qi, const double *Qd, const double *alpha,
+                               double gi, double Qii, double tau, ptrdiff_t n)
 {
     double best = -INFINITY;
     for (ptrdiff_t t = 0; t < n; t++) {
-        double diff = g[t] - gi;
-        if (alpha[t] > 0 && diff > 0) {
-            double curv = (Qii + Qd[t]) - 2.0 * Qi[t];
-            if (curv <= tau) curv = tau;
-            double sc = diff * diff / curv;
-            if (sc > best) best = sc;
-        }
+        double sc = cv_wss2_score_base(g, Qi, Qd, alpha, gi, Qii, tau, t);
+        if (sc > best) best = sc;
     }
-    *best_out = best;
+    return best;
+}
+
+CV_NOCONTRACT
+static ptrdiff_t cv_wss2_first_base(const double *g, const double *Qi, const double *Qd, const double *alpha,
+                                    double gi, double Qii, double tau, double thr, ptrdiff_t n)
+{
     for (ptrdiff_t t = 0; t < n; t++) {
         double diff = g[t] - gi;
-        if (alpha[t] > 0 && diff > 0) {
-            double curv = (Qii + Qd[t]) - 2.0 * Qi[t];
-            if (curv <= tau) curv = tau;
-            if (diff * diff / curv >= best - tie * best) return t;
-        }
+        if (alpha[t] > 0 && diff > 0 && cv_wss2_score_base(g, Qi, Qd, alpha, gi, Qii, tau, t) >= thr) return t;
     }
-    return -1;
+    return n;
 }
 
 /* the first t with g_t <= thr (n if none) */
@@ -100,28 +111,31 @@ CV_NOCONTRACT CV_T512 static inline __m512d cv_wss2_scores_x512(const double *g,
     return _mm512_div_pd(_mm512_mul_pd(diff, diff), curv);
 }
 
-CV_NOCONTRACT CV_T512 static ptrdiff_t cv_wss2_avx512(const double *g, const double *Qi, const double *Qd, const double *alpha,
-                                double gi, double Qii, double tau, double tie, ptrdiff_t n, double *best_out)
+CV_NOCONTRACT CV_T512 static double cv_wss2_max_avx512(const double *g, const double *Qi, const double *Qd,
+                                const double *alpha, double gi, double Qii, double tau, ptrdiff_t n)
 {
     const __m512d vgi = _mm512_set1_pd(gi), vQii = _mm512_set1_pd(Qii), vtau = _mm512_set1_pd(tau);
     __m512d best = _mm512_set1_pd(-INFINITY);
-    ptrdiff_t t;
-    for (t = 0; t < n; t += 8) {
+    for (ptrdiff_t t = 0; t < n; t += 8) {
         __mmask8 ok;
         __m512d sc = cv_wss2_scores_x512(g, Qi, Qd, alpha, t, n, vgi, vQii, vtau, &ok);
         best = _mm512_mask_max_pd(best, ok, best, sc);
     }
-    double b = _mm512_reduce_max_pd(best);
-    *best_out = b;
-    if (b == -INFINITY) return -1;
-    const __m512d thr = _mm512_set1_pd(b - tie * b);
-    for (t = 0; t < n; t += 8) {
+    return _mm512_reduce_max_pd(best);
+}
+
+CV_NOCONTRACT CV_T512 static ptrdiff_t cv_wss2_first_avx512(const double *g, const double *Qi, const double *Qd,
+                                const double *alpha, double gi, double Qii, double tau, double thr, ptrdiff_t n)
+{
+    const __m512d vgi = _mm512_set1_pd(gi), vQii = _mm512_set1_pd(Qii), vtau = _mm512_set1_pd(tau);
+    const __m512d vthr = _mm512_set1_pd(thr);
+    for (ptrdiff_t t = 0; t < n; t += 8) {
         __mmask8 ok;
         __m512d sc = cv_wss2_scores_x512(g, Qi, Qd, alpha, t, n, vgi, vQii, vtau, &ok);
-        __mmask8 hit = _mm512_mask_cmp_pd_mask(ok, sc, thr, _CMP_GE_OQ);
+        __mmask8 hit = _mm512_mask_cmp_pd_mask(ok, sc, vthr, _CMP_GE_OQ);
         if (hit) return t + __builtin_ctz((unsigned) hit);
     }
-    return -1;
+    return n;
 }
 
 CV_T512 static ptrdiff_t cv_first_le_avx512(const double *g, ptrdiff_t n, double thr)
@@ -145,13 +159,36 @@ CV_API void cv_grad_update(double *g, const double *Qi, const double *Qj, const 
     cv_grad_update_base(g, Qi, Qj, alpha, two_t, n, gmin, gmax, gabs);
 }
 
+CV_API double cv_wss2_max(const double *g, const double *Qi, const double *Qd, const double *alpha, double gi,
+                          double Qii, double tau, ptrdiff_t n)
+{
+#ifdef CV_X86_DISPATCH
+    if (cv_simd_level() == 2) return cv_wss2_max_avx512(g, Qi, Qd, alpha, gi, Qii, tau, n);
+#endif
+    return cv_wss2_max_base(g, Qi, Qd, alpha, gi, Qii, tau, n);
+}
+
+CV_API ptrdiff_t cv_wss2_first(const double *g, const double *Qi, const double *Qd, const double *alpha, double gi,
+                               double Qii, double tau, double thr, ptrdiff_t n)
+{
+#ifdef CV_X86_DISPATCH
+    if (cv_simd_level() == 2) return cv_wss2_first_avx512(g, Qi, Qd, alpha, gi, Qii, tau, thr, n);
+#endif
+    return cv_wss2_first_base(g, Qi, Qd, alpha, gi, Qii, tau, thr, n);
+}
+
+/* the threshold of cv_wss2_first from the best score: the candidates within tie of it */
+CV_NOCONTRACT static inline double cv_wss2_threshold(double best, double tie) { return best - tie * best; }
+
+/* both passes over [0, n): j, or -1 if no candidate; the best score in *best_out */
 CV_API ptrdiff_t cv_wss2(const double *g, const double *Qi, const double *Qd, const double *alpha, double gi,
                          double Qii, double tau, double tie, ptrdiff_t n, double *best_out)
 {
-#ifdef CV_X86_DISPATCH
-    if (cv_simd_level() == 2) return cv_wss2_avx512(g, Qi, Qd, alpha, gi, Qii, tau, tie, n, best_out);
-#endif
-    return cv_wss2_base(g, Qi, Qd, alpha, gi, Qii, tau, tie, n, best_out);
+    double b = cv_wss2_max(g, Qi, Qd, alpha, gi, Qii, tau, n);
+    *best_out = b;
+    if (b == -INFINITY) return -1;
+    ptrdiff_t j = cv_wss2_first(g, Qi, Qd, alpha, gi, Qii, tau, cv_wss2_threshold(b, tie), n);
+    return j < n ? j : -1;
 }
 
 CV_API ptrdiff_t cv_first_le(const double *g, ptrdiff_t n, double thr)
