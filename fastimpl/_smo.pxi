@@ -12,9 +12,11 @@
 # steps and the model is the same bit for bit.  Why: an SMO step is a few O(|S|) passes, 20-120 us at
 # 20,000 core vectors, too short for an OpenMP region each; a hand-off between two spinning threads costs
 # well under a microsecond.  A hand-off the master waits long for means the worker's core is taken by
-# another process; after DUO_MAX_STALLS of them the solve continues in the master alone, and the next 1, 2,
-# 4, ... solves (doubling while they stall, up to DUO_MAX_BACKOFF) run in one thread before it tries again:
-# a spinning worker on a taken core also takes time from the master (three threads on two cores).
+# another process; after DUO_MAX_STALLS of them, once the waits have cost DUO_WAIT_SHARE of the solve's
+# time (a virtual machine's cores also pause now and then), the solve continues in the master alone, and
+# the next 1, 2, 4, ... solves (doubling while they stall, up to DUO_MAX_BACKOFF) run in one thread before
+# it tries again: a spinning worker on a taken core also takes time from the master (three threads on two
+# cores).
 
 cdef extern from "_simd.h":
     void cv_grad_update(double* g, const double* Qi, const double* Qj, const double* alpha, double two_t,
@@ -41,8 +43,10 @@ cdef Py_ssize_t DUO_MIN_SIZE = 4096
 cdef Py_ssize_t DUO_MIN_ROW = 2048
 #: a hand-off the master waited longer for than this counts as a stall: the worker's core was taken
 cdef double DUO_STALL_NS = 200_000.0
-#: stalls after which the solve goes on in the master's thread alone
+#: stalls after which the solve goes on in the master's thread alone, once the waits have taken this share
+#: of the solve's time
 cdef int DUO_MAX_STALLS = 3
+cdef double DUO_WAIT_SHARE = 0.1
 #: the most solves in one thread between two tries after stalls
 cdef int DUO_MAX_BACKOFF = 64
 #: when SMO runs on two threads: 0 from DUO_MIN_SIZE core vectors on, 1 always, -1 never (tests set it)
@@ -91,6 +95,7 @@ cdef struct _Duo:
     bint active          # the worker takes tasks (else every part runs in the master)
     bint posted          # the current task was handed over
     int stalls
+    double t0, waited    # the solve's start and the master's waits, in ns
     Py_ssize_t size, mid # the worker's part of a pass: core positions [mid, size)
     Py_ssize_t i, lo, hi # DUO_ROW: row i's entries [lo, hi) into r
     double* r
@@ -180,10 +185,14 @@ cdef void duo_end(FastMEBOps ops, _Duo* duo, int task) noexcept nogil:
         cv_duo_pause()
     waited = cv_duo_now_ns() - t0 if spins >= 256 else 0.0
     DUO_WAIT_NS += waited
+    duo.waited += waited
     if DUO_STALL_NS < 0 or (spins >= 256 and waited > DUO_STALL_NS):
         duo.stalls += 1
         DUO_STALLS += 1
-        if duo.stalls >= DUO_MAX_STALLS:
+        # a few stalls in a long solve are the machine's hiccups; stalls that cost a share of the time are
+        # another process on the worker's core
+        if duo.stalls >= DUO_MAX_STALLS and (DUO_STALL_NS < 0
+                                             or duo.waited > DUO_WAIT_SHARE * (cv_duo_now_ns() - duo.t0)):
             DUO_QUITS += 1
             duo_quit(duo)
 
@@ -314,13 +323,14 @@ cdef Py_ssize_t smo_solve(FastMEBOps ops, double tol, Py_ssize_t max_steps) noex
     memset(dp, 0, sizeof(_Duo))
     dp.size = ops.size
     dp.mid = (ops.size // 2) & ~7
+    dp.t0 = cv_duo_now_ns()
     with cython.parallel.parallel(num_threads=2):
         tid = cython.parallel.threadid()
         if tid == 0:
             dp.active = omp_get_num_threads() >= 2
             dp.steps = smo_steps(ops, tol, max_steps, dp)
             duo_quit(dp)
-        else:
+        elif tid == 1:     # (num_threads=2: there is no other; a second worker would take the same tasks)
             duo_work(ops, dp)
     if dp.stalls >= DUO_MAX_STALLS:
         ops.duo_skip = max(ops.duo_backoff, 1)
