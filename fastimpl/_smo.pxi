@@ -149,9 +149,9 @@ cdef void duo_work(FastMEBOps ops, _Duo* duo) noexcept nogil:
 
 
 cdef inline void _duo_post(_Duo* duo, int task) noexcept nogil:
+    cdef long go = duo.go + 1   # (the master is go's only writer, so it reads it plainly)
     duo.task = task
-    duo.go += 1            # (the master's field: only the worker reads it, through the store below)
-    cv_duo_store(&duo.go, duo.go)
+    cv_duo_store(&duo.go, go)   # release: the task's fields above are visible to the worker's acquire load
 
 
 cdef void duo_quit(_Duo* duo) noexcept nogil:
