@@ -20,6 +20,17 @@ COLUMNS = ["result", "params", "version", "started_at", "duration", "stats_ci_99
            "stats_q_75", "stats_number", "stats_repeat", "samples", "profile"]
 
 
+@pytest.fixture(autouse=True)
+def _threads_restored():
+    """The benchmarks limit OpenMP and BLAS to one thread for the rest of their process (``common.one_thread``);
+    here the process is the test suite's, so the limits are lifted after each test, or every later test of
+    a parallel path would run on one thread."""
+    yield
+    common = sys.modules.get("benchmarks.common")
+    while common is not None and common._ONE_THREAD:
+        common._ONE_THREAD.pop().restore_original_limits()
+
+
 def _bench_modules():
     if str(BENCH) not in sys.path:
         sys.path.insert(0, str(BENCH))
