@@ -4,9 +4,10 @@
 # O(|S|) passes are the vectorised loops of _simd_smo.h.  grad_stats and most_violating are shared with
 # the active set (_active_set.pxi), whose stopping gap is SMO's.
 #
-# On a large core set the step runs on two threads (_Duo): the loop runs in one, the master, which hands the
-# second, the worker, the upper part of each pass -- the new Q row's entries, the two passes of the choice of
-# j, the gradient update -- and does the lower part itself.  Every value is formed as in one thread (each
+# On a large core set, once a solve goes on past its first DUO_START_STEPS steps, it runs on two threads
+# (_Duo): the loop runs in one, the master, which hands the second, the worker, the upper part of each
+# pass -- the new Q row's entries, the two passes of the choice of j, the gradient update -- and does the
+# lower part itself.  Every value is formed as in one thread (each
 # entry of a row or of the gradient by itself; the minima and maxima of the halves combined exactly; the
 # first index at or above the threshold taken from the lower half first), so the solve makes the same
 # steps and the model is the same bit for bit.  Why: an SMO step is a few O(|S|) passes, 20-120 us at
@@ -39,6 +40,8 @@ cdef extern from "_duo.h":
 #: SMO runs on two threads from this many core vectors on (a step's passes then take tens of microseconds
 #: against well under one for the hand-offs)
 cdef Py_ssize_t DUO_MIN_SIZE = 4096
+#: a solve runs its first steps in one thread, and only one that goes on past them on two
+cdef Py_ssize_t DUO_START_STEPS = 64
 #: a new Q row's entries are split between the threads from this many on
 cdef Py_ssize_t DUO_MIN_ROW = 2048
 #: a hand-off the master waited longer for than this counts as a stall: the worker's core was taken
@@ -75,6 +78,16 @@ def _set_duo_policy(int policy):
     global DUO_POLICY
     old = DUO_POLICY
     DUO_POLICY = policy
+    return old
+
+
+def _set_duo_start(Py_ssize_t min_size, Py_ssize_t start_steps):
+    """Set the core-set size from which SMO runs on two threads and the steps it makes in one thread first;
+    returns the old pair (tests run the default policy's hand-over on small problems)."""
+    global DUO_MIN_SIZE, DUO_START_STEPS
+    old = (DUO_MIN_SIZE, DUO_START_STEPS)
+    DUO_MIN_SIZE = min_size
+    DUO_START_STEPS = start_steps
     return old
 
 
@@ -313,11 +326,19 @@ cdef Py_ssize_t smo_solve(FastMEBOps ops, double tol, Py_ssize_t max_steps) noex
     cdef _Duo duo
     cdef _Duo* dp = &duo
     cdef int tid
+    cdef Py_ssize_t first = 0
     if not duo_pays(ops):
         return smo_steps(ops, tol, max_steps, NULL)
     if ops.duo_skip > 0:
         ops.duo_skip -= 1
         return smo_steps(ops, tol, max_steps, NULL)
+    if DUO_POLICY == 0:
+        # the first steps in one thread: most solves of a classification fit end within them, and a
+        # parallel region costs more than they would gain.  The loop picks up where it stopped, from
+        # the same gradient (its statistics are recomputed exactly), so the steps are those of one run.
+        first = smo_steps(ops, tol, min(DUO_START_STEPS, max_steps), NULL)
+        if first < DUO_START_STEPS or first >= max_steps:
+            return first
     global DUO_SOLVES
     DUO_SOLVES += 1
     memset(dp, 0, sizeof(_Duo))
@@ -328,7 +349,7 @@ cdef Py_ssize_t smo_solve(FastMEBOps ops, double tol, Py_ssize_t max_steps) noex
         tid = cython.parallel.threadid()
         if tid == 0:
             dp.active = omp_get_num_threads() >= 2
-            dp.steps = smo_steps(ops, tol, max_steps, dp)
+            dp.steps = smo_steps(ops, tol, max_steps - first, dp)
             duo_quit(dp)
         elif tid == 1:     # (num_threads=2: there is no other; a second worker would take the same tasks)
             duo_work(ops, dp)
@@ -337,7 +358,7 @@ cdef Py_ssize_t smo_solve(FastMEBOps ops, double tol, Py_ssize_t max_steps) noex
         ops.duo_backoff = min(2 * ops.duo_skip, DUO_MAX_BACKOFF)
     else:
         ops.duo_backoff = 1
-    return dp.steps
+    return dp.steps if dp.steps < 0 else first + dp.steps
 
 
 cdef Py_ssize_t smo_steps(FastMEBOps ops, double tol, Py_ssize_t max_steps, _Duo* duo) noexcept nogil:

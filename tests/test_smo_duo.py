@@ -80,6 +80,23 @@ def test_two_threads_make_the_one_thread_steps(duo_policy, kind, kernel, d, cach
     np.testing.assert_array_equal(g3, g1)
 
 
+@pytest.mark.parametrize("start", [1, 5, 40])
+def test_the_default_policy_hands_over_after_its_first_steps(duo_policy, start):
+    """Policy 0 makes a solve's first steps in one thread and the rest on two: the steps of one run."""
+    P = _problem("cvr", KernelSpec("rbf", gamma=0.3), 400, 3, seed=2)
+    a1, g1, s1 = _solve(P, -1, 64 * 2**20)
+    old = E._set_duo_start(0, start)
+    try:
+        before = E._duo_stats()[1]
+        a2, g2, s2 = _solve(P, 0, 64 * 2**20)
+        assert E._duo_stats()[1] > before
+    finally:
+        E._set_duo_start(*old)
+    assert s2 == s1 and min(s1) > start
+    np.testing.assert_array_equal(a2, a1)
+    np.testing.assert_array_equal(g2, g1)
+
+
 @settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 2**16), m=st.integers(40, 300), gamma=st.floats(0.05, 2.0))
 def test_two_threads_on_random_problems(seed, m, gamma):
