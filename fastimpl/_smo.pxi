@@ -107,6 +107,7 @@ cdef struct _Duo:
     int task
     bint active          # the worker takes tasks (else every part runs in the master)
     bint posted          # the current task was handed over
+    bint gave_up         # the stalls sent the solve back to one thread
     int stalls
     double t0, waited    # the solve's start and the master's waits, in ns
     Py_ssize_t size, mid # the worker's part of a pass: core positions [mid, size)
@@ -207,6 +208,7 @@ cdef void duo_end(FastMEBOps ops, _Duo* duo, int task) noexcept nogil:
         if duo.stalls >= DUO_MAX_STALLS and (DUO_STALL_NS < 0
                                              or duo.waited > DUO_WAIT_SHARE * (cv_duo_now_ns() - duo.t0)):
             DUO_QUITS += 1
+            duo.gave_up = True
             duo_quit(duo)
 
 
@@ -353,7 +355,7 @@ cdef Py_ssize_t smo_solve(FastMEBOps ops, double tol, Py_ssize_t max_steps) noex
             duo_quit(dp)
         elif tid == 1:     # (num_threads=2: there is no other; a second worker would take the same tasks)
             duo_work(ops, dp)
-    if dp.stalls >= DUO_MAX_STALLS:
+    if dp.gave_up:
         ops.duo_skip = max(ops.duo_backoff, 1)
         ops.duo_backoff = min(2 * ops.duo_skip, DUO_MAX_BACKOFF)
     else:
