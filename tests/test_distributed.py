@@ -44,7 +44,13 @@ def client():
     c = distributed.Client(cluster, set_as_default=False)
     yield c
     c.close()
-    cluster.close()
+    try:
+        cluster.close()
+    except KeyError:
+        # distributed's SpecCluster._update_worker_status looks up a removed worker in scheduler_info, which a
+        # worker restarted after the kill tests may already have left (dask/distributed#5407): the cluster's
+        # processes are closed by then, only its status watcher raises
+        pass
     config.__exit__(None, None, None)
 
 
