@@ -107,17 +107,25 @@ cdef void _cache_rows(FastMEBOps ops, Py_ssize_t b0, Py_ssize_t b1, Py_ssize_t k
             ops.cache.rlen[k] = k1
 
 
-cdef inline void _row_into(FastMEBOps ops, Py_ssize_t k, Py_ssize_t k1, double* r) noexcept nogil:
-    """r[t] = Q[k, t] for t < k1 on the coordinate path of dense inputs: the values _fill_row gives (the vector
-    rows compute each value alone, wherever a row or its chunk starts)."""
-    ops.core.row(0, k1, &ops.X[ops.pz(ops.S[k]), 0], ops.core.sq[k], ops.core.rd[k], r)
-    finish_qrow(ops, k, 0, k1, r)
+cdef inline void _row_into(FastMEBOps ops, Py_ssize_t k, Py_ssize_t lo, Py_ssize_t hi, double* r) noexcept nogil:
+    """r[t] = Q[k, t] for lo <= t < hi on the coordinate path of dense inputs: the values _fill_row gives (the
+    vector rows compute each value alone, wherever a row or its chunk starts; the two-thread SMO computes a
+    row's halves by it)."""
+    ops.core.row(lo, hi, &ops.X[ops.pz(ops.S[k]), 0], ops.core.sq[k], ops.core.rd[k], &r[lo])
+    finish_qrow(ops, k, lo, hi, r)
+
+
+cdef inline bint _rows_by_range(FastMEBOps ops) noexcept nogil:
+    """_row_into gives the rows' values: dense inputs, a kernel of their own rows (a callable's columns need the
+    GIL), the coordinate path (a range of a SIMD row computes each entry as the whole row does; BLAS's GEMV
+    might not)."""
+    return not (ops.sparse or ops.K.lk != NULL or ops.core.blas)
 
 
 cdef inline bint _rows_by_thread(FastMEBOps ops, Py_ssize_t nrows, Py_ssize_t k1) noexcept nogil:
-    """Rows of this batch may be computed in parallel, each in a thread of its own (_row_into): dense inputs, a
-    kernel of their own rows, the coordinate path, and enough work for a second thread."""
-    return not (ops.sparse or ops.K.lk != NULL or ops.core.blas or nrows * k1 * ops.d < ROW_PARALLEL_MIN_WORK)
+    """Rows of this batch may be computed in parallel, each in a thread of its own (_row_into): where
+    _rows_by_range holds and there is enough work for a second thread."""
+    return _rows_by_range(ops) and nrows * k1 * ops.d >= ROW_PARALLEL_MIN_WORK
 
 
 cdef int _parallel_rows(FastMEBOps ops, Py_ssize_t k0, Py_ssize_t k1) noexcept nogil:
@@ -157,7 +165,7 @@ cdef int _parallel_rows(FastMEBOps ops, Py_ssize_t k0, Py_ssize_t k1) noexcept n
                 if buf == NULL:
                     failed += 1
                 else:
-                    _row_into(ops, k, k1, buf)
+                    _row_into(ops, k, 0, k1, buf)
                     row_stats(ops, k, buf)
             free(buf)
         if failed:
@@ -172,7 +180,7 @@ cdef int _parallel_rows(FastMEBOps ops, Py_ssize_t k0, Py_ssize_t k1) noexcept n
                 free(rows)
                 return -2
         for k in prange(kc, k1, schedule="dynamic", chunksize=16):
-            _row_into(ops, k, k1, rows[k - kc])
+            _row_into(ops, k, 0, k1, rows[k - kc])
             row_stats(ops, k, rows[k - kc])
         for k in range(kc, k1):
             ops.cache.rlen[k] = k1
@@ -246,7 +254,7 @@ cdef int gradient_from_rows(FastMEBOps ops) noexcept nogil:
             if ops.cache.cached(t, n):
                 r = ops.cache.rows[t]
             elif buf != NULL:
-                _row_into(ops, t, n, buf)
+                _row_into(ops, t, 0, n, buf)
                 r = buf
             else:
                 r = NULL

@@ -122,18 +122,11 @@ cdef struct _Duo:
     Py_ssize_t steps     # the solve's (the master's)
 
 
-cdef inline void _row_part(FastMEBOps ops, Py_ssize_t i, Py_ssize_t lo, Py_ssize_t hi, double* r) noexcept nogil:
-    """Entries [lo, hi) of row i of Q: what _fill_row computes there, on the paths whose entries do not depend on
-    where a range starts (duo_rows)."""
-    ops.core.row(lo, hi, &ops.X[ops.pz(ops.S[i]), 0], ops.core.sq[i], ops.core.rd[i], &r[lo])
-    finish_qrow(ops, i, lo, hi, r)
-
-
 cdef void _duo_part(FastMEBOps ops, _Duo* duo, int task) noexcept nogil:
     """The worker's part of ``task`` (run by the master when the worker is not taking tasks)."""
     cdef Py_ssize_t mid = duo.mid, n = duo.size - duo.mid
     if task == DUO_ROW:
-        _row_part(ops, duo.i, duo.lo, duo.hi, duo.r)
+        _row_into(ops, duo.i, duo.lo, duo.hi, duo.r)
     elif task == DUO_WSS_MAX:
         duo.best = cv_wss2_max(ops.grad + mid, duo.Qi + mid, ops.Qd + mid, ops.alpha + mid, duo.gi, duo.Qii, TAU, n)
     elif task == DUO_WSS_FIRST:
@@ -212,17 +205,12 @@ cdef void duo_end(FastMEBOps ops, _Duo* duo, int task) noexcept nogil:
             duo_quit(duo)
 
 
-cdef inline bint duo_rows(FastMEBOps ops) noexcept nogil:
-    """Rows whose entries may be split between the threads: dense inputs on the coordinate path (a range of a
-    SIMD row computes each entry as a whole row does; BLAS's GEMV might not, a callable's columns need the GIL)."""
-    return not ops.sparse and not ops.core.blas and ops.K.lk == NULL
-
-
 cdef double* duo_qrow(FastMEBOps ops, _Duo* duo, Py_ssize_t i, Py_ssize_t keep) noexcept nogil:
-    """FastMEBOps.qrow, the entries a row lacks split between the threads where duo_rows allows it."""
+    """FastMEBOps.qrow, the entries a row lacks split between the threads where _row_into gives them
+    (_rows_by_range)."""
     cdef Py_ssize_t lo, m2, size = ops.size
     cdef double* r
-    if duo == NULL or not duo.active or not duo_rows(ops):
+    if duo == NULL or not duo.active or not _rows_by_range(ops):
         return ops.qrow(i, keep)
     r = ops.cache.slot(i, size, keep, &lo)
     if r == NULL or lo >= size:
@@ -236,7 +224,7 @@ cdef double* duo_qrow(FastMEBOps ops, _Duo* duo, Py_ssize_t i, Py_ssize_t keep) 
         duo.hi = size
         duo.r = r
         duo_begin(duo, DUO_ROW)
-        _row_part(ops, i, lo, m2, r)
+        _row_into(ops, i, lo, m2, r)
         duo_end(ops, duo, DUO_ROW)
         ops.n_eval += size - lo
     ops.cache.rlen[i] = size
@@ -365,8 +353,8 @@ cdef Py_ssize_t smo_solve(FastMEBOps ops, double tol, Py_ssize_t max_steps) noex
 
 cdef Py_ssize_t smo_steps(FastMEBOps ops, double tol, Py_ssize_t max_steps, _Duo* duo) noexcept nogil:
     """The loop of smo_solve (duo: the second thread's hand-offs, or NULL)."""
-    cdef Py_ssize_t steps = 0, t, i, j, size = ops.size
-    cdef double gmin = INFINITY, gmax = -INFINITY, gabs = 0.0, gi, best
+    cdef Py_ssize_t steps = 0, i, j, size = ops.size
+    cdef double gmin = INFINITY, gmax = -INFINITY, gabs = 0.0, gi
     cdef double diff, curv, step, tstep, Qii, ai_old
     cdef double* Qi
     cdef double* Qj
