@@ -73,7 +73,8 @@ class CVR(RegressorMixin, CoreVectorBase):
         With ``stop='hybrid'``, a sampled point outside the core set passes only if
         ``|y - f(x)| <= (1 + hybrid_cap) epsbar`` (the cap nu of ``refimpl.driver.d2_threshold``; the
         radius test applies as well).  Must be positive; smaller gives a tighter fit with more core
-        vectors.
+        vectors.  While the core set's tube is still negative (epsbar < 0) a cap above 1 counts as 1,
+        so that no point passes a test that no point meets.
     %SHARED_PARAMETERS%
 
     Attributes

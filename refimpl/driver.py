@@ -152,12 +152,15 @@ class Ball:
     tau: float
     d2_sv_min: float
     d2_core_max: float
+    #: the functional margin itself is negative (R^2 - c0 - margin < 0; CVR: epsbar < 0), tau its magnitude
+    negative: bool = False
 
     @classmethod
     def make(cls, R2, margin, c0, d2_sv_min, d2_core_max):
         """The ball from R^2, the margin term and the constant c0 of the linear term (None: none)."""
-        tau = abs(R2 - (c0 or 0.0) - margin) / 2.0
-        return cls(R2, margin, margin_scale(R2, c0), max(tau, np.finfo(float).tiny), d2_sv_min, d2_core_max)
+        two_tau = R2 - (c0 or 0.0) - margin
+        return cls(R2, margin, margin_scale(R2, c0), max(abs(two_tau) / 2.0, np.finfo(float).tiny), d2_sv_min,
+                   d2_core_max, bool(two_tau < 0))
 
 
 @dataclass
@@ -215,6 +218,11 @@ def d2_threshold(stop: str, eps: float, ball: Ball, nu: float = HYBRID_NU) -> fl
         return ball.R2 + slack * ball.S
     if stop == "gap":
         return ball.d2_sv_min + 2.0 * eps * ball.S
+    # a negative margin (CVR's epsbar < 0: a core set that does not fit its targets yet) caps nu at 1: the cap
+    # 2 nu tau of a negative tube would otherwise let |y - f| <= (nu - 1) |epsbar| pass, every point once nu > 1
+    # (CCPP, hybrid_cap=2: 25 support vectors, epsbar -89, test R^2 -0.39); at nu <= 1 nothing changes
+    if ball.negative:
+        nu = min(nu, 1.0)
     return ball.R2 + min(slack * ball.R2, 2.0 * nu * ball.tau)
 
 

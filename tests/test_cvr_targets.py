@@ -270,3 +270,22 @@ def test_mu_auto_sets_the_tube_from_the_pilot_on_low_noise_targets():
     assert est.epsilon_bar_ >= 0
     assert 0.05 * M_TRAIN < est.support_.size < 0.6 * M_TRAIN
     assert r2_score(np.sin(XT[:, 0]), est.predict(XT)) > 0.998
+
+
+@pytest.mark.parametrize("impl", ["fast", "ref"])
+def test_hybrid_cap_above_one_does_not_stop_at_a_tube_below_zero(impl):
+    """hybrid_cap > 1 while the core set's tube is still negative (epsbar < 0) used to let the stop test accept
+    every point: Friedman #2 (4,000 points, seed 0), hybrid_cap=2 stopped at 24 support vectors, epsbar -1,840,
+    held-out R^2 -1.0 (with a warning).  The cap of a negative tube is now at most 1: the fit matches the default
+    cap's, with no warning."""
+    from sklearn.datasets import make_friedman2
+    X, y = make_friedman2(4000, noise=377.9 / 3.0, random_state=0)
+    X = (X - X.mean(0)) / X.std(0)
+    tr, te = slice(0, 3200), slice(3200, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        wide = CVR(hybrid_cap=2.0, random_state=0, impl=impl).fit(X[tr], y[tr])
+    plain = CVR(random_state=0, impl=impl).fit(X[tr], y[tr])
+    r2_wide, r2_plain = r2_score(y[te], wide.predict(X[te])), r2_score(y[te], plain.predict(X[te]))
+    assert wide.epsilon_bar_ > 0 and len(wide.support_) > 200
+    assert r2_wide > r2_plain - 0.02, (r2_wide, r2_plain)

@@ -374,3 +374,17 @@ def test_large_C_on_data_that_are_not_separable_stops_early_naming_C():
     assert not est.converged_
     assert est.n_iter_ < 5 * STALL_ITERATIONS
     assert est.score(X, y) > 0.5
+
+
+@pytest.mark.parametrize("nu", [0.4, 1.0, 2.0, 5.0])
+def test_hybrid_cap_of_a_negative_margin_never_exceeds_one(nu):
+    """'hybrid' with a negative functional margin (CVR's epsbar < 0): a cap nu > 1 must not turn |2 tau| into
+    room beyond R^2 -- with nu > 1 it would pass |y - f| <= (nu - 1) |epsbar|, every point of a core set that
+    does not fit its targets.  Such a ball's threshold is that of nu = min(nu, 1); a positive margin keeps nu."""
+    R2, two_tau, c0 = 2.0, -0.3, 1.0
+    negative = Ball.make(R2, R2 - c0 - two_tau, c0, R2, R2)
+    assert negative.negative and math.isclose(negative.tau, 0.15)
+    assert d2_threshold("hybrid", 0.5, negative, nu) == d2_threshold("hybrid", 0.5, negative, min(nu, 1.0))
+    positive = Ball.make(R2, R2 - c0 - 0.3, c0, R2, R2)
+    assert not positive.negative
+    assert math.isclose(d2_threshold("hybrid", 0.5, positive, nu), R2 + min(1.25 * R2, 0.3 * nu))
