@@ -479,6 +479,10 @@ def _fit_with_pairs_in(processes, X, y, monkeypatch, **params):
     where = {}
 
     def traced(self, *args):
+        # (a pair at max_iter=3 takes well under a millisecond: the pause keeps this process from taking every
+        # pair before a forked child, slow to start on a loaded machine, asks for one; the model is unchanged)
+        if processes > 1:
+            time.sleep(0.003)
         return fit_pair(self, *args), os.getpid()
 
     def untrace(self, X, fits, kept=None):
