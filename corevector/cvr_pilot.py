@@ -244,17 +244,18 @@ def auto_C_and_tube(est, X, yn, weights, M, seed):
     # (one pass over the rows, wherever they are: the same start for every layout)
     if p >= est.SEED_MIN_OUTSIDE or m < est.SEED_ALL_BELOW:
         with _blas_single_threaded():
-            initial, weights = _predicted_outside(spec, X, yn, a, b, cache[best][2][0], q)
+            initial, weights = _predicted_outside(spec, X, yn, a, b, cache[best][2][0], q, p)
         info["n_initial"] = len(initial)
     return TubeChoice(C, mu, nu_scale, info, initial, weights)
 
 
-def _predicted_outside(spec, X, yn, a, b, fit, q, block=4096):
+def _predicted_outside(spec, X, yn, a, b, fit, q, p_out, block=4096):
     """(points, slacks): the augmented points the picked pilot (``fit``: its beta on the rows a and its
-    residuals on b and a, as :meth:`_RidgeSplit.fit` gives them) puts outside the tube of half-width q -- i
-    where y_i - f(x_i) > q (lambda_i), m + i where it is below -q (lambda*_i), in increasing order -- and the
-    residual of each beyond the tube, |y_i - f(x_i)| - q.  The pilot's q came from the same pilot's in-sample
-    residuals, so a fraction p of the rows a is outside.  The rows outside a and b (none under the two-way
+    residuals on b and a, as :meth:`_RidgeSplit.fit` gives them) puts outside the tube -- i
+    where y_i - f(x_i) > t_i (lambda_i), m + i where it is below -t_i (lambda*_i), in increasing order -- and
+    the residual of each beyond it, |y_i - f(x_i)| - t_i, a fraction p_out of the rows in all.  The
+    half-width t (:func:`_thresholds`) is q on the rows a, whose in-sample residuals q came from, and the
+    held-out residuals' own quantile on the others.  The rows outside a and b (none under the two-way
     split) are computed by blocks, read as the pilot's rows are (:func:`_dense_rows`), so that dense, CSR
     and chunked rows give one start; the pilot's rows are read once, except for CSR, whose blocks are
     compacted to their stored columns together with them."""
@@ -266,21 +267,34 @@ def _predicted_outside(spec, X, yn, a, b, fit, q, block=4096):
     r[a], r[b] = r_a, r_b
     rest = np.setdiff1d(np.arange(m), np.concatenate([a, b]), assume_unique=True)
     if not rest.size:  # (the two-way split: every row's residual is in hand, nothing to read)
-        return _outside_of(r, q)
+        return _outside_of(r, _thresholds(r, a, q, p_out))
     Xa = None if sp.issparse(X) else _dense_rows(X, a, a[:0])[0]
     for s in range(0, rest.size, block):
         rows = rest[s:s + block]
         Xs, Xa_s = _dense_rows(X, rows, a) if Xa is None else (_dense_rows(X, rows, rows[:0])[0], Xa)
         r[rows] = yn[rows] - (kernel_block(spec, Xs, Xa_s) + 1.0) @ beta
-    return _outside_of(r, q)
+    return _outside_of(r, _thresholds(r, a, q, p_out))
+
+
+def _thresholds(r, a, q, p_out):
+    """The tube's half-width row by row: q on the pilot's own rows a, whose in-sample residuals q came from,
+    and on the others the 1 - p_out quantile of their residuals, which are held-out ones and run larger
+    (q on every row put 68% of compactiv's rows outside against p_out = 40%, and the seed held 4,486 points
+    where the grown fit ends with 2,574)."""
+    out = np.ones(r.shape[0], dtype=bool)
+    out[a] = False
+    t = np.full(r.shape[0], q)
+    t[out] = float(np.quantile(np.abs(r[out]), 1.0 - p_out, method="inverted_cdf"))
+    return t
 
 
 def _outside_of(r, q):
     """(points, slacks) of the residuals r: i where r_i > q, m + i where r_i < -q, in increasing order, and
     each one's |r_i| - q."""
     m = r.shape[0]
+    q = np.broadcast_to(q, r.shape)
     above, below = np.flatnonzero(r > q), np.flatnonzero(r < -q)
-    return np.concatenate([above, m + below]), np.concatenate([r[above] - q, -r[below] - q])
+    return np.concatenate([above, m + below]), np.concatenate([r[above] - q[above], -r[below] - q[below]])
 
 
 def _blas_single_threaded():

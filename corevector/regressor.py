@@ -250,14 +250,16 @@ class CVR(RegressorMixin, CoreVectorBase):
     #: where the pilot leaves at least this fraction outside the tube, the core set starts from the points it
     #: predicts outside (refimpl.meb.fit_meb's ``initial``): growing ~0.8 m core vectors from the initial pair
     #: took 531 solves on wine quality white (3,918 points; 1.1 s CPU), the started loop 0.37 s (abalone 0.57 ->
-    #: 0.25 s; the same R^2).  Below it the started loop was slower (Friedman #1 at p = 0.3: 0.23 -> 0.87 s)
-    SEED_MIN_OUTSIDE = 0.5
+    #: 0.25 s; the same R^2).  At 0.35 the panel's sets at p = 0.4 start seeded too (fold medians: compactiv
+    #: 0.54 -> 0.42 s, Friedman #1 and CCPP -8% and -19%, grid stability +5%; R^2 within 0.002), and Friedman #1
+    #: at 3 * 10^4 points (p = 0.33) does not: seeded there, RMSE rose 1.044 -> 1.049 (10 draws; LIBSVM 1.060 on
+    #: draw 0, seeded 1.072) for 25% less time
+    SEED_MIN_OUTSIDE = 0.35
     #: ... and below SEED_ALL_BELOW points it always does, with the dense loop (corevector.engine_policy): grown
     #: from the pair, the narrow loop's 45-99 iterations of a few core vectors each were most of a small set's
     #: fit.  Chosen on laser, concrete, treasury and wizmir (fold medians 52-69 -> 29-39 ms, R^2 within 0.001),
     #: confirmed on airfoil, wine quality red, the sin data and diabetes (68 -> 31, 52 -> 43, 58 -> 32, 14 -> 9 ms;
-    #: R^2 within 0.002).  From 2,048 points the loop is wide anyway, and a seed at p < SEED_MIN_OUTSIDE starts it
-    #: from more core vectors than it ends with (Friedman #1, 10,000 points: 0.46 -> 0.73 s)
+    #: R^2 within 0.002).  From 2,048 points the loop is wide anyway
     SEED_ALL_BELOW = 2048
     #: under C='auto' the count bound TUBE_MAX_OUTSIDE grows to AUTO_NOISY_MAX_OUTSIDE e times it on noisy targets
     #: (e the pilot's relative hold-out error): CASP's 36,584 training rows (e ~ 0.69) at the plain bound (p =

@@ -197,3 +197,39 @@ def test_the_settings_the_automatic_fit_reports_give_back_its_problem(monkeypatc
     # given C alone, the fit takes gamma='scale' and the plain cap: another problem
     plain = CVR(C=auto.C_, mu=auto.mu_, random_state=0).fit(X, y)
     assert plain.hybrid_cap_ == plain.hybrid_cap
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(20, 400), n_a=st.integers(0, 19), p=st.floats(0.05, 0.95), ties=st.booleans(),
+       seed=st.integers(0, 10**6))
+def test_the_seed_thresholds_put_a_fraction_p_of_the_held_out_rows_outside(m, n_a, p, ties, seed):
+    """_thresholds: q on the pilot's own rows, and on the others a half-width t that leaves at most a fraction
+    p of them outside (|r| > t), and fewer only by the rows tied at t."""
+    rng = np.random.default_rng(seed)
+    r = rng.standard_normal(m) * 2.0
+    if ties:
+        r = np.round(r, 1)
+    a = rng.choice(m, n_a, replace=False)
+    t = cvr_pilot._thresholds(r, a, 0.3, p)
+    np.testing.assert_array_equal(t[a], 0.3)
+    rest = np.setdiff1d(np.arange(m), a)
+    outside = np.abs(r[rest]) > t[rest]
+    at = np.abs(r[rest]) == t[rest]
+    assert outside.sum() <= p * rest.size + 1e-9
+    assert outside.sum() + at.sum() >= p * rest.size - 1 - 1e-9
+    points, slack = cvr_pilot._outside_of(r, t)
+    np.testing.assert_array_equal(np.sort(points % m), np.flatnonzero(np.abs(r) > t))
+    assert np.all(slack > 0)
+
+
+def test_the_seed_holds_about_a_fraction_p_of_the_points():
+    """The pilot's seed, on a noisy target where it starts the loop: about p m points (its own rows at its
+    in-sample q, the held-out ones at their own quantile), near the loop's final core set -- not the 0.75 m
+    (1.9 p m, 2.1 times the final core set) that the in-sample q put outside on the held-out rows."""
+    from sklearn.datasets import make_friedman1
+    X, y = make_friedman1(6000, noise=1.0, random_state=0)
+    fit = CVR(random_state=0).fit(X, y)
+    p, n0 = fit._pilot_info["p"], fit._pilot_info["n_initial"]
+    assert p >= CVR.SEED_MIN_OUTSIDE
+    assert abs(n0 - p * len(X)) <= 0.03 * len(X)
+    assert n0 <= 1.35 * len(fit.support_)
