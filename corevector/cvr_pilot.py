@@ -266,13 +266,12 @@ def _predicted_outside(spec, X, yn, a, b, fit, q, p_out, block=4096):
     r = np.empty(m)
     r[a], r[b] = r_a, r_b
     rest = np.setdiff1d(np.arange(m), np.concatenate([a, b]), assume_unique=True)
-    if not rest.size:  # (the two-way split: every row's residual is in hand, nothing to read)
-        return _outside_of(r, _thresholds(r, a, q, p_out))
-    Xa = None if sp.issparse(X) else _dense_rows(X, a, a[:0])[0]
-    for s in range(0, rest.size, block):
-        rows = rest[s:s + block]
-        Xs, Xa_s = _dense_rows(X, rows, a) if Xa is None else (_dense_rows(X, rows, rows[:0])[0], Xa)
-        r[rows] = yn[rows] - (kernel_block(spec, Xs, Xa_s) + 1.0) @ beta
+    if rest.size:  # (none under the two-way split: every row's residual is in hand, nothing to read)
+        Xa = None if sp.issparse(X) else _dense_rows(X, a, a[:0])[0]
+        for s in range(0, rest.size, block):
+            rows = rest[s:s + block]
+            Xs, Xa_s = _dense_rows(X, rows, a) if Xa is None else (_dense_rows(X, rows, rows[:0])[0], Xa)
+            r[rows] = yn[rows] - (kernel_block(spec, Xs, Xa_s) + 1.0) @ beta
     return _outside_of(r, _thresholds(r, a, q, p_out))
 
 
