@@ -1151,7 +1151,7 @@ def test_cvrs_defaults_in_help_and_docs_are_the_codes():
     assert (f"cvr auto: {CVR.AUTO_C_FACTOR:g} times the C of least hold-out error of a kernel ridge pilot on "
             f"{CVR.AUTO_PILOT_SIZE} points, at most {CVR.AUTO_C_MAX:g}") in text  # --C
     auto = (f"cvr auto: the tube set from the residuals of that kernel ridge pilot, leaving about a fraction "
-            f"min(max(min({CVR.AUTO_TUBE_OUTSIDE:g}, max({CVR.AUTO_TUBE_CLEAN:g}, {CVR.AUTO_TUBE_CLEAN_SLOPE:g} e)), "
+            f"min(max(min({CVR.AUTO_TUBE_OUTSIDE:g}, max({CVR.AUTO_TUBE_CLEAN:g}, {CVR.AUTO_TUBE_CLEAN_SLOPE:g} e_b)), "
             f"{CVR.AUTO_TUBE_NOISE:g} e, {CVR.AUTO_TUBE_CP:g}/C), "
             f"{CVR.AUTO_TUBE_NOISY:g}, {CVR.TUBE_MAX_OUTSIDE:g} max(1, {CVR.AUTO_NOISY_MAX_OUTSIDE:g} e)/m)")
     assert auto in text
@@ -1167,7 +1167,7 @@ def test_cvrs_defaults_in_help_and_docs_are_the_codes():
         assert stated and ast.literal_eval(stated.group(1)) == params[k], k
     assert (f"min({CVR.AUTO_C_FACTOR:g} C_pilot, {CVR.AUTO_C_MAX:g})" in row
             and f"p = min(max(min({CVR.AUTO_TUBE_OUTSIDE:g}, max({CVR.AUTO_TUBE_CLEAN:g}, "
-                f"{CVR.AUTO_TUBE_CLEAN_SLOPE:g} e)), {CVR.AUTO_TUBE_NOISE:g} e, {CVR.AUTO_TUBE_CP:g}/C), "
+                f"{CVR.AUTO_TUBE_CLEAN_SLOPE:g} e_b)), {CVR.AUTO_TUBE_NOISE:g} e, {CVR.AUTO_TUBE_CP:g}/C), "
                 f"{CVR.AUTO_TUBE_NOISY:g}, {CVR.TUBE_MAX_OUTSIDE:,.0f} max(1, {CVR.AUTO_NOISY_MAX_OUTSIDE:g} e)/m)" in row)
     for page in ("defaults.md", "design.md", "guide.md"):
         text = (REPO / "docs" / page).read_text()
