@@ -247,7 +247,7 @@ class CVR(RegressorMixin, CoreVectorBase):
     AUTO_TUBE_CLEAN = 0.1
     AUTO_TUBE_CLEAN_SLOPE = 5.0
     #: ... e in that floor being the error of the residuals' bulk: e times the share of the held-out mean square
-    #: below the (1 - AUTO_TUBE_TRIM) quantile of |r|, over a Gaussian's share (cvr_pilot._bulk_share). A few
+    #: below the (1 - AUTO_TUBE_TRIM) quantile of ``|r|``, over a Gaussian's share (cvr_pilot._bulk_share). A few
     #: large misses do not say the targets are noisy: compactiv's pilot (e 0.12-0.26, held-out kurtosis 23-32)
     #: ends with a fit of relative error 0.05, and its floor goes from 0.4 to 0.2-0.33.  Shares down to
     #: AUTO_TUBE_TRIM_GAUSSIAN of a Gaussian's count as Gaussian: a misfit's residuals have slightly heavier tails
