@@ -525,14 +525,18 @@ class CVR(RegressorMixin, CoreVectorBase):
     def _fit_tube(self, X, yn, weights, mu, M, top):
         """mu='auto': fits from this mu until the tube has a width 0 <= epsbar <= MU_RATIO_MAX mu, at most
         MU_REFITS refits, mu kept between the largest mu known too small (a tube holding nearly every point)
-        and the smallest known too large (epsbar < 0).  The last fit of positive tube width is kept."""
+        and the smallest known too large (epsbar < 0).  The last fit of positive tube width is kept, and only
+        its engine's warnings are issued: the others describe models the estimator does not keep (a stop='radius'
+        fit refitted four times gave the same slack warning five times)."""
         too_small, too_large, kept = 0.0, np.inf, None
         for refit in range(self.MU_REFITS + 1):
-            C, mu, fit = self._fit_once(X, yn, weights, mu, M, top)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                C, mu, fit = self._fit_once(X, yn, weights, mu, M, top)
             self.n_mu_refits_ = refit
             ebar = fit[2].epsilon_bar
             if ebar >= 0:
-                kept = (C, mu, fit, refit)
+                kept = (C, mu, fit, refit, caught)
                 if self.mu == "auto" and fit[2].support.size >= min(self.MIN_SUPPORT, X.shape[0]):
                     break
                 if self.mu == "ratio" and ebar <= self.MU_RATIO_MAX * mu:
@@ -548,7 +552,9 @@ class CVR(RegressorMixin, CoreVectorBase):
                 mu = max(self.MU_DEGENERATE_FRACTION * err, np.sqrt(mu * too_small) if too_small else mu / 64)
                 mu = min(mu, too_large / 1.25)
         if kept is not None and fit[2].epsilon_bar < 0:
-            C, mu, fit, self.n_mu_refits_ = kept
+            C, mu, fit, self.n_mu_refits_, caught = kept
+        for w in caught:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
         return C, mu, fit
 
     @staticmethod
