@@ -14,10 +14,10 @@
 # 20,000 core vectors, too short for an OpenMP region each; a hand-off between two spinning threads costs
 # well under a microsecond.  A hand-off the master waits long for means the worker's core is taken by
 # another process; after DUO_MAX_STALLS of them, once the waits have cost DUO_WAIT_SHARE of the solve's
-# time (a virtual machine's cores also pause now and then), the solve continues in the master alone, and
-# the next 1, 2, 4, ... solves (doubling while they stall, up to DUO_MAX_BACKOFF) run in one thread before
-# it tries again: a spinning worker on a taken core also takes time from the master (three threads on two
-# cores).
+# time (a virtual machine's cores also pause now and then), the solve continues in the master alone for
+# DUO_RETRY_STEPS steps (doubling at each stalled try) and then on two threads again, and the next 1, 2, 4,
+# ... solves (doubling while they stall, up to DUO_MAX_BACKOFF) run in one thread before it tries again: a
+# spinning worker on a taken core also takes time from the master (three threads on two cores).
 
 cdef extern from "_simd.h":
     void cv_grad_update(double* g, const double* Qi, const double* Qj, const double* alpha, double two_t,
@@ -52,11 +52,17 @@ cdef int DUO_MAX_STALLS = 3
 cdef double DUO_WAIT_SHARE = 0.1
 #: the most solves in one thread between two tries after stalls
 cdef int DUO_MAX_BACKOFF = 64
+#: ... and within a solve that gave its worker up, the steps it makes in one thread before it tries two again
+#: (doubling up to DUO_MAX_RETRY_STEPS): a solve of tens of thousands of steps is seconds long, and a few
+#: stalls early in it sent the rest to one thread (CASP fold 3, idle: the fit's last solve, 87,000 steps,
+#: 6.3 s of 13 s, after three waits of about 10 ms in its first 130 ms)
+cdef Py_ssize_t DUO_RETRY_STEPS = 1024
+cdef Py_ssize_t DUO_MAX_RETRY_STEPS = 65536
 #: when SMO runs on two threads: 0 from DUO_MIN_SIZE core vectors on, 1 always, -1 never (tests set it)
 cdef int DUO_POLICY = 0
 #: what the two-thread solves did, since the module loaded (read by _duo_stats): solves, hand-offs, the
 #: master's waits in ns, stalls, solves that went on in one thread
-cdef long long DUO_SOLVES = 0, DUO_HANDOFFS = 0, DUO_QUITS = 0, DUO_STALLS = 0
+cdef long long DUO_SOLVES = 0, DUO_HANDOFFS = 0, DUO_QUITS = 0, DUO_STALLS = 0, DUO_RETRIES = 0
 cdef double DUO_WAIT_NS = 0.0
 
 cdef enum:
@@ -68,8 +74,9 @@ cdef enum:
 
 
 def _duo_stats():
-    """(solves, hand-offs, the master's waits in s, stalls, solves ended in one thread) of the two-thread SMO."""
-    return DUO_SOLVES, DUO_HANDOFFS, DUO_WAIT_NS * 1e-9, DUO_STALLS, DUO_QUITS
+    """(solves, hand-offs, the master's waits in s, stalls, times a solve gave its worker up, times it took two
+    threads again) of the two-thread SMO."""
+    return DUO_SOLVES, DUO_HANDOFFS, DUO_WAIT_NS * 1e-9, DUO_STALLS, DUO_QUITS, DUO_RETRIES
 
 
 def _set_duo_policy(int policy):
@@ -98,6 +105,16 @@ def _set_duo_stalls(double stall_ns, int max_stalls):
     old = (DUO_STALL_NS, DUO_MAX_STALLS)
     DUO_STALL_NS = stall_ns
     DUO_MAX_STALLS = max_stalls
+    return old
+
+
+def _set_duo_retry(Py_ssize_t steps, Py_ssize_t max_steps):
+    """Set the steps a solve makes in one thread after giving its worker up before it tries two again (and
+    their cap); returns the old pair (tests make a short solve retry)."""
+    global DUO_RETRY_STEPS, DUO_MAX_RETRY_STEPS
+    old = (DUO_RETRY_STEPS, DUO_MAX_RETRY_STEPS)
+    DUO_RETRY_STEPS = max(steps, 1)
+    DUO_MAX_RETRY_STEPS = max(max_steps, DUO_RETRY_STEPS)
     return old
 
 
@@ -329,26 +346,43 @@ cdef Py_ssize_t smo_solve(FastMEBOps ops, double tol, Py_ssize_t max_steps) noex
         first = smo_steps(ops, tol, min(DUO_START_STEPS, max_steps), NULL)
         if first < DUO_START_STEPS or first >= max_steps:
             return first
-    global DUO_SOLVES
+    global DUO_SOLVES, DUO_RETRIES
     DUO_SOLVES += 1
-    memset(dp, 0, sizeof(_Duo))
-    dp.size = ops.size
-    dp.mid = (ops.size // 2) & ~7
-    dp.t0 = cv_duo_now_ns()
-    with cython.parallel.parallel(num_threads=2):
-        tid = cython.parallel.threadid()
-        if tid == 0:
-            dp.active = omp_get_num_threads() >= 2
-            dp.steps = smo_steps(ops, tol, max_steps - first, dp)
-            duo_quit(dp)
-        elif tid == 1:     # (num_threads=2: there is no other; a second worker would take the same tasks)
-            duo_work(ops, dp)
+    cdef Py_ssize_t done = first, alone, retry = DUO_RETRY_STEPS
+    while True:
+        memset(dp, 0, sizeof(_Duo))
+        dp.size = ops.size
+        dp.mid = (ops.size // 2) & ~7
+        dp.t0 = cv_duo_now_ns()
+        with cython.parallel.parallel(num_threads=2):
+            tid = cython.parallel.threadid()
+            if tid == 0:
+                dp.active = omp_get_num_threads() >= 2
+                dp.steps = smo_steps(ops, tol, max_steps - done, dp)
+                duo_quit(dp)
+            elif tid == 1:     # (num_threads=2: there is no other; a second worker would take the same tasks)
+                duo_work(ops, dp)
+        if dp.steps < 0:
+            return dp.steps
+        done += dp.steps
+        if not dp.gave_up or done >= max_steps:
+            break
+        # the worker given up (smo_steps returned at the end of that step): retry steps in one thread, then
+        # two again, from the same gradient -- the steps of one run, as after the first steps above
+        alone = smo_steps(ops, tol, min(retry, max_steps - done), NULL)
+        if alone < 0:
+            return alone
+        done += alone
+        if alone < retry or done >= max_steps:
+            break
+        retry = min(2 * retry, DUO_MAX_RETRY_STEPS)
+        DUO_RETRIES += 1
     if dp.gave_up:
         ops.duo_skip = max(ops.duo_backoff, 1)
         ops.duo_backoff = min(2 * ops.duo_skip, DUO_MAX_BACKOFF)
     else:
         ops.duo_backoff = 1
-    return dp.steps if dp.steps < 0 else first + dp.steps
+    return done
 
 
 cdef Py_ssize_t smo_steps(FastMEBOps ops, double tol, Py_ssize_t max_steps, _Duo* duo) noexcept nogil:
@@ -394,3 +428,5 @@ cdef Py_ssize_t smo_steps(FastMEBOps ops, double tol, Py_ssize_t max_steps, _Duo
             return -2
         duo_update(ops, duo, Qi, Qj, 2.0 * tstep, &gmin, &gmax, &gabs)
         steps += 1
+        if duo != NULL and duo.gave_up:  # (smo_solve goes on in one thread, and tries two again)
+            return steps

@@ -80,6 +80,27 @@ def test_two_threads_make_the_one_thread_steps(duo_policy, kind, kernel, d, cach
     np.testing.assert_array_equal(g3, g1)
 
 
+@pytest.mark.parametrize("retry", [1, 7, 64])
+def test_a_solve_that_gave_its_worker_up_tries_two_threads_again(duo_policy, retry):
+    """After the stalls that end its second thread, a solve goes on alone for ``retry`` steps (doubling) and
+    then on two threads again: it does take them again, and the steps and the model are the one-thread
+    solve's."""
+    P = _problem("cvr", KernelSpec("rbf", gamma=0.3), 400, 3, seed=4)
+    a1, g1, s1 = _solve(P, -1, 64 * 2**20)
+    old = E._set_duo_retry(retry, 4 * retry)
+    try:
+        before = E._duo_stats()
+        a2, g2, s2 = _solve(P, 1, 64 * 2**20, stall=(-1.0, 3))  # (every hand-off stalls: give up after 3)
+        after = E._duo_stats()
+    finally:
+        E._set_duo_retry(*old)
+    quits, retries = after[4] - before[4], after[5] - before[5]
+    assert retries > 0 and quits >= retries  # it tried again, and (every hand-off stalling) gave up again
+    assert s2 == s1
+    np.testing.assert_array_equal(a2, a1)
+    np.testing.assert_array_equal(g2, g1)
+
+
 @pytest.mark.parametrize("start", [1, 5, 40])
 def test_the_default_policy_hands_over_after_its_first_steps(duo_policy, start):
     """Policy 0 makes a solve's first steps in one thread and the rest on two: the steps of one run."""
