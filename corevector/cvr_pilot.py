@@ -18,8 +18,8 @@ TUBE_MAX_OUTSIDE / M)`` from held-out residuals).  Under ``C='auto'`` p follows 
 ``p = min(max(f, AUTO_TUBE_NOISE e, AUTO_TUBE_CP / C), AUTO_TUBE_NOISY, TUBE_MAX_OUTSIDE
 max(1, AUTO_NOISY_MAX_OUTSIDE e) / M)`` with e the hold-out error relative to the targets' variance and the
 floor ``f = min(AUTO_TUBE_OUTSIDE, max(AUTO_TUBE_CLEAN, AUTO_TUBE_CLEAN_SLOPE e_b))``, e_b the error of the
-residuals' bulk (:func:`_bulk_share`; e where they are near Gaussian, less where a few large misses hold most
-of the mean square): nearly noiseless
+held-out residuals' bulk (:func:`_bulk_share`; e where they are near Gaussian, less where a few large misses
+hold most of the mean square and the pilot's in-sample residuals lack that tail): nearly noiseless
 targets fit well in a wide tube (their pilot's residuals are mostly its own misfit), while a squared loss
 on noisy targets needs most points in it (wine quality, e ~ 0.65: R^2 0.357 at p = 0.8 against 0.321 at
 p = 0.2), and their support grows with m.  The constants live on
@@ -249,7 +249,8 @@ def auto_C_and_tube(est, X, yn, weights, M, seed):
     max_outside = est.TUBE_MAX_OUTSIDE * max(1.0, est.AUTO_NOISY_MAX_OUTSIDE * e_rel)
     mu, p, q, nu_scale = _tube(r_in, w_in, p_free, M, max_outside)
     info = dict(n_fit=len(a), n_out=len(b), two_way=two_way, C_pilot=float(grid[best]),
-                n_eval=sum(len(t[2]) for t in picks), r2_pilot=1.0 - e_rel, e_bulk=e_bulk, p=p, q=q, mu=mu, nu_scale=nu_scale,
+                n_eval=sum(len(t[2]) for t in picks), r2_pilot=1.0 - e_rel, e_bulk=e_bulk, p=p, q=q, mu=mu,
+                nu_scale=nu_scale,
                 gamma=float(spec.gamma), r2_pilot_widths=[1.0 - t[0] / var if var > 0 else 0.0 for t in picks])
     initial = weights = None
     # (one pass over the rows, wherever they are: the same start for every layout)

@@ -216,7 +216,8 @@ def _cvr_auto_mu():
             f"{CVR.AUTO_TUBE_NOISY:g}, {CVR.TUBE_MAX_OUTSIDE:g} max(1, {CVR.AUTO_NOISY_MAX_OUTSIDE:g} e)/m) of the "
             f"points outside it (e: the pilot's "
             f"relative hold-out error, e_b: that of its residuals' bulk, less than e where the largest fraction "
-            f"{CVR.AUTO_TUBE_TRIM:g} of them holds more of the mean square than a Gaussian tail would); with a given C, min(max({CVR.TUBE_OUTSIDE:g}, {CVR.TUBE_CP:g}/C), "
+            f"{CVR.AUTO_TUBE_TRIM:g} of them holds more of the mean square than a Gaussian tail would); with a "
+            f"given C, min(max({CVR.TUBE_OUTSIDE:g}, {CVR.TUBE_CP:g}/C), "
             f"{CVR.TUBE_MAX_OUTSIDE:g}/m) from a pilot of that C on {CVR.PILOT_SIZE} points")
 
 
