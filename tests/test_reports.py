@@ -207,6 +207,10 @@ def test_regression_marks_count_only_the_peers_that_fit_as_well():
     assert set_marks(dict(small, wall_cvr=0.06))["cvr_time_ok"] is False
     assert set_marks(dict(row, n=6_000, wall_cvr=5.01))["cvr_time_ok"] is False  # from 5,000 rows: 0.5x
     assert set_marks(dict(row, r2_svr=float("nan")))["cvr_r2_ok"] is None
+    # over all folds, against the same peer: a ratio beside the marks, nan where the folds were not timed
+    assert np.isnan(marks["cvr_over_fastest_5fold"])
+    five = set_marks(dict(row, wall5_cvr=6.0, wall5_sklearnex=8.0, wall5_thundersvm=1.0))
+    assert five["fastest_peer"] == "sklearnex" and np.isclose(five["cvr_over_fastest_5fold"], 0.75)
 
 
 def test_loosli_canu_experiment(tiny_report):
