@@ -425,7 +425,12 @@ class CoreVectorBase(BaseEstimator):
             n_confirm=self.n_confirm, solver=self.solver, stop=self.stop, certify=self.certify,
             cache_size=int(self.cache_size * 2**20), verbose=self.verbose, hybrid_nu=self._hybrid_nu(),
             label=label or f"{type(self).__name__} ({self.impl})", stall_hint=self._stall_hint(), initial=initial,
-            initial_weights=initial_weights)
+            initial_weights=initial_weights, settle=self._settle(problem))
+
+    def _settle(self, problem):
+        """Whether the loop on ``problem`` also stops once its decisions settle (refimpl.driver.Settle): the
+        classifier's ``settle`` decides; off elsewhere."""
+        return False
 
     def _stall_hint(self):
         """What the user can change when the core-set loop stalls at float64's resolution (refimpl.driver.Stall):
@@ -474,7 +479,7 @@ class CoreVectorBase(BaseEstimator):
     def _diagnostics(result):
         return dict(core_set=result.core_set, n_iter=result.n_iter,
                     radius=float(np.sqrt(max(result.radius2, 0.0))), certified_ratio=result.certified_ratio,
-                    history=result.history, converged=result.converged,
+                    history=result.history, converged=result.converged, settled=getattr(result, "settled", False),
                     kernel_evaluations=result.kernel_evaluations, kkt_gap=result.kkt_gap,
                     margin_scale=result.margin_scale)
 

@@ -70,6 +70,9 @@ class MEBResult:
     kkt_gap : (max_{alpha_t > 0} g_t - min_z g_z) / (2 S) over all n points (nan if not certified):
         LIBSVM's maximal-violating-pair gap in the units of its own tolerance (see ``STOPS``).
     stop : the rule that ended the loop.
+    settled : the settle rule ended the loop (``refimpl.driver.Settle``): more core vectors no longer changed
+        the decisions on its probe; ``converged`` is then False and ``certified_ratio`` reports what was reached.
+    settle_checks : the settle rule's checks, (core-set size, probe points that changed side; -1 at the first).
     """
 
     core_set: np.ndarray
@@ -85,6 +88,8 @@ class MEBResult:
     margin_scale: float = float("nan")
     kkt_gap: float = float("nan")
     stop: str = "radius"
+    settled: bool = False
+    settle_checks: list = field(default_factory=list)
 
 
 #: the inner solvers of the core-set QP: 'smo' the paper's (001 Sec. 4.1.4, warm-started SMO), 'active_set' the
@@ -295,7 +300,7 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
             random_state=None, cache_size=200 * 2**20, certify=True, verbose=False,
             n_confirm=0, solver="smo", stop="radius", label=None, ops_class=MEBOps,
             hybrid_nu=HYBRID_NU, stall_hint="", batch=False, wide=False, prune=False, dense=False,
-            initial=None, initial_weights=None) -> MEBResult:
+            initial=None, initial_weights=None, settle=False) -> MEBResult:
     """Approximate the MEB of the augmented points of ``problem`` to within (1+eps) (001 Sec. 4).
 
     Parameters
@@ -335,8 +340,12 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
         initial pair, before the first solve (``refimpl.driver.run_core_set_loop``).
     initial_weights : sequence of float or None -- (beyond the paper) with ``initial``, the weights the first
         solve starts from (``refimpl.driver.run_core_set_loop``); None: from the initial pair's.
+    settle : bool -- (beyond the paper; with sampling) also stop once more core vectors no longer change the
+        decisions on a probe sample (``refimpl.driver.Settle``); ``settled`` says whether it ended the loop.
     """
     n = problem.n
+    if not isinstance(settle, (bool, np.bool_)):
+        raise TypeError(f"settle must be True or False, got {settle!r}")
     validate_engine_params(eps, sample_size, max_iter, tol, n, n_confirm, solver, stop, hybrid_nu)
     ops = ops_class(problem, int(cache_size))
     out = run_core_set_loop(ops, float(eps), stop=stop, sample_size=sample_size, n_confirm=n_confirm,
@@ -344,7 +353,8 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
                             verbose=verbose, label=label or f"MEB ({ops_class.__name__})",
                             batch=bool(batch), method_for=solver if callable(solver) else (lambda ops: solver),
                             hybrid_nu=float(hybrid_nu), wide=bool(wide), stall_hint=stall_hint, prune=bool(prune),
-                            dense=bool(dense), initial=initial, initial_weights=initial_weights)
+                            dense=bool(dense), initial=initial, initial_weights=initial_weights,
+                            settle=bool(settle))
     if out.last_capped:
         # Intermediate QPs stopped by the bound are harmless (the next one warm-starts from them); the
         # final one defines the model, so its inexactness is worth a warning.
@@ -358,4 +368,5 @@ def fit_meb(problem: MEBProblem, eps: float, *, sample_size=59, max_iter=10_000,
                      certified_ratio=out.r_cert2 / ball.R2 if ball.R2 > 0 else float("nan"),
                      n_iter=out.n_iter, converged=out.converged, history=out.history,
                      kernel_evaluations=int(ops.n_eval), margin_scale=ball.S,
-                     kkt_gap=kkt_gap(ball, out.r_cert2), stop=stop)
+                     kkt_gap=kkt_gap(ball, out.r_cert2), stop=stop, settled=out.settled,
+                     settle_checks=out.settle_checks)

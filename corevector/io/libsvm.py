@@ -438,6 +438,7 @@ def _no_diagnostics(est, n_pairs=None):
         est.radius_ = est.certified_ratio_ = est.kkt_gap_ = z + nan if n_pairs > 1 else nan
         est.history_ = [{} for _ in range(n_pairs)] if n_pairs > 1 else {}
         est.converged_ = np.ones(n_pairs, dtype=bool) if n_pairs > 1 else True
+        est.settled_ = np.zeros(n_pairs, dtype=bool) if n_pairs > 1 else False
         est.kernel_evaluations_ = np.zeros(n_pairs, dtype=np.int64) if n_pairs > 1 else 0
 
 
