@@ -175,7 +175,8 @@ def run_one(kind, m, path, workers=WORKERS, params=None, scan_rows=SCAN_ROWS["fu
                load=load, rss_growth_mb=growth / 2**20, engine_mb=engine, data_held_mb=growth / 2**20 - engine,
                x_mb=m * 784 * 4 / 2**20,
                worker_peak_mb=max((v[1] for v in w1.values()), default=0) / 2**20,
-               core_set=int(est.core_set_.size), n_iter=int(est.n_iter_), accuracy=float(est.score(Xt, yt)),
+               core_set=int(est.core_set_.size), n_iter=int(est.n_iter_), settled=bool(np.all(est.settled_)),
+               accuracy=float(est.score(Xt, yt)),
                certified_ratio=float(est.certified_ratio_), scan_evals_per_s=n_scan * len(est.support_) / scan,
                peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, params=json.dumps(params))
     if client is not None:
