@@ -479,13 +479,12 @@ class _CoreSetLoop:
 #: predicted class) is read on a probe of SETTLE_PROBE points drawn once from the loop's stream; the loop
 #: stops when at most SETTLE_CHANGED of them changed side since the last check.  The certificate's full scan
 #: then reports the ratio reached (it may exceed (1+eps)^2: the points left out are misclassified training
-#: points the exact L2-SVM would weight).  A check also waits until the loop has made SETTLE_WORK times its
-#: own kernel evaluations (the probe against the core set) since the last: where violators are plentiful the
-#: core set grows cheaply and the checks would dominate (the loop's work counted as candidates scanned times the
-#: core set's size, the same in every implementation) (two overlapping Gaussians, 2·10^5 points, about
-#: 33,000 core vectors: +4% to +45% wall with a check at every 15%, and the rule never fired: their decisions
-#: keep moving with the boundary's noise), while on the rare violators of a large wide fit the loop's scans
-#: outweigh the probe many times over.
+#: points the exact L2-SVM would weight).  A check also waits until the loop's work since the last (candidates
+#: scanned times the core set's size, counted the same in every implementation) is SETTLE_WORK times the
+#: check's own (the probe against the core set): where violators are plentiful the core set grows cheaply and
+#: the checks would dominate (two overlapping Gaussians, 2·10^5 points, about 33,000 core vectors: +4% to +45%
+#: wall with a check at every 15%, and the rule never fired: their decisions keep moving with the boundary's
+#: noise), while on the rare violators of a large wide fit the loop's scans outweigh the probe many times over.
 SETTLE_PROBE = 16384
 SETTLE_FIRST = 1000
 SETTLE_GROWTH = 1.15
@@ -504,10 +503,30 @@ class Settle:
         self.done = 0      # the loop's work at the end of the last check
         self.checks = []   # (core-set size, probe points that changed side; -1 at the first check)
 
+    @classmethod
+    def begin(cls, loop, n):
+        """The rule of a fit over n points: the probe comes from the loop's own stream, drawn only when the
+        rule is on (a fit without it makes the draws it always made), so that chunked numerics read it ahead
+        with the other draws; they keep its rows for the fit (``hold``)."""
+        rule = cls(loop.rng, n)
+        if hasattr(loop.ops, "hold"):
+            loop.ops.hold(rule.probe)
+        return rule
+
     def due(self, n_core: int, work: int) -> bool:
         """A check is due once the core set has grown by ``growth`` and the loop's work (candidates scanned
         times the core set's size) since the last check is ``work`` times the check's own."""
         return n_core >= self.next and work - self.done >= self.work * len(self.probe) * n_core
+
+    def check(self, loop) -> bool:
+        """After an iteration of ``loop``: if a check is due, finish the core-set QP (an unfinished one's
+        decisions move by ~1%), read the probe's sides and return whether they settled."""
+        ops = loop.ops
+        if not self.due(ops.n_core(), loop.work):
+            return False
+        loop.solve(loop.final_tol(ops.ball()))
+        loop.count(self.probe)
+        return self.settled(ops.n_core(), ops.scan(self.probe, 0, np.inf), ops.ball(), loop.work)
 
     def settled(self, n_core: int, scan: Scan, ball: Ball, work: int = 0) -> bool:
         """Record the probe's sides at this ball (``work``: the loop's, the check's included); True when at most
@@ -519,7 +538,6 @@ class Settle:
         self.last = side
         self.checks.append((n_core, moved))
         return 0 <= moved <= self.changed * len(self.probe)
-
 
 
 # --- pruning ----------------------------------------------------------------------------------------
@@ -604,12 +622,7 @@ def run_core_set_loop(ops, eps, *, stop="radius", sample_size=59, n_confirm=0, m
                         dense and sample_size is not None)
     z_a, z_b = initial_pair(ops.init_problem, loop.rng, sample_size, ops.furthest_from)   # step 1
     ops.start(z_a, z_b)
-    # the probe comes from the loop's own stream, drawn only when the rule is on (a fit without it makes
-    # the draws it always made), so that chunked numerics read it ahead with the other draws; they keep its
-    # rows for the fit (``hold``)
-    probe = Settle(loop.rng, n) if settle and sample_size is not None else None
-    if probe is not None and hasattr(ops, "hold"):
-        ops.hold(probe.probe)
+    probe = Settle.begin(loop, n) if settle and sample_size is not None else None
     if initial is not None and len(initial):
         new = [int(z) for z in dict.fromkeys(np.asarray(initial, dtype=np.int64).tolist()) if not ops.in_core(z)]
         # the core set after the addition: the initial pair, then the new points in order
@@ -651,13 +664,9 @@ def run_core_set_loop(ops, eps, *, stop="radius", sample_size=59, n_confirm=0, m
             break
         loop.update(ball, scan, idx, thr)                                                 # steps 3-4
         n_iter += 1
-        if probe is not None and probe.due(ops.n_core(), loop.work):
-            loop.solve(loop.final_tol(ops.ball()))  # (decisions of a finished QP: an early one's move by ~1%)
-            loop.count(probe.probe)
-            sides = ops.scan(probe.probe, 0, np.inf)
-            if probe.settled(ops.n_core(), sides, ops.ball(), loop.work):
-                settled = True
-                break
+        if probe is not None and probe.check(loop):
+            settled = True
+            break
     ball = ops.ball()
     progress.close(n_iter, ops.n_core(), ball.R2)
     if certify and last_scan is None:

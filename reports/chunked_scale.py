@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 
 from . import style
+from .chunked import medians_of
 from .chunked_wide import TIMEOUT, store
 from .common import Context, ExperimentResult, experiment, to_markdown
 
@@ -32,7 +33,6 @@ COLUMNS = ["rule", "input", "m", "fit_time", "fit_cpu_time", "load", "core_set",
 
 
 def _one(kind, m, path, params, timeout):
-    from .chunked import medians_of
     return medians_of("reports.chunked_wide", (path, "--scan-rows", 1000, "--params", json.dumps(params)), kind, m,
                       timeout, 1, ())
 

@@ -452,22 +452,27 @@ class ChunkedMEBOps:
         core set.  The pruned vectors' rows stay pinned here (a vector that violates again finds its row)."""
         return self.local.prune(d2_below, min_count) if hasattr(self.local, "prune") else 0
 
+    #: slots pinned only for the settle rule's probe (``hold``); none unless the rule is on
+    _held = np.zeros(0, dtype=np.int64)
+
+    def _slots(self, lz):
+        """The slots of local indices lz (a mirrored input's two halves share one)."""
+        lz = np.asarray(lz, dtype=np.int64)
+        return lz - self.cap * (lz >= self.cap) if self.mirror else lz
+
     def hold(self, zs):
         """Keep the rows of the augmented points zs for the rest of the fit: the settle rule's probe
         (``refimpl.driver.Settle``), scanned at every check; they were drawn from the stream, so a window holds
         them now, and pinned they outlive it."""
         before = self.pinned.copy()
-        lz = self._local(zs, pin=True)
-        qs = np.unique(lz - self.cap * (lz >= self.cap) if self.mirror else lz)
-        self._held = np.union1d(getattr(self, "_held", np.zeros(0, dtype=np.int64)), qs[~before[qs]])
+        qs = np.unique(self._slots(self._local(zs, pin=True)))
+        self._held = np.union1d(self._held, qs[~before[qs]])
 
     def core_rows(self):
         """(the view's row indices, float64 values) of the core vectors' inputs, as held here."""
         qs = np.flatnonzero(self.pinned)
-        if getattr(self, "_held", None) is not None:  # a probe's row is a core vector's only if it joined the core set
-            core = np.asarray(self.local.core_set(), dtype=np.int64)
-            core = core - self.cap * (core >= self.cap) if self.mirror else core
-            qs = qs[~np.isin(qs, self._held) | np.isin(qs, core)]
+        if self._held.size:  # a probe's row is a core vector's only if it joined the core set
+            qs = qs[~np.isin(qs, self._held) | np.isin(qs, self._slots(self.local.core_set()))]
         return self.row_of[qs].copy(), self.buf[qs].copy()
 
     def in_core(self, z):
