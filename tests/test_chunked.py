@@ -33,6 +33,8 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(local_source, "BLOCK_BYTES", 16 * 1024)
     monkeypatch.setattr(local_source, "MIN_BLOCK_ROWS", 1)
     monkeypatch.setattr(chunked_ops, "WINDOW_START", 256)
+    # (small data fill a buffer with a slot per row: the windows and stashes are what these tests read)
+    monkeypatch.setattr(chunked_ops, "RESIDENT_ROWS", False)
 
 
 def _data(m=3000, seed=0):
@@ -116,11 +118,14 @@ def test_binary_same_fit_and_predictions(stores, kind):
     assert b.score(Xc, y) == a.score(X, y)
 
 
+@pytest.mark.parametrize("resident", [False, True])
 @pytest.mark.parametrize("impl", ["fast", "ref"])
-def test_every_formulation_same_fit(stores, impl):
+def test_every_formulation_same_fit(stores, impl, resident, monkeypatch):
     """One-vs-one pairs (row subsets of the store), the one-class L2-SVM with per-point weights (a varying
     ridge: the generalized CVM's eta), the hard MEB with a polynomial kernel (a non-constant diagonal), and
-    CVR (2m mirrored points, targets in the offsets): the in-memory fit's core set and alpha."""
+    CVR (2m mirrored points, targets in the offsets): the in-memory fit's core set and alpha, from windows of
+    draws read ahead and from a buffer holding every row (``resident``)."""
+    monkeypatch.setattr(chunked_ops, "RESIDENT_ROWS", resident)
     X, y, y3, yr, w = _data()
     Xc = stores["zarr"]
     m = 3000 if impl == "fast" else 800
@@ -150,6 +155,32 @@ def test_every_formulation_same_fit(stores, impl):
                 np.testing.assert_allclose(got, getattr(b, name)(X), rtol=1e-12, atol=1e-12, err_msg=name)
         if args:
             assert np.isclose(b.score(Xc, *args), b.score(X, *args), rtol=1e-12), type(est).__name__
+
+
+@pytest.mark.parametrize("kind", ["zarr", "dask"])
+def test_a_buffer_with_a_slot_per_row_reads_x_once(stores, kind, monkeypatch, tmp_path):
+    """Where the row buffer has a slot for every row (m <= CORE_ROWS + three windows: small data), one pass
+    in order fills it before the first draw: no stash is read, no row is installed twice, and the model is
+    the in-memory one; with a buffer smaller than X the windows of draws read ahead serve the fit."""
+    X, y, *_ = _data()
+    a = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y)
+    monkeypatch.setattr(chunked_ops, "RESIDENT_ROWS", True)
+    del chunked_ops.STATS[:]
+    _same_fit(a, CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(stores[kind], y))
+    st = chunked_ops.STATS[-1]
+    assert st["stash_rounds"] == 0 and st["fetch_rounds"] == 1 and st["extra_fetch_rows"] == 0
+    assert st["fetch_rows"] == len(X) and st["sent_bytes"] == len(X) * X.shape[1] * 4  # (float32 rows)
+    # a buffer smaller than X (CORE_ROWS + three windows of 1,024 rows < 6,000): windows, as before
+    monkeypatch.setattr(chunked_ops, "CORE_ROWS", 100)
+    X, y, *_ = _data(6000)
+    Xc = da.from_array(X.astype(np.float32), chunks=(900, 2)) if kind == "dask" else stores[kind]
+    if kind == "zarr":
+        Xc = zarr.open_array(str(tmp_path / "x.zarr"), mode="w", shape=X.shape, chunks=(700, 2), dtype="f4")
+        Xc[:] = X
+    del chunked_ops.STATS[:]
+    _same_fit(CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y),
+              CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(Xc, y))
+    assert chunked_ops.STATS[-1]["stash_rounds"] >= 1
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

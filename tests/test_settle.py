@@ -107,12 +107,15 @@ def test_settled_fits_are_the_same_in_both_implementations(eager_settle):
     np.testing.assert_allclose(fast.dual_coef_, ref.dual_coef_, rtol=1e-6, atol=1e-9 * np.abs(ref.dual_coef_).max())
 
 
-def test_a_settled_fit_from_a_zarr_store_is_the_in_memory_fit(eager_settle, tmp_path, monkeypatch):
+@pytest.mark.parametrize("resident", [False, True])
+def test_a_settled_fit_from_a_zarr_store_is_the_in_memory_fit(eager_settle, tmp_path, monkeypatch, resident):
     """The probe comes from the loop's stream, so a chunked fit reads it ahead with the other draws; its rows
-    are held for the fit (ChunkedMEBOps.hold) and are not the model's unless they joined the core set."""
+    are held for the fit (ChunkedMEBOps.hold) and are not the model's unless they joined the core set (with
+    every row in the buffer too, ``resident``)."""
     zarr = optional("zarr")
     monkeypatch.setattr(local_source, "BLOCK_BYTES", 16 * 1024)
     monkeypatch.setattr(chunked_ops, "WINDOW_START", 256)
+    monkeypatch.setattr(chunked_ops, "RESIDENT_ROWS", resident)
     X, y = _noisy_boundary(6000)
     X = X.astype(np.float32)
     Z = zarr.open_array(str(tmp_path / "x.zarr"), mode="w", shape=X.shape, chunks=(700, 2), dtype="f4")
