@@ -479,14 +479,16 @@ def test_high_dimensional_fits_are_the_in_memory_fits(tmp_path, kind):
     assert a.n_iter_ > 5 and np.array_equal(a.core_set_, b.core_set_)
 
 
-@pytest.mark.parametrize("chunk_rows, cache_mb, parallel", [(512, 1000, False), (300, 1000, True), (300, 4, False)])
+@pytest.mark.parametrize("chunk_rows, cache_mb, parallel",
+                         [(512, 1000, False), (300, 1000, True), (300, 4, False), (300, 4, True)])
 def test_wide_chunked_scans_run_through_a_block_keyed_by_rows(tmp_path, monkeypatch, chunk_rows, cache_mb, parallel):
     """The chunked fit's sampled scans at d >= 16 run through the kernel block keyed by X's rows: each row's
     value against each core vector is computed at most once in the fit, however often the row is drawn (the
     in-memory block's work; without it every draw paid the whole core set), and the decisions stay the exact
     scan's: the in-memory fit's core set.  Chunks of 512 rows and of 300 (the last one partial, the stashes'
     and windows' rows straddling them); the block's fills in parallel groups; a cache of 3 MB, whose block
-    holds one panel of 128 core vectors and leaves the rest to the exact tail.  (Without the block the scans
+    holds one panel of 128 core vectors and leaves the rest to the exact tail (summed in parallel chunks by
+    the certificate too).  (Without the block the scans
     here paid about 8,900 draws x the core set.)"""
     from fastimpl._engine import _set_block_parallel_min_work
     rng = np.random.default_rng(5)
