@@ -18,6 +18,7 @@ from hypothesis import given, settings, strategies as st
 from corevector import CVDD, CVR, MEB, CVMClassifier
 from corevector import chunked
 from corevector.chunked import dask_source, local_source, ops as chunked_ops, rows as chunked_rows, scans as chunked_scans
+from corevector.chunked import full_scans as chunked_full_scans
 from corevector.numerics import numerics
 from refimpl.datasets import checkerboard
 
@@ -160,16 +161,24 @@ def test_every_formulation_same_fit(stores, impl, resident, monkeypatch):
 @pytest.mark.parametrize("kind", ["zarr", "dask"])
 def test_a_buffer_with_a_slot_per_row_reads_x_once(stores, kind, monkeypatch, tmp_path):
     """Where the row buffer has a slot for every row (m <= CORE_ROWS + three windows: small data), one pass
-    in order fills it before the first draw: no stash is read, no row is installed twice, and the model is
+    in order fills it before the first draw: no stash is read, no row is installed twice, the full scans
+    read the buffer (a zarr store is read twice in all: the validation pass and this one), and the model is
     the in-memory one; with a buffer smaller than X the windows of draws read ahead serve the fit."""
     X, y, *_ = _data()
-    a = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y)
+    a = CVMClassifier(C=1e4, gamma=1.0, sample_size=None, random_state=0).fit(X, y)  # (full scans only)
     monkeypatch.setattr(chunked_ops, "RESIDENT_ROWS", True)
+    reads = []
+    read = local_source.LocalSource.read
+    monkeypatch.setattr(local_source.LocalSource, "read",
+                        lambda self, b: reads.append(not isinstance(self.arr, np.ndarray)) or read(self, b))
     del chunked_ops.STATS[:]
-    _same_fit(a, CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(stores[kind], y))
+    _same_fit(a, CVMClassifier(C=1e4, gamma=1.0, sample_size=None, random_state=0).fit(stores[kind], y))
     st = chunked_ops.STATS[-1]
     assert st["stash_rounds"] == 0 and st["fetch_rounds"] == 1 and st["extra_fetch_rows"] == 0
     assert st["fetch_rows"] == len(X) and st["sent_bytes"] == len(X) * X.shape[1] * 4  # (float32 rows)
+    assert st["scans"] > 3 and reads.count(False) >= st["scans"]  # (the buffer's blocks, a scan each)
+    if kind == "zarr":
+        assert reads.count(True) == 2 * (len(local_source.LocalSource(stores["zarr"]).bounds) - 1)
     # a buffer smaller than X (CORE_ROWS + three windows of 1,024 rows < 6,000): windows, as before
     monkeypatch.setattr(chunked_ops, "CORE_ROWS", 100)
     X, y, *_ = _data(6000)
@@ -672,7 +681,7 @@ def test_screened_block_scans_decide_as_the_exact_ones(tmp_path, monkeypatch):
         out = scan_block(Xb, sh, pb)
         calls.append((np.array(Xb), sh, pb, out))
         return out
-    monkeypatch.setattr(chunked_ops, "scan_block", record)
+    monkeypatch.setattr(chunked_full_scans, "scan_block", record)
     fast = numerics("fast")
     counting = dataclasses.replace(fast, kernel_expansion=lambda *a: exact_rows.append(len(a[3])) or
                                    fast.kernel_expansion(*a))
