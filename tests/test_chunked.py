@@ -160,17 +160,19 @@ def test_every_formulation_same_fit(stores, impl, resident, monkeypatch):
 
 @pytest.mark.parametrize("kind", ["zarr", "dask"])
 def test_a_buffer_with_a_slot_per_row_reads_x_once(stores, kind, monkeypatch, tmp_path):
-    """Where the row buffer has a slot for every row (m <= CORE_ROWS + three windows: small data), one pass
-    in order fills it before the first draw: no stash is read, no row is installed twice, the full scans
+    """Where every row held takes no more than the windows would (small data: the slots and two stashes),
+    one pass in order fills the buffer before the first draw: no stash is read, no row is installed twice, the full scans
     read the buffer (a zarr store is read twice in all: the validation pass and this one), and the model is
-    the in-memory one; with a buffer smaller than X the windows of draws read ahead serve the fit."""
+    the in-memory one (a Dask input: one pass on the workers, the validation); with a buffer smaller than X the
+    windows of draws read ahead serve the fit."""
     X, y, *_ = _data()
     a = CVMClassifier(C=1e4, gamma=1.0, sample_size=None, random_state=0).fit(X, y)  # (full scans only)
     monkeypatch.setattr(chunked_ops, "RESIDENT_ROWS", True)
-    reads = []
-    read = local_source.LocalSource.read
+    reads, passes = [], []
+    read, dmap = local_source.LocalSource.read, dask_source.DaskSource.map
     monkeypatch.setattr(local_source.LocalSource, "read",
                         lambda self, b: reads.append(not isinstance(self.arr, np.ndarray)) or read(self, b))
+    monkeypatch.setattr(dask_source.DaskSource, "map", lambda self, *a, **k: passes.append(k) or dmap(self, *a, **k))
     del chunked_ops.STATS[:]
     _same_fit(a, CVMClassifier(C=1e4, gamma=1.0, sample_size=None, random_state=0).fit(stores[kind], y))
     st = chunked_ops.STATS[-1]
@@ -179,8 +181,13 @@ def test_a_buffer_with_a_slot_per_row_reads_x_once(stores, kind, monkeypatch, tm
     assert st["scans"] > 3 and reads.count(False) >= st["scans"]  # (the buffer's blocks, a scan each)
     if kind == "zarr":
         assert reads.count(True) == 2 * (len(local_source.LocalSource(stores["zarr"]).bounds) - 1)
-    # a buffer smaller than X (CORE_ROWS + three windows of 1,024 rows < 6,000): windows, as before
+    else:  # a Dask input: the validation pass on the workers, then its rows cross once; no scan runs there
+        assert len(passes) == 1
+    # a buffer smaller than X (CORE_ROWS + three windows of 1,024 rows and two stashes of 1,024 < 6,000 rows):
+    # windows, as before
     monkeypatch.setattr(chunked_ops, "CORE_ROWS", 100)
+    monkeypatch.setattr(chunked_ops, "STASH_POSITIONS", 1000)
+    monkeypatch.setattr(chunked_ops, "WINDOW_MAX", 1024)
     X, y, *_ = _data(6000)
     Xc = da.from_array(X.astype(np.float32), chunks=(900, 2)) if kind == "dask" else stores[kind]
     if kind == "zarr":

@@ -88,11 +88,12 @@ STASH_BYTES = 256 * 2**20
 STASH_SHARE, STASH_MIN_BYTES = 40, 128 * 2**20
 #: rows of the buffer kept for core vectors beyond the windows in flight
 CORE_ROWS = 1 << 16
-#: a buffer with a slot for every row (m <= CORE_ROWS + three windows) holds them all: one pass in order fills
-#: it before the first draw, and the fit reads no stash and drops no row.  A default fit draws every row 4-5
-#: times on overlapping classes, so the windows installed each row three times over from about ten stash
-#: passes (official Fashion-MNIST, 60,000 x 784, zarr: 11 passes, 193,933 rows installed); the slots are
-#: the ones the windows would have claimed in turn, and the model is the same either way
+#: every row in the buffer where that holds no more than the windows would (the slots, CORE_ROWS + three
+#: windows, as float64, and two stashes: at d = 784 about 140,000 rows, at d = 2 about 1.2 million): one
+#: pass in order fills it before the first draw, and the fit reads no stash and drops no row.  A default
+#: fit draws every row 4-5 times on overlapping classes, so the windows installed each row three times over
+#: from about ten stash passes (official Fashion-MNIST, 60,000 x 784, zarr: 11 passes, 193,933 rows
+#: installed); the slots are the ones the windows would have claimed in turn, and the model is the same
 RESIDENT_ROWS = True
 #: what each fit's chunked numerics measured (traffic, rounds, scans), for reports and benchmarks
 STATS: list = []
@@ -161,7 +162,16 @@ class ChunkedMEBOps(FullScans):
         self.mirror = bool(problem.mirror)
         self.c0 = problem.constant_term or 0.0
         self.window_max, rows = buffer_rows(self.n, d)
-        self.cap = cap = int(min(self.m, rows))
+        # a stash holds a float source's rows in its own dtype (exact, less memory), others' as float64, the
+        # fit's values (an integer near 2^63 would not survive the round trip through a kept float64 row)
+        src = np.dtype(X.source.dtype)
+        self.sent_row = d * src.itemsize  # bytes of a row as its source sends it (the traffic counters)
+        self.stash_dtype = src if src.kind == "f" and src.itemsize <= 8 else np.dtype(np.float64)
+        self.stash_size = self._stash_positions(X)
+        # every row held where that takes no more than the slots and the two stashes the windows would hold
+        held = (rows * 8 + 2 * self.stash_size * self.stash_dtype.itemsize) * max(d, 1)
+        self.resident = bool(RESIDENT_ROWS) and self.m * 8 * max(d, 1) <= held
+        self.cap = cap = int(self.m if self.resident else min(self.m, rows))
         # lazily allocated (untouched pages cost no memory): only the slots in use are ever written
         self.buf = np.zeros((cap, d))
         self.lsign = None if problem.sign is None else np.zeros(cap, dtype=np.int8)
@@ -206,15 +216,8 @@ class ChunkedMEBOps(FullScans):
         self.pending = None     # (start, end, future of (rows, values)) being fetched
         self.window = min(WINDOW_START, self.window_max)
         self.last_window = self.window
-        # a stash holds a float source's rows in its own dtype (exact, less memory), others' as float64, the
-        # fit's values (an integer near 2^63 would not survive the round trip through a kept float64 row)
-        src = np.dtype(X.source.dtype)
-        self.sent_row = d * src.itemsize  # bytes of a row as its source sends it (the traffic counters)
-        self.stash_dtype = src if src.kind == "f" and src.itemsize <= 8 else np.dtype(np.float64)
-        self.stash_size = self._stash_positions(X)
         self.stash_stream = None
         self.stash_horizon = 0  # positions whose stash is read or asked for
-        self.resident = bool(RESIDENT_ROWS) and rows >= self.m
         # what the full scans read: X where it is, or (resident) the buffer that holds it, in this process
         self.scan_X, self.scan_extra = X, None
         # [(start, end, rows, values)] of stream positions read by one pass, oldest first (the pool's one
