@@ -11,7 +11,9 @@ The estimators ``MEB``, ``CVDD``, ``CVMClassifier`` and ``CVR`` (the classes dec
   map is what the in-memory engines read anyway, in place and without a copy, so it takes the in-memory
   path; any other (float32, Fortran order) is read by chunks here, never converted whole.
 
-None of them is read whole into the caller's memory, and the fit is the in-memory fit's core set and α.
+None of them is read whole into the caller's memory beyond what a fit holds anyway (on small data, where that
+is no more than its windows of rows read ahead would hold, the fit keeps every row: ``ops.RESIDENT_ROWS``),
+and the fit is the in-memory fit's core set and α.
 
 **Where the work starts.**  A fit starts in :mod:`corevector.chunked.fit` (its docstring walks through the
 steps and the module of each); a prediction in :mod:`corevector.chunked.methods`.  The modules, from the
@@ -27,7 +29,8 @@ data up:
 * :mod:`~corevector.chunked.checks` -- scikit-learn's input checks and the kernel width from that pass;
 * :mod:`~corevector.chunked.ops` -- ``ChunkedMEBOps``, the core-set loop's numerics over a source, with
   :mod:`~corevector.chunked.row_slots` (the rows held), :mod:`~corevector.chunked.staged_rows` (rows read
-  ahead) and :mod:`~corevector.chunked.scans` (full scans beside each block);
+  ahead), :mod:`~corevector.chunked.full_scans` (the loop's full scans over every block, merged) and
+  :mod:`~corevector.chunked.scans` (what a full scan runs beside each block);
 * :mod:`~corevector.chunked.fit` and :mod:`~corevector.chunked.methods` -- the entry points above.
 
 The compiled numerics are reached only through :func:`corevector.numerics.numerics`, as everywhere.
