@@ -34,7 +34,7 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(local_source, "BLOCK_BYTES", 16 * 1024)
     monkeypatch.setattr(local_source, "MIN_BLOCK_ROWS", 1)
     monkeypatch.setattr(chunked_ops, "WINDOW_START", 256)
-    # (small data fill a buffer with a slot per row: the windows and stashes are what these tests read)
+    # (small data keep every row, ops.RESIDENT_ROWS: the windows and stashes are what these tests read)
     monkeypatch.setattr(chunked_ops, "RESIDENT_ROWS", False)
 
 
@@ -159,10 +159,10 @@ def test_every_formulation_same_fit(stores, impl, resident, monkeypatch):
 
 
 @pytest.mark.parametrize("kind", ["zarr", "dask"])
-def test_a_buffer_with_a_slot_per_row_reads_x_once(stores, kind, monkeypatch, tmp_path):
+def test_small_data_keep_every_row_read_once(stores, kind, monkeypatch, tmp_path):
     """Where every row held takes no more than the windows would (small data: the slots and two stashes),
-    one pass in order fills the buffer before the first draw: no stash is read, no row is installed twice, the full scans
-    read the buffer (a zarr store is read twice in all: the validation pass and this one), and the model is
+    one pass in order fills the buffer before the first draw: no stash is read, no row is installed twice,
+    the full scans read the buffer (a zarr store is read twice in all: the validation pass and this one), and the model is
     the in-memory one (a Dask input: one pass on the workers, the validation); with a buffer smaller than X the
     windows of draws read ahead serve the fit."""
     X, y, *_ = _data()

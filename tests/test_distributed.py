@@ -60,7 +60,7 @@ def small_windows(monkeypatch):
     monkeypatch.setattr(local_source, "MIN_BLOCK_ROWS", 1)
     monkeypatch.setattr(dask_source, "TASK_BYTES", 64 * 1024)
     monkeypatch.setattr(chunked_ops, "WINDOW_START", 512)
-    # (small data fill a buffer with a slot per row: the windows and stashes are what these tests read)
+    # (small data keep every row, ops.RESIDENT_ROWS: the windows and stashes are what these tests read)
     monkeypatch.setattr(chunked_ops, "RESIDENT_ROWS", False)
 
 
