@@ -480,6 +480,7 @@ class CoreVectorBase(BaseEstimator):
         return dict(core_set=result.core_set, n_iter=result.n_iter,
                     radius=float(np.sqrt(max(result.radius2, 0.0))), certified_ratio=result.certified_ratio,
                     history=result.history, converged=result.converged, settled=getattr(result, "settled", False),
+                    settle_checks=np.array(getattr(result, "settle_checks", []), dtype=np.int64).reshape(-1, 2),
                     kernel_evaluations=result.kernel_evaluations, kkt_gap=result.kkt_gap,
                     margin_scale=result.margin_scale)
 

@@ -93,6 +93,10 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
         Whether each pair's stop test ended its loop (False: ``max_iter`` or the settle rule did).
     settled_ : bool or ndarray of shape (n_pairs,)
         Whether the settle rule ended each pair's loop (``settle``).
+    settle_checks_ : ndarray of shape (n_checks, 2), or list of them (one per pair)
+        The settle rule's checks of each pair, in order: the core-set size and how many probe points changed
+        side since the last check (-1 at the first; the rule stops the loop once at most 0.25% of the probe
+        did). Empty where the rule was off.
     kernel_evaluations_ : int or ndarray of shape (n_pairs,)
         Base-kernel evaluations each pair's fit made.
     history_ : dict of lists, or list of dict
@@ -332,10 +336,10 @@ class CVMClassifier(ClassifierMixin, CoreVectorBase):
 
         def per_pair(key):
             vals = [d[key] for d in diags]
-            return vals[0] if binary else (vals if key == "history" else np.array(vals))
+            return vals[0] if binary else (vals if key in ("history", "settle_checks") else np.array(vals))
 
-        for key in ("n_iter", "radius", "certified_ratio", "history", "converged", "settled", "kernel_evaluations",
-                    "kkt_gap"):
+        for key in ("n_iter", "radius", "certified_ratio", "history", "converged", "settled", "settle_checks",
+                    "kernel_evaluations", "kkt_gap"):
             setattr(self, key + "_", per_pair(key))
         self.rho_ = models[0].rho if binary else np.array([m.rho for m in models])
         self.dual_objective_ = -self.rho_  # the dual (9) of 001: max -alpha'K~alpha, per pair

@@ -76,6 +76,23 @@ def test_auto_leaves_small_fits_bit_for_bit(eager_settle):
     assert on.settled_ and not np.array_equal(on.core_set_, off.core_set_)
 
 
+def test_a_fit_reports_the_checks_that_settled_it(eager_settle):
+    """settle_checks_: each check at least SETTLE_GROWTH beyond the last, nothing to compare at the first, every
+    check before the last above the rule's share of the probe (else the loop had stopped there), the last at
+    or below it; none where the rule is off."""
+    X, y = _noisy_boundary(6000)
+    est = CVMClassifier(gamma=1.0, settle=True, random_state=0).fit(X, y)
+    probe, first, growth, changed, _ = Settle.__init__.__defaults__
+    checks = est.settle_checks_
+    assert est.settled_ and checks.dtype.kind == "i" and checks.shape[1] == 2 and len(checks) >= 3
+    sizes, moved = checks[:, 0], checks[:, 1]
+    assert sizes[0] >= first and (sizes[1:] >= np.maximum((sizes[:-1] * growth).astype(int), sizes[:-1] + 1)).all()
+    assert moved[0] == -1 and (moved[1:-1] > changed * probe).all() and 0 <= moved[-1] <= changed * probe
+    assert sizes[-1] <= est.core_set_.size
+    off = CVMClassifier(gamma=1.0, settle=False, random_state=0).fit(X, y)
+    assert off.settle_checks_.shape == (0, 2) and not off.settled_
+
+
 @pytest.mark.parametrize("impl", ["fast", "ref"])
 def test_a_settled_fit_says_so_and_certifies_what_it_reached(eager_settle, impl):
     X, y = _noisy_boundary(6000)

@@ -425,6 +425,10 @@ def _support_vectors(sv, n_features):
     return sv
 
 
+def _no_checks():
+    return np.zeros((0, 2), dtype=np.int64)
+
+
 def _no_diagnostics(est, n_pairs=None):
     nan = float("nan")
     if n_pairs is None:
@@ -439,6 +443,7 @@ def _no_diagnostics(est, n_pairs=None):
         est.history_ = [{} for _ in range(n_pairs)] if n_pairs > 1 else {}
         est.converged_ = np.ones(n_pairs, dtype=bool) if n_pairs > 1 else True
         est.settled_ = np.zeros(n_pairs, dtype=bool) if n_pairs > 1 else False
+        est.settle_checks_ = [_no_checks() for _ in range(n_pairs)] if n_pairs > 1 else _no_checks()
         est.kernel_evaluations_ = np.zeros(n_pairs, dtype=np.int64) if n_pairs > 1 else 0
 
 

@@ -140,6 +140,7 @@ def _schemas():
             "n_iter_": _per_pair(I_NONNEG, "i"), "radius_": _per_pair(F_ANY, "f"),
             "certified_ratio_": _per_pair(F_ANY, "f"), "history_": Either((History(), ListOf(History(), "n_pairs"))),
             "converged_": _per_pair(B, "b"), "settled_": _per_pair(B, "b"),
+            "settle_checks_": Either((Array("i", (None, 2), low=-1), ListOf(Array("i", (None, 2), low=-1), "n_pairs"))),
             "kernel_evaluations_": _per_pair(I_NONNEG, "i"),
             "kkt_gap_": _per_pair(F_ANY, "f"), "rho_": _per_pair(F_ANY, "f"),
             "dual_objective_": _per_pair(F_ANY, "f"),
