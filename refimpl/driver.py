@@ -472,8 +472,8 @@ class _CoreSetLoop:
 #: classes the 'hybrid' cap (a sampled training point must be classified correctly) keeps the loop going
 #: until the core set holds nearly every misclassified training point: with n_confirm = 100 the points that
 #: fail the test must fall below about 1/6,000 of the data, so the core set grows with m (generated
-#: Fashion-MNIST, trouser against the rest: 2,193 core vectors at 10^5 rows, 9,793 at 10^6, where the last
-#: 2,000 took 60% of the fit's 777 s) while the decisions stop changing long before.  Each time the core set
+#: Fashion-MNIST, trouser against the rest: 2,139 core vectors at 10^5 rows, 9,157 at 10^6 in 845 s) while
+#: the decisions stop changing long before.  Each time the core set
 #: has grown by SETTLE_GROWTH (from SETTLE_FIRST core vectors on), the core-set QP is finished to the final
 #: tolerance and the side of the hybrid cap (d^2 <= R^2 + 2 tau: for the two-class L2-SVM, y f(x) >= 0, the
 #: predicted class) is read on a probe of SETTLE_PROBE points drawn once from the loop's stream; the loop
