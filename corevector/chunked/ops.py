@@ -89,12 +89,17 @@ STASH_SHARE, STASH_MIN_BYTES = 40, 128 * 2**20
 #: rows of the buffer kept for core vectors beyond the windows in flight
 CORE_ROWS = 1 << 16
 #: every row in the buffer where that holds no more than the windows would (the slots, CORE_ROWS + three
-#: windows, as float64, and two stashes: at d = 784 about 140,000 rows, at d = 2 about 1.2 million): one
-#: pass in order fills it before the first draw, and the fit reads no stash and drops no row.  A default
+#: windows, as float64, and two stashes), a held row counted with RESIDENT_ROW_BYTES beside its coordinates:
+#: at d = 784 about 140,000 rows, at d = 2 about 160,000.  One pass in order fills it before the first draw,
+#: and the fit reads no stash and drops no row.  A default
 #: fit draws every row 4-5 times on overlapping classes, so the windows installed each row three times over
 #: from about ten stash passes (official Fashion-MNIST, 60,000 x 784, zarr: 11 passes, 193,933 rows
 #: installed); the slots are the ones the windows would have claimed in turn, and the model is the same
 RESIDENT_ROWS = True
+#: what a held row costs the caller beyond its 8 d bytes in the buffer: the slots' map of it and the fill's
+#: index temporaries over every row (10^6 x 2 held: a peak of 119 MB, 104 bytes a row beyond the buffer's
+#: 16, where the windowed fit grows by 15-18 MB; counting the coordinates alone let such narrow sets be held)
+RESIDENT_ROW_BYTES = 104
 #: what each fit's chunked numerics measured (traffic, rounds, scans), for reports and benchmarks
 STATS: list = []
 
@@ -170,7 +175,7 @@ class ChunkedMEBOps(FullScans):
         self.stash_size = self._stash_positions(X)
         # every row held where that takes no more than the slots and the two stashes the windows would hold
         held = (rows * 8 + 2 * self.stash_size * self.stash_dtype.itemsize) * max(d, 1)
-        self.resident = bool(RESIDENT_ROWS) and self.m * 8 * max(d, 1) <= held
+        self.resident = bool(RESIDENT_ROWS) and self.m * (8 * max(d, 1) + RESIDENT_ROW_BYTES) <= held
         self.cap = cap = int(self.m if self.resident else min(self.m, rows))
         # lazily allocated (untouched pages cost no memory): only the slots in use are ever written
         self.buf = np.zeros((cap, d))
