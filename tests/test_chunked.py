@@ -199,6 +199,26 @@ def test_small_data_keep_every_row_read_once(stores, kind, monkeypatch, tmp_path
     assert chunked_ops.STATS[-1]["stash_rounds"] >= 1
 
 
+def test_a_held_row_counts_its_bookkeeping(stores, monkeypatch):
+    """The every-row rule weighs a held row's slot bookkeeping (RESIDENT_ROW_BYTES) beside its 8 d bytes:
+    on narrow rows it outweighs the coordinates (10^6 x 2 held whole grew the caller by 115 MB for a 15 MB X).
+    Here the slots and two stashes (3,172 + 2 x 1,024 float32 rows) hold 3,000 rows' coordinates but not their
+    bookkeeping: the fit keeps its windows, and only without the bookkeeping would it hold every row."""
+    X, y, *_ = _data()
+    monkeypatch.setattr(chunked_ops, "RESIDENT_ROWS", True)
+    monkeypatch.setattr(chunked_ops, "CORE_ROWS", 100)
+    monkeypatch.setattr(chunked_ops, "STASH_POSITIONS", 1000)
+    monkeypatch.setattr(chunked_ops, "WINDOW_MAX", 1024)
+    a = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y)
+    rounds = []
+    for row_bytes in (chunked_ops.RESIDENT_ROW_BYTES, 0):
+        monkeypatch.setattr(chunked_ops, "RESIDENT_ROW_BYTES", row_bytes)
+        del chunked_ops.STATS[:]
+        _same_fit(a, CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(stores["zarr"], y))
+        rounds.append(chunked_ops.STATS[-1]["stash_rounds"])
+    assert rounds[0] >= 1 and rounds[1] == 0
+
+
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_gamma_scale_within_the_bound(stores):
     """gamma='scale' from per-block variances: not bit for bit, but both fits under full scans are within
