@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import _check_sample_weight, validate_data
 
-from refimpl.driver import HYBRID_NU
+from refimpl.driver import HYBRID_NU, settle_checks_array
 from refimpl.kernels import KERNELS, compact_columns, index_points, point_indices, selector_rows
 from refimpl.meb import validate_engine_params
 
@@ -480,7 +480,7 @@ class CoreVectorBase(BaseEstimator):
         return dict(core_set=result.core_set, n_iter=result.n_iter,
                     radius=float(np.sqrt(max(result.radius2, 0.0))), certified_ratio=result.certified_ratio,
                     history=result.history, converged=result.converged, settled=getattr(result, "settled", False),
-                    settle_checks=np.array(getattr(result, "settle_checks", []), dtype=np.int64).reshape(-1, 2),
+                    settle_checks=settle_checks_array(getattr(result, "settle_checks", [])),
                     kernel_evaluations=result.kernel_evaluations, kkt_gap=result.kkt_gap,
                     margin_scale=result.margin_scale)
 

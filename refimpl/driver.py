@@ -540,6 +540,12 @@ class Settle:
         return 0 <= moved <= self.changed * len(self.probe)
 
 
+def settle_checks_array(checks):
+    """The settle rule's checks (:attr:`Settle.checks`: core-set size, probe points moved) as an estimator's
+    fitted ``settle_checks_``: an int64 array of shape (n_checks, 2), (0, 2) where there were none."""
+    return np.array(checks, dtype=np.int64).reshape(-1, 2)
+
+
 # --- pruning ----------------------------------------------------------------------------------------
 #: prune=True (CVR's batched loop): after a solve, core vectors of weight 0 lying inside the ball by more than
 #: PRUNE_KAPPA times the tube's margin 2 tau (for CVR: |y - f| < (1 - PRUNE_KAPPA) epsbar on their side of the

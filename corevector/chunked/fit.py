@@ -14,8 +14,9 @@ one module of this package:
 3. :func:`fit_meb` here: ``refimpl.driver``'s one core-set loop, the same as an in-memory fit's, on the
    numerics :class:`~corevector.chunked.ops.ChunkedMEBOps`.  Those hold the core vectors' and the drawn
    candidates' rows in a buffer (:mod:`~corevector.chunked.row_slots`), read ahead by passes over the source
-   (:mod:`~corevector.chunked.staged_rows`) or, on small data, every row after one pass, and run the QP and the sampled scans with the in-memory engine of
-   the chosen implementation (:func:`corevector.numerics.numerics`); full scans run beside each block
+   (:mod:`~corevector.chunked.staged_rows`) or, on small data, every row after one pass, and run the QP and
+   the sampled scans with the in-memory engine of the chosen implementation
+   (:func:`corevector.numerics.numerics`); full scans run beside each block
    (:mod:`~corevector.chunked.full_scans`, :mod:`~corevector.chunked.scans`);
 4. the core vectors' rows stay on the source (:meth:`~corevector.chunked.source.Source.remember`), so the
    model's support vectors are read from memory, and the per-row methods (``predict`` ...) run per block

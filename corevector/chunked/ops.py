@@ -91,10 +91,10 @@ CORE_ROWS = 1 << 16
 #: every row in the buffer where that holds no more than the windows would (the slots, CORE_ROWS + three
 #: windows, as float64, and two stashes), a held row counted with RESIDENT_ROW_BYTES beside its coordinates:
 #: at d = 784 about 140,000 rows, at d = 2 about 160,000.  One pass in order fills it before the first draw,
-#: and the fit reads no stash and drops no row.  A default
-#: fit draws every row 4-5 times on overlapping classes, so the windows installed each row three times over
-#: from about ten stash passes (official Fashion-MNIST, 60,000 x 784, zarr: 11 passes, 193,933 rows
-#: installed); the slots are the ones the windows would have claimed in turn, and the model is the same
+#: and the fit reads no stash and drops no row.  A default fit draws every row 4-5 times on overlapping
+#: classes, so the windows installed each row three times over from about ten stash passes (official
+#: Fashion-MNIST, 60,000 x 784, zarr: 11 passes, 193,933 rows installed); the slots are the ones the windows
+#: would have claimed in turn, and the model is the same
 RESIDENT_ROWS = True
 #: what a held row costs the caller beyond its 8 d bytes in the buffer: the slots' map of it and the fill's
 #: index temporaries over every row (10^6 x 2 held: a peak of 119 MB, 104 bytes a row beyond the buffer's

@@ -38,6 +38,7 @@ import os
 import numpy as np
 import scipy.sparse as sp
 
+from refimpl.driver import settle_checks_array
 from refimpl.kernels import KernelSpec, selector_rows
 
 from .._libsvm_layout import DENSE_MAX_ENTRIES, KERNEL_BY_LIBSVM, LibsvmModel, from_estimator, to_sklearn
@@ -425,10 +426,6 @@ def _support_vectors(sv, n_features):
     return sv
 
 
-def _no_checks():
-    return np.zeros((0, 2), dtype=np.int64)
-
-
 def _no_diagnostics(est, n_pairs=None):
     nan = float("nan")
     if n_pairs is None:
@@ -443,7 +440,8 @@ def _no_diagnostics(est, n_pairs=None):
         est.history_ = [{} for _ in range(n_pairs)] if n_pairs > 1 else {}
         est.converged_ = np.ones(n_pairs, dtype=bool) if n_pairs > 1 else True
         est.settled_ = np.zeros(n_pairs, dtype=bool) if n_pairs > 1 else False
-        est.settle_checks_ = [_no_checks() for _ in range(n_pairs)] if n_pairs > 1 else _no_checks()
+        none = settle_checks_array([])
+        est.settle_checks_ = [none.copy() for _ in range(n_pairs)] if n_pairs > 1 else none
         est.kernel_evaluations_ = np.zeros(n_pairs, dtype=np.int64) if n_pairs > 1 else 0
 
 
