@@ -158,6 +158,13 @@ def test_every_formulation_same_fit(stores, impl, resident, monkeypatch):
             assert np.isclose(b.score(Xc, *args), b.score(X, *args), rtol=1e-12), type(est).__name__
 
 
+def _small_buffer(monkeypatch):
+    """A row buffer of CORE_ROWS = 100 + three windows of 1,024 slots, and stashes of 1,024 positions."""
+    monkeypatch.setattr(chunked_ops, "CORE_ROWS", 100)
+    monkeypatch.setattr(chunked_ops, "STASH_POSITIONS", 1000)
+    monkeypatch.setattr(chunked_ops, "WINDOW_MAX", 1024)
+
+
 @pytest.mark.parametrize("kind", ["zarr", "dask"])
 def test_small_data_keep_every_row_read_once(stores, kind, monkeypatch, tmp_path):
     """Where every row held takes no more than the windows would (small data: the slots and two stashes),
@@ -185,9 +192,7 @@ def test_small_data_keep_every_row_read_once(stores, kind, monkeypatch, tmp_path
         assert len(passes) == 1
     # a buffer smaller than X (CORE_ROWS + three windows of 1,024 rows and two stashes of 1,024 < 6,000 rows):
     # windows, as before
-    monkeypatch.setattr(chunked_ops, "CORE_ROWS", 100)
-    monkeypatch.setattr(chunked_ops, "STASH_POSITIONS", 1000)
-    monkeypatch.setattr(chunked_ops, "WINDOW_MAX", 1024)
+    _small_buffer(monkeypatch)
     X, y, *_ = _data(6000)
     Xc = da.from_array(X.astype(np.float32), chunks=(900, 2)) if kind == "dask" else stores[kind]
     if kind == "zarr":
@@ -206,9 +211,7 @@ def test_a_held_row_counts_its_bookkeeping(stores, monkeypatch):
     bookkeeping: the fit keeps its windows, and only without the bookkeeping would it hold every row."""
     X, y, *_ = _data()
     monkeypatch.setattr(chunked_ops, "RESIDENT_ROWS", True)
-    monkeypatch.setattr(chunked_ops, "CORE_ROWS", 100)
-    monkeypatch.setattr(chunked_ops, "STASH_POSITIONS", 1000)
-    monkeypatch.setattr(chunked_ops, "WINDOW_MAX", 1024)
+    _small_buffer(monkeypatch)
     a = CVMClassifier(C=1e4, gamma=1.0, random_state=0).fit(X, y)
     rounds = []
     for row_bytes in (chunked_ops.RESIDENT_ROW_BYTES, 0):
